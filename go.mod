@@ -1,0 +1,3 @@
+module megago
+
+go 1.26.0

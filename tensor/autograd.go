@@ -1,0 +1,245 @@
+package tensor
+
+import "fmt"
+
+// node is one recorded op of the autograd graph.
+type node struct {
+	op       string
+	inputs   []*Tensor                     // the op's tensor inputs, in order
+	backward func(gys []*Tensor) []*Tensor // output grads → input grads (nil: none)
+	nout     int
+	freed    bool
+
+	dev       *Device
+	outShapes []Shape // to make zero gradients for outputs that received none
+	outTypes  []DType
+}
+
+// SetRequiresGrad marks a leaf tensor (a parameter, or a pipeline stage's input) so that
+// backward computes its gradient, and returns it. It panics if t is the output of an op.
+func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
+	if t.fn != nil {
+		panic(fmt.Sprintf("tensor: SetRequiresGrad: %v %v is the output of %s, not a leaf", t.dtype, t.shape, t.fn.op))
+	}
+	t.requiresGrad = on
+	return t
+}
+
+// RequiresGrad reports whether gradients flow to t.
+func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
+
+// IsLeaf reports whether t was not produced by a recorded op.
+func (t *Tensor) IsLeaf() bool { return t.fn == nil }
+
+// Grad returns the gradient accumulated in a leaf by backward passes, or nil.
+func (t *Tensor) Grad() *Tensor { return t.grad }
+
+// SetGrad replaces t's accumulated gradient (nil clears it). Optimizers and gradient
+// buffers use it to point gradients into flat storage.
+func (t *Tensor) SetGrad(g *Tensor) {
+	if g != nil && (!g.shape.Equal(t.shape) || g.dtype != t.dtype) {
+		panic(fmt.Sprintf("tensor: SetGrad: grad %v %v for tensor %v %v", g.dtype, g.shape, t.dtype, t.shape))
+	}
+	t.grad = g
+}
+
+// ZeroGrad sets t's accumulated gradient to zero in place, keeping its storage.
+func (t *Tensor) ZeroGrad() {
+	if t.grad != nil {
+		t.st.dev.backend.Fill(t.grad.Span(), 0)
+	}
+}
+
+// Detach returns a tensor sharing t's storage that is not connected to the graph.
+func (t *Tensor) Detach() *Tensor {
+	return &Tensor{st: t.st, off: t.off, dtype: t.dtype, shape: t.shape}
+}
+
+// recording reports whether an op on these inputs must be recorded.
+func recording(ins ...*Tensor) bool {
+	for _, x := range ins {
+		if x != nil && x.requiresGrad {
+			return x.st.dev.GradEnabled()
+		}
+	}
+	return false
+}
+
+// record links outs to the op that produced them when any input requires grad and
+// recording is on. backward receives one gradient per output (zeros for outputs that got
+// none) and returns one per input (nil where none flows).
+func record(op string, outs []*Tensor, ins []*Tensor, backward func(gys []*Tensor) []*Tensor) {
+	if !recording(ins...) {
+		return
+	}
+	n := &node{op: op, inputs: ins, backward: backward, nout: len(outs), dev: outs[0].st.dev}
+	for i, o := range outs {
+		n.outShapes = append(n.outShapes, o.shape)
+		n.outTypes = append(n.outTypes, o.dtype)
+		o.requiresGrad = true
+		o.fn = n
+		o.outIdx = i
+	}
+}
+
+// record1 is record for an op with one output.
+func record1(op string, out *Tensor, ins []*Tensor, backward func(gy *Tensor) []*Tensor) *Tensor {
+	record(op, []*Tensor{out}, ins, func(gys []*Tensor) []*Tensor { return backward(gys[0]) })
+	return out
+}
+
+// needsGrad reports whether gradient must flow to x.
+func needsGrad(x *Tensor) bool { return x != nil && x.requiresGrad }
+
+// Backward computes the gradient of the scalar t with respect to every leaf that requires
+// grad, adding it to the leaf's Grad. The graph behind t is freed: a second Backward
+// through it panics. It panics if t has more than one element.
+func (t *Tensor) Backward() {
+	if t.Numel() != 1 {
+		panic(fmt.Sprintf("tensor: Backward: output of shape %v is not a scalar; use BackwardWithGrad", t.shape))
+	}
+	Backward([]*Tensor{t}, []*Tensor{Ones(t.st.dev, t.dtype, t.shape...)})
+}
+
+// BackwardWithGrad runs backward from a non-scalar t given dy, the gradient of the loss
+// with respect to t (a pipeline stage receives it from the next stage).
+func (t *Tensor) BackwardWithGrad(dy *Tensor) { Backward([]*Tensor{t}, []*Tensor{dy}) }
+
+// Backward runs one backward pass from several outputs with their gradients.
+func Backward(outs, grads []*Tensor) {
+	if len(outs) != len(grads) {
+		panic(fmt.Sprintf("tensor: Backward: %d outputs and %d gradients", len(outs), len(grads)))
+	}
+	if len(outs) == 0 {
+		return
+	}
+	dev := outs[0].st.dev
+	dev.NoGrad(func() { runBackward(outs, grads) })
+}
+
+func runBackward(outs, grads []*Tensor) {
+	pending := map[*node][]*Tensor{}
+	var roots []*node
+	for i, o := range outs {
+		g := grads[i]
+		if !g.shape.Equal(o.shape) {
+			panic(fmt.Sprintf("tensor: Backward: gradient %v for output %v", g.shape, o.shape))
+		}
+		if !o.requiresGrad {
+			continue
+		}
+		if o.fn == nil {
+			accumulateLeaf(o, g)
+			continue
+		}
+		if o.fn.freed {
+			panic(fmt.Sprintf("tensor: Backward: the graph through %s was already freed by an earlier backward", o.fn.op))
+		}
+		addPending(pending, o, g)
+		roots = append(roots, o.fn)
+	}
+	for _, n := range topoOrder(roots) {
+		gys := pending[n]
+		delete(pending, n)
+		if gys == nil {
+			continue // reachable, but no gradient flowed into it
+		}
+		for i, g := range gys {
+			if g == nil {
+				gys[i] = zerosForOutput(n, i)
+			}
+		}
+		gxs := n.backward(gys)
+		ins := n.inputs
+		n.freed, n.backward, n.inputs = true, nil, nil
+		for i, x := range ins {
+			if i >= len(gxs) || gxs[i] == nil || !needsGrad(x) {
+				continue
+			}
+			g := gxs[i]
+			if !g.shape.Equal(x.shape) {
+				panic(fmt.Sprintf("tensor: backward of %s: gradient %v for input %d of shape %v", n.op, g.shape, i, x.shape))
+			}
+			if x.fn == nil {
+				accumulateLeaf(x, g)
+			} else {
+				addPending(pending, x, g)
+			}
+		}
+	}
+}
+
+// zerosForOutput makes the zero gradient of output i of n. The node keeps no reference to
+// its outputs, so the shape comes from the recorded shapes.
+func zerosForOutput(n *node, i int) *Tensor {
+	s := n.outShapes[i]
+	return Zeros(n.dev, n.outTypes[i], s...)
+}
+
+func addPending(pending map[*node][]*Tensor, x *Tensor, g *Tensor) {
+	gs := pending[x.fn]
+	if gs == nil {
+		gs = make([]*Tensor, x.fn.nout)
+		pending[x.fn] = gs
+	}
+	if g.dtype != x.dtype {
+		g = castRaw(g, x.dtype)
+	}
+	if gs[x.outIdx] == nil {
+		gs[x.outIdx] = g
+		return
+	}
+	sum := empty(g.st.dev, g.dtype, g.shape)
+	g.st.dev.backend.Binary(OpAdd, sum.Span(), gs[x.outIdx].Span(), g.Span())
+	gs[x.outIdx] = sum
+}
+
+// accumulateLeaf adds g into leaf x's gradient. A leaf's gradient outlives the step's
+// scopes (it is allocated unscoped), except for the temporary leaves of recomputation.
+func accumulateLeaf(x *Tensor, g *Tensor) {
+	dev := x.st.dev
+	if x.grad == nil {
+		x.grad = &Tensor{st: dev.alloc(x.dtype, x.Numel(), !x.tempLeaf), dtype: x.dtype, shape: x.shape.Clone()}
+		dev.backend.Fill(x.grad.Span(), 0)
+	}
+	if g.dtype != x.dtype {
+		g = castRaw(g, x.dtype)
+	}
+	dev.backend.Binary(OpAdd, x.grad.Span(), x.grad.Span(), g.Span())
+}
+
+// topoOrder returns the nodes reachable from roots so that every node comes before the
+// nodes that produced its inputs.
+func topoOrder(roots []*node) []*node {
+	visited := map[*node]bool{}
+	var post []*node
+	type frame struct {
+		n *node
+		i int
+	}
+	for _, r := range roots {
+		if visited[r] {
+			continue
+		}
+		visited[r] = true
+		stack := []frame{{r, 0}}
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			if f.i < len(f.n.inputs) {
+				x := f.n.inputs[f.i]
+				f.i++
+				if x != nil && x.requiresGrad && x.fn != nil && !visited[x.fn] && !x.fn.freed {
+					visited[x.fn] = true
+					stack = append(stack, frame{x.fn, 0})
+				}
+				continue
+			}
+			post = append(post, f.n)
+			stack = stack[:len(stack)-1]
+		}
+	}
+	for i, j := 0, len(post)-1; i < j; i, j = i+1, j-1 {
+		post[i], post[j] = post[j], post[i]
+	}
+	return post
+}

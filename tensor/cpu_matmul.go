@@ -1,0 +1,62 @@
+package tensor
+
+// MatMul is the portable reference GEMM: op(A) is packed row-major, then each output row is
+// built either as a sum of scaled rows of B (B not transposed) or as dot products with rows
+// of B (B transposed). Rows are split across goroutines; each output element's sum runs over
+// k in increasing order, so results do not depend on the number of goroutines.
+func (cpuBackend) MatMul(dst, a, b Span, p MatMulParams) {
+	if computeIs64(dst.DType) {
+		matmulKernel[float64](dst, a, b, p)
+	} else {
+		matmulKernel[float32](dst, a, b, p)
+	}
+}
+
+func matmulKernel[T float](dst, a, b Span, p MatMulParams) {
+	as, bs := load[T](a), load[T](b)
+	var ds []T
+	if p.Accumulate {
+		ds = load[T](dst)
+	} else {
+		ds = output[T](dst)
+	}
+	M, N, K := p.M, p.N, p.K
+	rows := p.Batch * M
+	parallelFor(rows, max(1, 4096/max(1, N*K/64)), func(lo, hi int) {
+		arow := make([]T, K)
+		for r := lo; r < hi; r++ {
+			bi, i := r/M, r%M
+			A := as[bi*p.StrideA:]
+			B := bs[bi*p.StrideB:]
+			if p.TransA { // A is K×M
+				for k := 0; k < K; k++ {
+					arow[k] = A[k*M+i]
+				}
+			} else {
+				copy(arow, A[i*K:(i+1)*K])
+			}
+			out := ds[r*N : (r+1)*N]
+			if !p.Accumulate {
+				clear(out)
+			}
+			if p.TransB { // B is N×K
+				for j := range out {
+					brow := B[j*K : (j+1)*K]
+					var s T
+					for k, x := range arow {
+						s += x * brow[k]
+					}
+					out[j] += s
+				}
+				continue
+			}
+			for k, x := range arow {
+				brow := B[k*N : (k+1)*N]
+				for j := range out {
+					out[j] += x * brow[j]
+				}
+			}
+		}
+	})
+	store(dst, ds)
+}

@@ -1,0 +1,238 @@
+package tensor
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Device is a backend together with the state that belongs to one user of it: a caching
+// pool of storage, a stack of open scopes and the gradient-recording mode. Devices are
+// values created by the program and passed down; give each rank (goroutine) its own. The
+// pool and scope stack are safe for concurrent use, but scopes opened concurrently on one
+// device from several goroutines interleave, so do not share a device across ranks.
+type Device struct {
+	backend Backend
+
+	mu     sync.Mutex
+	free   map[poolKey][]Buffer
+	scopes []*Scope
+	stats  PoolStats
+	noGrad int // > 0 while inside NoGrad
+}
+
+type poolKey struct {
+	dt DType
+	n  int
+}
+
+// PoolStats counts a device's tensor storage, in bytes.
+type PoolStats struct {
+	InUse       int64 // held by live tensors
+	Reserved    int64 // held by live tensors or cached in the pool
+	Peak        int64 // largest InUse so far
+	Fresh       int64 // total ever obtained from the backend (not from the pool)
+	FreshAllocs int64 // number of such allocations
+}
+
+// NewDevice returns a device on backend b with an empty pool.
+func NewDevice(b Backend) *Device {
+	return &Device{backend: b, free: map[poolKey][]Buffer{}}
+}
+
+// NewCPU returns a new device on the CPU backend.
+func NewCPU() *Device { return NewDevice(cpuBackend{}) }
+
+// Backend returns the device's backend.
+func (d *Device) Backend() Backend { return d.backend }
+
+// String returns the backend's name.
+func (d *Device) String() string { return d.backend.Name() }
+
+// Stats returns the device's storage statistics.
+func (d *Device) Stats() PoolStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+// EmptyCache returns all cached (unused) storage to the backend.
+func (d *Device) EmptyCache() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, bufs := range d.free {
+		for _, b := range bufs {
+			d.backend.Free(b)
+			d.stats.Reserved -= int64(k.n * k.dt.Size())
+		}
+		delete(d.free, k)
+	}
+}
+
+// alloc returns storage for n elements, from the pool when it has a buffer of that exact
+// size, and registers it with the innermost open scope unless unscoped.
+func (d *Device) alloc(dt DType, n int, unscoped bool) *storage {
+	if n < 0 {
+		panic(fmt.Sprintf("tensor: negative size %d", n))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := poolKey{dt, n}
+	bytes := int64(n * dt.Size())
+	var buf Buffer
+	if l := d.free[k]; len(l) > 0 {
+		buf = l[len(l)-1]
+		d.free[k] = l[:len(l)-1]
+	} else {
+		d.mu.Unlock()
+		buf = d.backend.Alloc(dt, n)
+		d.mu.Lock()
+		d.stats.Fresh += bytes
+		d.stats.FreshAllocs++
+		d.stats.Reserved += bytes
+	}
+	d.stats.InUse += bytes
+	d.stats.Peak = max(d.stats.Peak, d.stats.InUse)
+	st := &storage{dev: d, buf: buf, dt: dt, n: n}
+	if !unscoped && len(d.scopes) > 0 {
+		s := d.scopes[len(d.scopes)-1]
+		st.scope = s
+		s.owned = append(s.owned, st)
+	}
+	return st
+}
+
+// release returns st's buffer to the pool. Called with d.mu held.
+func (d *Device) releaseLocked(st *storage) {
+	if st.released {
+		return
+	}
+	st.released = true
+	if p, ok := d.backend.(Poisoner); ok {
+		p.Poison(st.buf, st.dt, st.n)
+	}
+	k := poolKey{st.dt, st.n}
+	d.free[k] = append(d.free[k], st.buf)
+	d.stats.InUse -= int64(st.n * st.dt.Size())
+	st.buf = nil
+}
+
+// storage is one allocation; views of it share it.
+type storage struct {
+	dev      *Device
+	buf      Buffer
+	dt       DType
+	n        int
+	scope    *Scope // nil when not owned by a scope
+	released bool
+}
+
+// Scope owns the storage of the tensors created on its device while it is the innermost
+// open scope, and returns it to the device's pool when closed. Parameters and optimizer
+// state are created outside any scope (or kept past it with Keep) and live until released
+// or garbage collected.
+type Scope struct {
+	dev    *Device
+	parent *Scope
+	owned  []*storage
+	closed bool
+}
+
+// NewScope opens a scope nested inside the innermost open one. Close it, usually with
+// defer, in the reverse order of opening.
+func (d *Device) NewScope() *Scope {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := &Scope{dev: d}
+	if len(d.scopes) > 0 {
+		s.parent = d.scopes[len(d.scopes)-1]
+	}
+	d.scopes = append(d.scopes, s)
+	return s
+}
+
+// Close releases the storage of every tensor the scope still owns; using those tensors
+// afterwards panics. It panics if an inner scope of the same device is still open.
+// Closing twice does nothing.
+func (s *Scope) Close() {
+	d := s.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if len(d.scopes) == 0 || d.scopes[len(d.scopes)-1] != s {
+		panic("tensor: Scope.Close: an inner scope is still open (close scopes in reverse order)")
+	}
+	d.scopes = d.scopes[:len(d.scopes)-1]
+	s.closed = true
+	for _, st := range s.owned {
+		if st.scope == s {
+			d.releaseLocked(st)
+		}
+	}
+	s.owned = nil
+}
+
+// Keep moves t's storage (shared by all its views) out of its scope into the enclosing
+// one, or out of all scopes if its scope is outermost, so it survives the scope's Close.
+// It returns t.
+func (t *Tensor) Keep() *Tensor {
+	d := t.st.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t.checkLive("Keep")
+	st := t.st
+	if st.scope == nil {
+		return t
+	}
+	st.scope = st.scope.parent
+	if st.scope != nil {
+		st.scope.owned = append(st.scope.owned, st)
+	}
+	return t
+}
+
+// Release returns t's storage to the pool now, before its scope closes. Every view of the
+// storage becomes unusable: using one panics. Releasing twice does nothing.
+func (t *Tensor) Release() {
+	d := t.st.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.releaseLocked(t.st)
+}
+
+// NoGrad runs fn with gradient recording turned off for tensors on d: ops run inside fn
+// record no graph, as under PyTorch's torch.no_grad(). Calls nest.
+func (d *Device) NoGrad(fn func()) {
+	d.mu.Lock()
+	d.noGrad++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.noGrad--
+		d.mu.Unlock()
+	}()
+	fn()
+}
+
+// withGrad runs fn with gradient recording on, whatever the enclosing mode (recomputation
+// inside backward needs it).
+func (d *Device) withGrad(fn func()) {
+	d.mu.Lock()
+	saved := d.noGrad
+	d.noGrad = 0
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.noGrad = saved
+		d.mu.Unlock()
+	}()
+	fn()
+}
+
+// GradEnabled reports whether ops on d record the graph for autograd.
+func (d *Device) GradEnabled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.noGrad == 0
+}

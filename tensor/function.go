@@ -1,0 +1,78 @@
+package tensor
+
+import "fmt"
+
+// Function is a differentiable operation defined outside the engine: the communication
+// mappings of package parallel and fused kernels implement it. Forward runs with gradient
+// recording off and may keep what Backward needs in the Function's own fields; Backward
+// receives one gradient per output (zeros for outputs that received none) and returns one
+// gradient per input, nil where no gradient flows.
+type Function interface {
+	Forward(in []*Tensor) []*Tensor
+	Backward(gradOut []*Tensor) []*Tensor
+}
+
+// Apply runs f on in and records it in the graph when any input requires grad. name is
+// used in error messages.
+func Apply(name string, f Function, in ...*Tensor) []*Tensor {
+	if len(in) == 0 {
+		panic(fmt.Sprintf("tensor: Apply %s: no inputs", name))
+	}
+	var outs []*Tensor
+	in[0].st.dev.NoGrad(func() { outs = f.Forward(in) })
+	// Outputs must be fresh tensors: an output that is an input (or shares its node) would
+	// corrupt the graph, so such outputs are wrapped.
+	for i, o := range outs {
+		for _, x := range in {
+			if o == x {
+				outs[i] = o.Detach()
+			}
+		}
+	}
+	record(name, outs, in, f.Backward)
+	return outs
+}
+
+// Checkpoint runs fn on in without keeping its intermediate activations, and recomputes
+// them during backward (activation recomputation). fn must be deterministic given its
+// inputs: random ops inside it draw from the layout-independent generator with the same
+// keys on both runs, so dropout masks are replayed exactly and the gradients are bit for bit
+// those of calling fn directly. Parameters used inside fn receive their gradients as usual.
+func Checkpoint(fn func(in []*Tensor) []*Tensor, in ...*Tensor) []*Tensor {
+	return Apply("Checkpoint", &checkpointFn{fn: fn}, in...)
+}
+
+type checkpointFn struct {
+	fn func(in []*Tensor) []*Tensor
+	in []*Tensor
+}
+
+func (c *checkpointFn) Forward(in []*Tensor) []*Tensor {
+	c.in = in
+	return c.fn(in)
+}
+
+func (c *checkpointFn) Backward(gys []*Tensor) []*Tensor {
+	dev := gys[0].st.dev
+	leaves := make([]*Tensor, len(c.in))
+	for i, x := range c.in {
+		leaves[i] = x.Detach()
+		leaves[i].requiresGrad = x.requiresGrad
+		leaves[i].tempLeaf = true
+	}
+	var outs []*Tensor
+	dev.withGrad(func() { outs = c.fn(leaves) })
+	var ro, rg []*Tensor
+	for i, o := range outs {
+		if o.requiresGrad {
+			ro, rg = append(ro, o), append(rg, gys[i])
+		}
+	}
+	runBackward(ro, rg)
+	gxs := make([]*Tensor, len(leaves))
+	for i, l := range leaves {
+		gxs[i] = l.grad
+	}
+	c.in = nil
+	return gxs
+}

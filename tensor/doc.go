@@ -1,0 +1,67 @@
+// Package tensor is megago's foundation: n-dimensional tensors on a device, a reverse-mode
+// autograd engine, the Backend interface that devices implement, the portable CPU backend,
+// memory scopes and a random generator whose values do not depend on the parallel layout.
+//
+// # Reading order
+//
+//   - dtype.go, shape.go, half.go: DType (F64, F32, BF16, F16, I32, I64), Shape and NumPy
+//     broadcasting, exact bfloat16/binary16 conversions (round to nearest, ties to even).
+//   - backend.go: Backend, the kernels a device implements, and Span, what a kernel sees of
+//     a tensor. Backends register by name (Register, Open) like database/sql drivers.
+//   - device.go: Device (a backend plus a caching pool, a stack of scopes and the gradient
+//     mode), Scope, PoolStats.
+//   - tensor.go: Tensor, creation (Zeros, Ones, Full, FromSlice, Arange, Scalar), export
+//     (ToSlice, Item), To another device.
+//   - autograd.go, function.go: the graph, Backward, BackwardWithGrad, custom differentiable
+//     functions (Function, Apply) and activation recomputation (Checkpoint).
+//   - ops_*.go: the ops, each with its backward; cpu*.go: the CPU kernels.
+//   - rng.go: RNG (Philox-4x32-10 keys), Region, Random and its distributions.
+//
+// # Layout and views
+//
+// A tensor's elements are always contiguous in row-major order. Reshape (and Unsqueeze,
+// Squeeze) and Narrow along a dim preceded only by size-1 dims are views that share
+// storage; Permute, Transpose, Narrow on an inner dim, Concat, Expand and Cast copy.
+// Contiguous returns its receiver. Activations are laid out [B, T, C].
+//
+// # Autograd
+//
+// Ops record a node when gradient recording is on for the device (see Device.NoGrad) and
+// an input requires grad: leaves are marked with SetRequiresGrad. Backward (for a scalar),
+// BackwardWithGrad (for a pipeline stage's output) and Backward (several outputs) add
+// gradients into leaves' Grad, so calls accumulate until ZeroGrad. The graph behind the
+// outputs is freed as backward passes it; running backward through it again panics.
+// Backward runs with recording off (no higher-order gradients).
+//
+// # Memory
+//
+// Storage comes from the device's pool. Tensors created while a Scope is open belong to
+// the innermost one and go back to the pool when it closes; a training step inside a scope
+// therefore reuses the same storage every step (PoolStats.Fresh stops growing). Leaf
+// gradients are created outside scopes, as parameters and optimizer state should be. Keep
+// moves a tensor to the enclosing scope; Release frees it early. Using a released tensor
+// panics. A Device is not meant to be shared by goroutines that open scopes: give each
+// rank its own.
+//
+// # Numerics
+//
+// The CPU backend computes F64 and integer tensors in float64 and F32, BF16 and F16
+// tensors in float32 (narrow types are widened, computed, and rounded back); row
+// reductions (sums, softmax, norms, cross entropy) accumulate in float64. Work is split
+// across goroutines only between independent rows, so results are identical whatever
+// GOMAXPROCS is.
+//
+// # Randomness
+//
+// RNG is a Philox key derived from a seed and coordinates (Fold, Named); the value of an
+// element depends only on the key and the element's index in the full, unsharded tensor
+// (Region). Weight init and dropout masks are therefore the same at every TP/PP/DP layout
+// and on every backend, and recomputation replays dropout exactly.
+//
+// # Errors
+//
+// Caller bugs (mismatched shapes or dtypes, dims out of range, ids out of range) panic
+// with the op and the shapes, e.g. "tensor: MatMul: [2 3] x [4 5] (transA=false,
+// transB=false): inner dims differ (3 vs 4)". Each op's doc says "It panics if ..." for
+// its own conditions. Nothing in this package does I/O.
+package tensor

@@ -14,7 +14,7 @@ func Example() {
 
 	s := dev.NewScope()
 	x := tensor.FromSlice(dev, []float32{1, 0, -1, 2, 1, 0}, 2, 3) // [B, C]
-	y := tensor.MatMul(x, w)                                      // [B, O]
+	y := tensor.MatMul(x, w)                                       // [B, O]
 	loss := tensor.Sum(tensor.Mul(y, y))
 	loss.Backward()
 	fmt.Println("loss:", loss.Item())

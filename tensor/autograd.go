@@ -72,6 +72,12 @@ func record(op string, outs []*Tensor, ins []*Tensor, backward func(gys []*Tenso
 	if !recording(ins...) {
 		return
 	}
+	link(op, outs, ins, backward)
+}
+
+// link records the op unconditionally (Checkpoint records when the parameters used inside
+// it require grad, even if none of its inputs does).
+func link(op string, outs []*Tensor, ins []*Tensor, backward func(gys []*Tensor) []*Tensor) {
 	n := &node{op: op, inputs: ins, backward: backward, nout: len(outs), dev: outs[0].st.dev}
 	for i, o := range outs {
 		n.outShapes = append(n.outShapes, o.shape)
@@ -160,9 +166,12 @@ func runBackward(outs, grads []*Tensor) {
 			if !g.shape.Equal(x.shape) {
 				panic(fmt.Sprintf("tensor: backward of %s: gradient %v for input %d of shape %v", n.op, g.shape, i, x.shape))
 			}
-			if x.fn == nil {
+			switch {
+			case x.fn == nil:
 				accumulateLeaf(x, g)
-			} else {
+			case x.fn.freed: // a gradient into a graph an earlier backward freed would be lost
+				panic(fmt.Sprintf("tensor: Backward: the graph through %s was already freed by an earlier backward", x.fn.op))
+			default:
 				addPending(pending, x, g)
 			}
 		}
@@ -194,12 +203,18 @@ func addPending(pending map[*node][]*Tensor, x *Tensor, g *Tensor) {
 	gs[x.outIdx] = sum
 }
 
-// accumulateLeaf adds g into leaf x's gradient. A leaf's gradient outlives the step's
-// scopes (it is allocated unscoped), except for the temporary leaves of recomputation.
+// accumulateLeaf adds g into leaf x's gradient. The gradient's storage belongs to x's own
+// scope, so it lives as long as x: unscoped for parameters (created outside scopes), released
+// with a pipeline stage's input when that micro-batch's scope closes. The temporary leaves
+// of recomputation get theirs from the innermost scope.
 func accumulateLeaf(x *Tensor, g *Tensor) {
 	dev := x.st.dev
 	if x.grad == nil {
-		x.grad = &Tensor{st: dev.alloc(x.dtype, x.Numel(), !x.tempLeaf), dtype: x.dtype, shape: x.shape.Clone()}
+		st := dev.alloc(x.dtype, x.Numel(), !x.tempLeaf)
+		if !x.tempLeaf {
+			dev.adoptLike(st, x.st)
+		}
+		x.grad = &Tensor{st: st, dtype: x.dtype, shape: x.shape.Clone()}
 		dev.backend.Fill(x.grad.Span(), 0)
 	}
 	if g.dtype != x.dtype {

@@ -326,15 +326,19 @@ func crossEntropyKernel[T float](loss, lse, logits, targets Span, p CrossEntropy
 	xs, ls, lses := load[T](logits), output[T](loss), output[T](lse)
 	ts := indices(targets)
 	n, v := logits.Shape[0], logits.Shape[1]
+	// Check the targets before splitting rows across goroutines: a panic there could not be
+	// recovered by the caller.
+	for r, t := range ts {
+		if (t < 0 || t >= v) && !(p.Ignore && int64(t) == p.IgnoreIndex) {
+			panic(fmt.Sprintf("tensor: CrossEntropy: target %d of row %d out of range [0, %d)", t, r, v))
+		}
+	}
 	parallelFor(n, max(1, 8192/max(v, 1)), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			t := ts[r]
 			if p.Ignore && int64(t) == p.IgnoreIndex {
 				ls[r], lses[r] = 0, 0
 				continue
-			}
-			if t < 0 || t >= v {
-				panic(fmt.Sprintf("tensor: CrossEntropy: target %d of row %d out of range [0, %d)", t, r, v))
 			}
 			xr := xs[r*v : (r+1)*v]
 			m := math.Inf(-1)

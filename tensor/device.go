@@ -101,6 +101,16 @@ func (d *Device) alloc(dt DType, n int, unscoped bool) *storage {
 	return st
 }
 
+// adoptLike makes the unscoped storage st owned by the scope that owns like, if any.
+func (d *Device) adoptLike(st, like *storage) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := like.scope; s != nil {
+		st.scope = s
+		s.owned = append(s.owned, st)
+	}
+}
+
 // release returns st's buffer to the pool. Called with d.mu held.
 func (d *Device) releaseLocked(st *storage) {
 	if st.released {

@@ -37,11 +37,13 @@
 //
 // Storage comes from the device's pool. Tensors created while a Scope is open belong to
 // the innermost one and go back to the pool when it closes; a training step inside a scope
-// therefore reuses the same storage every step (PoolStats.Fresh stops growing). Leaf
-// gradients are created outside scopes, as parameters and optimizer state should be. Keep
-// moves a tensor to the enclosing scope; Release frees it early. Using a released tensor
-// panics. A Device is not meant to be shared by goroutines that open scopes: give each
-// rank its own.
+// therefore reuses the same storage every step (PoolStats.Fresh stops growing). A leaf's
+// gradient belongs to the leaf's own scope: parameters and optimizer state are created
+// outside scopes, so their gradients are too, while a pipeline stage's input and its
+// gradient go back to the pool with the micro-batch's scope. Checkpoint runs its segment
+// in a scope of its own and holds only the outputs. Keep moves a tensor to the enclosing
+// scope; Release frees it early. Using a released tensor panics. A Device is not meant to
+// be shared by goroutines that open scopes: give each rank its own.
 //
 // # Numerics
 //

@@ -21,7 +21,9 @@ func Apply(name string, f Function, in ...*Tensor) []*Tensor {
 	var outs []*Tensor
 	in[0].st.dev.NoGrad(func() { outs = f.Forward(in) })
 	// Outputs must be fresh tensors: an output that is an input (or shares its node) would
-	// corrupt the graph, so such outputs are wrapped.
+	// corrupt the graph, so such outputs are wrapped. The slice is copied first: Forward
+	// may return in itself, and wrapping must not replace the inputs.
+	outs = append([]*Tensor(nil), outs...)
 	for i, o := range outs {
 		for _, x := range in {
 			if o == x {
@@ -37,9 +39,43 @@ func Apply(name string, f Function, in ...*Tensor) []*Tensor {
 // them during backward (activation recomputation). fn must be deterministic given its
 // inputs: random ops inside it draw from the layout-independent generator with the same
 // keys on both runs, so dropout masks are replayed exactly and the gradients are bit for bit
-// those of calling fn directly. Parameters used inside fn receive their gradients as usual.
+// those of calling fn directly. Parameters used inside fn receive their gradients as usual,
+// even when no input requires grad.
+//
+// The forward runs in a scope of its own: when Checkpoint returns, only the outputs are
+// held (in the enclosing scope), and the recomputation during backward likewise frees
+// everything but the gradients it returns. It panics if in is empty.
 func Checkpoint(fn func(in []*Tensor) []*Tensor, in ...*Tensor) []*Tensor {
-	return Apply("Checkpoint", &checkpointFn{fn: fn}, in...)
+	if len(in) == 0 {
+		panic("tensor: Checkpoint: no inputs")
+	}
+	dev := in[0].st.dev
+	c := &checkpointFn{fn: fn, in: in}
+	var outs []*Tensor
+	needGrad := false
+	run := func() {
+		// Recording during this forward only reveals whether fn uses tensors (parameters)
+		// that require grad; the graph is dropped with the scope's intermediates.
+		s := dev.NewScope()
+		defer s.Close()
+		outs = append([]*Tensor(nil), fn(in)...) // fn may return in itself
+		for i, o := range outs {
+			needGrad = needGrad || o.requiresGrad
+			if o.st.scope == s {
+				o.Keep()
+			}
+			outs[i] = o.Detach()
+		}
+	}
+	if dev.GradEnabled() {
+		dev.withGrad(run)
+	} else {
+		run()
+	}
+	if needGrad && dev.GradEnabled() {
+		link("Checkpoint", outs, in, c.Backward)
+	}
+	return outs
 }
 
 type checkpointFn struct {
@@ -47,13 +83,12 @@ type checkpointFn struct {
 	in []*Tensor
 }
 
-func (c *checkpointFn) Forward(in []*Tensor) []*Tensor {
-	c.in = in
-	return c.fn(in)
-}
-
+// Backward recomputes fn's forward with recording on, from leaves that stand for the
+// inputs, and runs backward through it. Its activations live in a scope of their own.
 func (c *checkpointFn) Backward(gys []*Tensor) []*Tensor {
 	dev := gys[0].st.dev
+	s := dev.NewScope()
+	defer s.Close()
 	leaves := make([]*Tensor, len(c.in))
 	for i, x := range c.in {
 		leaves[i] = x.Detach()
@@ -72,6 +107,9 @@ func (c *checkpointFn) Backward(gys []*Tensor) []*Tensor {
 	gxs := make([]*Tensor, len(leaves))
 	for i, l := range leaves {
 		gxs[i] = l.grad
+		if l.grad != nil && l.grad.st.scope == s {
+			l.grad.Keep()
+		}
 	}
 	c.in = nil
 	return gxs

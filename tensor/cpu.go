@@ -186,7 +186,8 @@ func indices(s Span) []int {
 
 // parallelFor runs body over [0, n) split into contiguous chunks on up to GOMAXPROCS
 // goroutines, when each chunk would hold at least grain items' worth of work. Each index
-// is handled by exactly one chunk, so results do not depend on the split.
+// is handled by exactly one chunk, so results do not depend on the split. A panic in body
+// is re-raised on the caller's goroutine.
 func parallelFor(n, grain int, body func(lo, hi int)) {
 	workers := runtime.GOMAXPROCS(0)
 	if grain < 1 {
@@ -199,17 +200,29 @@ func parallelFor(n, grain int, body func(lo, hi int)) {
 		body(0, n)
 		return
 	}
-	var wg sync.WaitGroup
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		panicked any
+	)
 	chunk := (n + workers - 1) / workers
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					once.Do(func() { panicked = r })
+				}
+			}()
 			body(lo, hi)
 		}()
 	}
 	wg.Wait()
+	if panicked != nil {
+		panic(panicked) // on the caller's goroutine, where it can be recovered
+	}
 }
 
 func (cpuBackend) WriteHost(dst Span, src []byte) { copy(rawBytes(dst), src) }

@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -879,4 +880,72 @@ func TestApply(t *testing.T) {
 		y := tensor.Apply("square", &square{}, x)[0]
 		assert.False(t, y.RequiresGrad())
 	})
+}
+
+// TestParallelSplitsAgree runs kernels on sizes large enough for the CPU backend to split
+// rows across goroutines, with one and with several threads: the results must be
+// identical, and match the references.
+func TestParallelSplitsAgree(t *testing.T) {
+	dev := tensor.NewCPU()
+	r := rand.New(rand.NewPCG(9, 9))
+	const rows, cols = 64, 256
+	x := randVals(r, rows*cols, -3, 3)
+	w := randVals(r, cols*48, -1, 1)
+	tgt := make([]int64, rows)
+	for i := range tgt {
+		tgt[i] = int64(r.IntN(cols))
+	}
+	ops := []struct {
+		name string
+		f    func(x, w *tensor.Tensor) *tensor.Tensor
+		ref  func() []float64
+		tol  float64
+	}{
+		{"MatMul", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.MatMul(x, w) }, func() []float64 {
+			v, _, _ := refMatMul(x, []int{rows, cols}, w, []int{cols, 48}, false, false)
+			return v
+		}, 1e-12},
+		{"MatMulT", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.MatMulT(w, x, true, true) }, func() []float64 {
+			v, _, _ := refMatMul(w, []int{cols, 48}, x, []int{rows, cols}, true, true)
+			return v
+		}, 1e-12},
+		{"Softmax_causal", func(x, _ *tensor.Tensor) *tensor.Tensor {
+			return tensor.Softmax(x.Reshape(1, 1, rows, cols), tensor.SoftmaxOptions{Causal: true, Scale: 0.5})
+		}, func() []float64 { return refSoftmax(x, []int{1, 1, rows, cols}, 0.5, true, nil, false) }, 1e-14},
+		{"LayerNorm", func(x, _ *tensor.Tensor) *tensor.Tensor { return tensor.LayerNorm(x, nil, nil, 1e-5) },
+			func() []float64 { return refNorm(x, cols, nil, nil, 1e-5, false) }, 1e-12},
+		{"CrossEntropy", func(x, _ *tensor.Tensor) *tensor.Tensor {
+			return tensor.CrossEntropy(x, tensor.FromSlice(dev, tgt), tensor.CrossEntropyOptions{LabelSmoothing: 0.1, Reduction: tensor.ReduceNone})
+		}, func() []float64 { v, _ := refCrossEntropy(x, cols, tgt, 0.1, false, 0); return v }, 1e-13},
+		// Elementwise kernels split only above 2^14 (unary) or 2^15 (binary) elements.
+		{"GeLU", func(x, _ *tensor.Tensor) *tensor.Tensor { return tensor.GeLU(tensor.Concat(0, x, x, x, x)) }, nil, 0},
+		{"Mul", func(x, _ *tensor.Tensor) *tensor.Tensor { x = tensor.Concat(0, x, x, x, x); return tensor.Mul(x, x) }, nil, 0},
+		{"Softmax_backward", func(x, _ *tensor.Tensor) *tensor.Tensor {
+			x = x.Detach().SetRequiresGrad(true)
+			tensor.Softmax(x, tensor.SoftmaxOptions{}).BackwardWithGrad(x.Detach())
+			return x.Grad()
+		}, nil, 0},
+		{"LayerNorm_backward", func(x, _ *tensor.Tensor) *tensor.Tensor {
+			x = x.Detach().SetRequiresGrad(true)
+			tensor.LayerNorm(x, nil, nil, 1e-5).BackwardWithGrad(x.Detach())
+			return x.Grad()
+		}, nil, 0},
+	}
+	for _, o := range ops {
+		t.Run(o.name, func(t *testing.T) {
+			for _, dt := range []tensor.DType{tensor.F64, tensor.F32} {
+				run := func(procs int) []float64 {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+					xt := tensor.FromSlice(dev, x, rows, cols).Cast(dt)
+					wt := tensor.FromSlice(dev, w, cols, 48).Cast(dt)
+					return tensor.ToSlice[float64](o.f(xt, wt))
+				}
+				one, many := run(1), run(5)
+				require.Equal(t, one, many, "%v: results depend on the number of threads", dt)
+				if o.ref != nil && dt == tensor.F64 {
+					requireClose(t, o.ref(), many, o.tol, o.tol, "F64 vs reference")
+				}
+			}
+		})
+	}
 }

@@ -1,0 +1,152 @@
+package parallel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"megago/tensor"
+)
+
+// Host-side helpers shared by the transports that move bytes (in-process, TCP): reading a
+// tensor into host bytes, writing it back, and reducing byte buffers element by element.
+
+// hostBytes returns a copy of t's elements as little-endian bytes.
+func hostBytes(t *tensor.Tensor) []byte {
+	b := make([]byte, t.Numel()*t.DType().Size())
+	t.Device().Backend().ReadHost(t.Span(), b)
+	return b
+}
+
+// readInto copies t's elements into b, which must have t's byte size.
+func readInto(t *tensor.Tensor, b []byte) { t.Device().Backend().ReadHost(t.Span(), b) }
+
+// writeHost copies host bytes into t.
+func writeHost(t *tensor.Tensor, b []byte) { t.Device().Backend().WriteHost(t.Span(), b) }
+
+// reduceInto sets acc = op(acc, x) element-wise for elements of dtype dt stored as
+// little-endian bytes. BF16 and F16 are widened to float32, combined and rounded back
+// (so a chain of reductions rounds after each step, as a ring does on the wire).
+func reduceInto(dt tensor.DType, op Op, acc, x []byte) {
+	if len(acc) != len(x) {
+		panic(fmt.Sprintf("parallel: reduce: %d bytes with %d", len(acc), len(x)))
+	}
+	le := binary.LittleEndian
+	switch dt {
+	case tensor.F64:
+		for i := 0; i < len(acc); i += 8 {
+			a, b := math.Float64frombits(le.Uint64(acc[i:])), math.Float64frombits(le.Uint64(x[i:]))
+			le.PutUint64(acc[i:], math.Float64bits(combineFloat(op, a, b)))
+		}
+	case tensor.F32:
+		for i := 0; i < len(acc); i += 4 {
+			a, b := math.Float32frombits(le.Uint32(acc[i:])), math.Float32frombits(le.Uint32(x[i:]))
+			le.PutUint32(acc[i:], math.Float32bits(combineFloat32(op, a, b)))
+		}
+	case tensor.BF16:
+		for i := 0; i < len(acc); i += 2 {
+			a, b := tensor.BFloat16(le.Uint16(acc[i:])).Float32(), tensor.BFloat16(le.Uint16(x[i:])).Float32()
+			le.PutUint16(acc[i:], uint16(tensor.BF16FromFloat32(combineFloat32(op, a, b))))
+		}
+	case tensor.F16:
+		for i := 0; i < len(acc); i += 2 {
+			a, b := tensor.Float16(le.Uint16(acc[i:])).Float32(), tensor.Float16(le.Uint16(x[i:])).Float32()
+			le.PutUint16(acc[i:], uint16(tensor.F16FromFloat32(combineFloat32(op, a, b))))
+		}
+	case tensor.I32:
+		for i := 0; i < len(acc); i += 4 {
+			a, b := int32(le.Uint32(acc[i:])), int32(le.Uint32(x[i:]))
+			le.PutUint32(acc[i:], uint32(combineInt(op, int64(a), int64(b))))
+		}
+	case tensor.I64:
+		for i := 0; i < len(acc); i += 8 {
+			a, b := int64(le.Uint64(acc[i:])), int64(le.Uint64(x[i:]))
+			le.PutUint64(acc[i:], uint64(combineInt(op, a, b)))
+		}
+	default:
+		panic(fmt.Sprintf("parallel: reduce: unknown dtype %v", dt))
+	}
+}
+
+// finishAvg divides a summed buffer by n for Avg.
+func finishAvg(dt tensor.DType, acc []byte, n int) {
+	le := binary.LittleEndian
+	switch dt {
+	case tensor.F64:
+		for i := 0; i < len(acc); i += 8 {
+			le.PutUint64(acc[i:], math.Float64bits(math.Float64frombits(le.Uint64(acc[i:]))/float64(n)))
+		}
+	case tensor.F32:
+		for i := 0; i < len(acc); i += 4 {
+			le.PutUint32(acc[i:], math.Float32bits(math.Float32frombits(le.Uint32(acc[i:]))/float32(n)))
+		}
+	case tensor.BF16:
+		for i := 0; i < len(acc); i += 2 {
+			v := tensor.BFloat16(le.Uint16(acc[i:])).Float32() / float32(n)
+			le.PutUint16(acc[i:], uint16(tensor.BF16FromFloat32(v)))
+		}
+	case tensor.F16:
+		for i := 0; i < len(acc); i += 2 {
+			v := tensor.Float16(le.Uint16(acc[i:])).Float32() / float32(n)
+			le.PutUint16(acc[i:], uint16(tensor.F16FromFloat32(v)))
+		}
+	case tensor.I32:
+		for i := 0; i < len(acc); i += 4 {
+			le.PutUint32(acc[i:], uint32(int32(le.Uint32(acc[i:]))/int32(n)))
+		}
+	case tensor.I64:
+		for i := 0; i < len(acc); i += 8 {
+			le.PutUint64(acc[i:], uint64(int64(le.Uint64(acc[i:]))/int64(n)))
+		}
+	}
+}
+
+// stepOp is the op applied at each combining step: Avg sums, then finishAvg divides.
+func stepOp(op Op) Op {
+	if op == Avg {
+		return Sum
+	}
+	return op
+}
+
+func combineFloat(op Op, a, b float64) float64 {
+	switch op {
+	case Max:
+		if b > a || b != b {
+			return b
+		}
+		return a
+	case Min:
+		if b < a || b != b {
+			return b
+		}
+		return a
+	}
+	return a + b
+}
+
+func combineFloat32(op Op, a, b float32) float32 {
+	switch op {
+	case Max:
+		if b > a || b != b {
+			return b
+		}
+		return a
+	case Min:
+		if b < a || b != b {
+			return b
+		}
+		return a
+	}
+	return a + b
+}
+
+func combineInt(op Op, a, b int64) int64 {
+	switch op {
+	case Max:
+		return max(a, b)
+	case Min:
+		return min(a, b)
+	}
+	return a + b
+}

@@ -1,27 +1,43 @@
-// Package parallel will hold megago's communication and parallel-schedule
-// layer. It is planned and not yet implemented; this comment records what it
-// will contain (see DESIGN.md).
+// Package parallel is megago's communication layer: the Comm interface that every
+// collective goes through, its transports, the Mesh that lays TP × CP × PP × DP ranks out
+// in Megatron's order, and the tensor- and sequence-parallel mappings. It works on tensors
+// only; it never sees a layer or a parameter.
 //
-//   - Comm: Rank, Size, AllReduce (sum, max, min, avg), AllGather,
-//     ReduceScatter, Broadcast, Send/Recv, Barrier and sub-group creation.
-//     Blocking calls take a context.Context; a timeout or a lost peer returns
-//     an error naming the rank, group and collective. Every collective is the
-//     identity on a group of size 1.
-//   - Transports: in-process (RunLocal(n, fn) runs n goroutine ranks with a
-//     deterministic reduction order, for tests and CPU experiments) and TCP
-//     (rendezvous from torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
-//     and MASTER_PORT, or Slurm's SLURM_PROCID and SLURM_NTASKS). The NCCL
-//     transport lives in package cuda.
-//   - Mesh: builds the TP, CP, PP and DP groups from a world Comm in
-//     Megatron's rank order tp-cp-ep-dp-pp (TP fastest), by a pure function.
-//   - Mappings, named after their forward with the backward stated beside
-//     it: CopyToTP, ReduceFromTP, ScatterToTP, GatherFromTP, and the
-//     sequence-parallel ScatterToSP, GatherFromSP, ReduceScatterToSP.
-//   - Pipeline schedules (no pipelining, 1F1B, interleaved 1F1B) that take a
-//     forward-step function and know nothing about the model.
-//   - DDP gradient buckets reduced in reverse layer order, overlapping
-//     backward where the transport allows.
+// # Reading order
 //
-// Package parallel works on tensors only; it never sees a layer or a Param.
-// Groups are values created by main and passed down, never package state.
+//   - comm.go: Comm (Rank, Size, AllReduce, AllGather, ReduceScatter, Broadcast, Send,
+//     Recv, Barrier, Split), Op and Error.
+//   - local.go: the in-process transport. RunLocal(n, fn) runs n goroutine ranks; tests
+//     and CPU experiments use it.
+//   - tcp*.go, env.go, frame*.go: the TCP transport for processes on one or many hosts,
+//     configured from torchrun's or Slurm's environment (`megago launch` sets it).
+//   - mesh*.go: Sizes, Coord and the pure rank arithmetic; Mesh builds every group.
+//   - mappings.go: CopyToTP, ReduceFromTP, ScatterToTP, GatherFromTP, ScatterToSP,
+//     GatherFromSP, ReduceScatterToSP, each named after its forward with its backward
+//     beside it.
+//
+// Pipeline schedules and data-parallel gradient buckets are planned (they build on this).
+//
+// # Invariants
+//
+// Groups are values created by main and passed down; nothing here is package state, and
+// a process may hold many worlds (tests build several meshes at once). Every rank of a
+// group makes the same collective calls in the same order. On a group of size 1 every
+// collective and mapping is the identity. The in-process transport combines
+// contributions in rank order and the TCP ring in ring order, so both are bitwise
+// reproducible from run to run.
+//
+// # Errors
+//
+// Sizes that do not divide (a gather into a buffer of the wrong size, a TP split of a dim
+// not divisible by the group size) are caller bugs and panic with the op and shapes.
+// Communication failures return an *Error naming the collective, the group, the rank and,
+// when known, the peer at fault; after an error a Comm must not be used again. The
+// mappings run inside autograd, where no error can be returned: they panic with the
+// *Error, and training entry points recover it and abort the job so peers fail fast.
+//
+// # Shapes
+//
+// Activations are [B, T, C]. TP mappings split and join the last dim (C or a per-rank
+// slice of it, C/tp); SP mappings split and join dim 1 (T, T/tp per rank).
 package parallel

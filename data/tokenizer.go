@@ -1,0 +1,130 @@
+package data
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Tokenizer turns text into token ids and back. Implementations: GPT-2 byte-level BPE
+// (files or the built-in "gpt2" vocabulary), BERT WordPiece, unigram SentencePiece, and
+// Megatron's NullTokenizer. Implementations are safe for concurrent use.
+type Tokenizer interface {
+	// Encode returns the ids of text.
+	Encode(text string) []int32
+	// Decode returns the text of ids.
+	Decode(ids []int32) string
+	// VocabSize returns the number of ids (before any padding for tensor parallelism).
+	VocabSize() int
+	// Special returns the ids of the special tokens; -1 where the tokenizer has none.
+	Special() SpecialIDs
+}
+
+// SpecialIDs are a tokenizer's special tokens; -1 means "none".
+type SpecialIDs struct {
+	EOD, Pad, Mask, CLS, SEP, BOS, EOS int32
+	// Sentinels are T5's <extra_id_0>, <extra_id_1>, ... in that order.
+	Sentinels []int32
+}
+
+// NoSpecial returns SpecialIDs with every id -1.
+func NoSpecial() SpecialIDs {
+	return SpecialIDs{EOD: -1, Pad: -1, Mask: -1, CLS: -1, SEP: -1, BOS: -1, EOS: -1}
+}
+
+// TokenizerConfig names a tokenizer the way Megatron's flags do.
+type TokenizerConfig struct {
+	// Type is Megatron's --tokenizer-type: GPT2BPETokenizer, BertWordPieceLowerCase,
+	// BertWordPieceCase, SentencePieceTokenizer, NullTokenizer; or "gpt2" for the
+	// built-in GPT-2 vocabulary that needs no files.
+	Type      string
+	VocabFile string // vocab.json, vocab.txt or a SentencePiece .model
+	MergeFile string // merges.txt (GPT-2 BPE)
+	VocabSize int    // NullTokenizer's vocabulary size
+}
+
+// NewTokenizer builds the tokenizer cfg names, reading its files. Errors name the file.
+func NewTokenizer(cfg TokenizerConfig) (Tokenizer, error) {
+	if f, ok := tokenizerTypes[cfg.Type]; ok {
+		return f(cfg)
+	}
+	names := make([]string, 0, len(tokenizerTypes))
+	for n := range tokenizerTypes {
+		names = append(names, n)
+	}
+	return nil, fmt.Errorf("data: unknown tokenizer type %q (known: %s)", cfg.Type, strings.Join(sortedStrings(names), ", "))
+}
+
+// tokenizerTypes maps --tokenizer-type names to constructors; each tokenizer's file adds
+// its entries in an init function. It is a constant table once init has run.
+var tokenizerTypes = map[string]func(TokenizerConfig) (Tokenizer, error){
+	"NullTokenizer": func(c TokenizerConfig) (Tokenizer, error) { return NewNullTokenizer(c.VocabSize) },
+}
+
+func sortedStrings(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}
+
+// NullTokenizer is Megatron's tokenizer for pre-tokenized text: the text is ids separated
+// by single spaces. Its EOD id is vocabSize − 1 (current Megatron; older releases used
+// vocabSize).
+type NullTokenizer struct{ vocab int }
+
+// NewNullTokenizer returns a NullTokenizer for a vocabulary of vocabSize ids.
+func NewNullTokenizer(vocabSize int) (*NullTokenizer, error) {
+	if vocabSize < 1 {
+		return nil, fmt.Errorf("data: NullTokenizer needs a vocabulary size ≥ 1, got %d", vocabSize)
+	}
+	return &NullTokenizer{vocab: vocabSize}, nil
+}
+
+// Encode parses text as integers separated by single spaces. Fields that are not integers
+// in [0, VocabSize) are skipped; EncodeStrict reports them.
+func (t *NullTokenizer) Encode(text string) []int32 {
+	ids, _ := t.EncodeStrict(text)
+	return ids
+}
+
+// EncodeStrict is Encode that returns an error naming the first bad field.
+func (t *NullTokenizer) EncodeStrict(text string) ([]int32, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var ids []int32
+	var firstErr error
+	for i, f := range strings.Split(text, " ") {
+		v, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || v < 0 || int(v) >= t.vocab {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("data: NullTokenizer: field %d %q is not an id in [0, %d)", i, f, t.vocab)
+			}
+			continue
+		}
+		ids = append(ids, int32(v))
+	}
+	return ids, firstErr
+}
+
+// Decode writes the ids separated by single spaces.
+func (t *NullTokenizer) Decode(ids []int32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, " ")
+}
+
+// VocabSize returns the vocabulary size.
+func (t *NullTokenizer) VocabSize() int { return t.vocab }
+
+// Special returns EOD = VocabSize − 1 and nothing else.
+func (t *NullTokenizer) Special() SpecialIDs {
+	s := NoSpecial()
+	s.EOD = int32(t.vocab - 1)
+	return s
+}

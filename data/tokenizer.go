@@ -2,6 +2,7 @@ package data
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -52,22 +53,13 @@ func NewTokenizer(cfg TokenizerConfig) (Tokenizer, error) {
 	for n := range tokenizerTypes {
 		names = append(names, n)
 	}
-	return nil, fmt.Errorf("data: unknown tokenizer type %q (known: %s)", cfg.Type, strings.Join(sortedStrings(names), ", "))
+	return nil, fmt.Errorf("data: unknown tokenizer type %q (known: %s)", cfg.Type, strings.Join(slices.Sorted(slices.Values(names)), ", "))
 }
 
 // tokenizerTypes maps --tokenizer-type names to constructors; each tokenizer's file adds
 // its entries in an init function. It is a constant table once init has run.
 var tokenizerTypes = map[string]func(TokenizerConfig) (Tokenizer, error){
 	"NullTokenizer": func(c TokenizerConfig) (Tokenizer, error) { return NewNullTokenizer(c.VocabSize) },
-}
-
-func sortedStrings(s []string) []string {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s
 }
 
 // NullTokenizer is Megatron's tokenizer for pre-tokenized text: the text is ids separated

@@ -1,0 +1,201 @@
+package nn
+
+import (
+	"math"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// AttentionMask describes what each query may attend to.
+type AttentionMask struct {
+	// Causal hides future keys (query i sees keys j ≤ i + Tk − Tq).
+	Causal bool
+	// Masked, if not nil, broadcasts to the scores [B, NH/tp, Tq, Tk] and is non-zero
+	// where attention is not allowed (padding: [B, 1, 1, Tk]); see PaddingMask.
+	Masked *tensor.Tensor
+	// Bias, if not nil, is added to the scores (T5's relative position bias for this
+	// rank's heads, [1, NH/tp, Tq, Tk]).
+	Bias *tensor.Tensor
+	// Positions are the positions of the queries, for RoPE (nil: 0..Tq−1, or following a
+	// KV cache's past).
+	Positions []int
+}
+
+// PaddingMask turns a Hugging Face attention mask [B, Tk] (1 = attend, 0 = padding) into
+// AttentionMask.Masked form [B, 1, 1, Tk].
+func PaddingMask(attend *tensor.Tensor) *tensor.Tensor {
+	b, tk := attend.Dim(0), attend.Dim(1)
+	m := tensor.ToSlice[float64](attend)
+	out := make([]float32, len(m))
+	for i, v := range m {
+		if v == 0 {
+			out[i] = 1
+		}
+	}
+	return tensor.FromSlice(attend.Device(), out, b, 1, 1, tk)
+}
+
+// KVCache holds one attention layer's keys and values of past tokens during generation,
+// [B, G/tp, Tpast, HS] each, kept outside the step's scope.
+type KVCache struct {
+	K, V *tensor.Tensor
+}
+
+// Len returns the number of cached positions.
+func (c *KVCache) Len() int {
+	if c == nil || c.K == nil {
+		return 0
+	}
+	return c.K.Dim(2)
+}
+
+// SelfAttention is multi-head or grouped-query self-attention with a fused QKV
+// projection (column parallel) and an output projection (row parallel). The fused weight
+// is laid out per query group, as Megatron does: for each of the G groups, its NH/G query
+// heads, then its key head, then its value head, so a TP split takes whole groups (and
+// whole heads) — rank r holds groups [r·G/tp, (r+1)·G/tp).
+type SelfAttention struct {
+	QKV  *ColumnParallelLinear // [G·(NH/G+2)·HS/tp, C]
+	Proj *RowParallelLinear    // [C, NH·HS/tp]
+
+	cfg  TransformerConfig
+	name string
+	tp   parallel.Comm
+}
+
+// NewSelfAttention creates name.qkv and name.proj for cfg (after Defaults).
+func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAttention {
+	cfg = cfg.Defaults()
+	qkvOut := cfg.KVHeads * (cfg.Heads/cfg.KVHeads + 2) * cfg.HeadSize
+	return &SelfAttention{
+		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}),
+		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
+		cfg:  cfg, name: name, tp: b.TP,
+	}
+}
+
+// Params returns the projections' parameters.
+func (a *SelfAttention) Params() []*Param { return collect(a.QKV, a.Proj) }
+
+// Forward attends x [B, T, C] ([B, T/tp, C] under sequence parallelism) to itself and
+// returns the same shape. cache, if not nil, holds past keys and values: they are attended
+// to and the new ones appended.
+func (a *SelfAttention) Forward(p *Pass, x *tensor.Tensor, m AttentionMask, cache *KVCache) *tensor.Tensor {
+	c := a.cfg
+	qkv := a.QKV.Forward(p, x) // [B, T, G/tp·(NH/G+2)·HS]
+	b, t := qkv.Dim(0), qkv.Dim(1)
+	gl, per := c.KVHeads/a.tp.Size(), c.Heads/c.KVHeads
+	parts := tensor.Split(qkv.Reshape(b, t, gl, per+2, c.HeadSize), 3, per, 1, 1)
+	q := parts[0].Reshape(b, t, gl*per, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, T, HS]
+	k := parts[1].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
+	v := parts[2].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
+	if c.Position == RoPE {
+		pos := m.Positions
+		if pos == nil {
+			pos = make([]int, t)
+			for i := range pos {
+				pos[i] = cache.Len() + i
+			}
+		}
+		q = applyRoPE(q, pos, c.RoPETheta)
+		k = applyRoPE(k, pos, c.RoPETheta)
+	}
+	if cache != nil {
+		k, v = cache.append(k, v)
+	}
+	out := attend(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp) // [B, T, NH·HS/tp]
+	return a.Proj.Forward(p, out)
+}
+
+// append adds new keys and values [B, G/tp, Tnew, HS] to the cache and returns all of them.
+func (kv *KVCache) append(k, v *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+	oldK, oldV := kv.K, kv.V
+	if oldK != nil {
+		k = tensor.Concat(2, oldK, k)
+		v = tensor.Concat(2, oldV, v)
+	}
+	kv.K, kv.V = k.Detach().Clone().Keep(), v.Detach().Clone().Keep()
+	if oldK != nil {
+		oldK.Release()
+		oldV.Release()
+	}
+	return k, v
+}
+
+// expandGroups repeats each key/value group [B, G/tp, T, HS] for its per query heads,
+// giving [B, NH/tp, T, HS].
+func expandGroups(x *tensor.Tensor, per int) *tensor.Tensor {
+	if per == 1 {
+		return x
+	}
+	b, g, t, hs := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	return x.Reshape(b, g, 1, t, hs).Expand(b, g, per, t, hs).Reshape(b, g*per, t, hs)
+}
+
+// attend computes softmax(q·kᵀ·scale + bias, masked)·v for q [B, NH/tp, Tq, HS] and k, v
+// [B, NH/tp, Tk, HS], with attention dropout, and returns [B, Tq, NH·HS/tp].
+func attend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, c TransformerConfig, name string, tp parallel.Comm) *tensor.Tensor {
+	scale := 1.0
+	if !c.NoAttentionScale {
+		scale = 1 / math.Sqrt(float64(c.HeadSize))
+	}
+	scores := tensor.MatMulT(q, k, false, true) // [B, NH/tp, Tq, Tk]
+	if m.Bias != nil {
+		scores = tensor.Add(tensor.Scale(scores, scale), m.Bias)
+		scale = 1
+	}
+	probs := tensor.Softmax(scores, tensor.SoftmaxOptions{Scale: scale, Causal: m.Causal, Mask: m.Masked})
+	s := probs.Shape()
+	full := s.Clone()
+	full[1] *= tp.Size()
+	probs = dropout(p, probs, c.AttnDropout, name+".dropout", full, []int{0, tp.Rank() * s[1], 0, 0})
+	ctx := tensor.MatMul(probs, v) // [B, NH/tp, Tq, HS]
+	b, nh, tq, hs := ctx.Dim(0), ctx.Dim(1), ctx.Dim(2), ctx.Dim(3)
+	return ctx.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs)
+}
+
+// CrossAttention attends queries from x (the decoder) to keys and values from another
+// sequence (the encoder's output), as in T5's decoder. Its key/value projection is fused
+// per head group: for each of the G groups, its key head then its value head.
+type CrossAttention struct {
+	Q    *ColumnParallelLinear // [NH·HS/tp, C]
+	KV   *ColumnParallelLinear // [G·2·HS/tp, C]
+	Proj *RowParallelLinear    // [C, NH·HS/tp]
+
+	cfg  TransformerConfig
+	name string
+	tp   parallel.Comm
+}
+
+// NewCrossAttention creates name.q, name.kv and name.proj.
+func NewCrossAttention(b *Builder, name string, cfg TransformerConfig) *CrossAttention {
+	cfg = cfg.Defaults()
+	lo := LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}
+	return &CrossAttention{
+		Q:    NewColumnParallelLinear(b, name+".q", cfg.Hidden, cfg.Heads*cfg.HeadSize, lo),
+		KV:   NewColumnParallelLinear(b, name+".kv", cfg.Hidden, 2*cfg.KVHeads*cfg.HeadSize, lo),
+		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
+		cfg:  cfg, name: name, tp: b.TP,
+	}
+}
+
+// Params returns the projections' parameters.
+func (a *CrossAttention) Params() []*Param { return collect(a.Q, a.KV, a.Proj) }
+
+// Forward attends x [B, Tq, C] to mem [B, Tk, C] (both [B, T/tp, C] under sequence
+// parallelism) and returns x's shape. m.Causal should be false.
+func (a *CrossAttention) Forward(p *Pass, x, mem *tensor.Tensor, m AttentionMask) *tensor.Tensor {
+	c := a.cfg
+	q := a.Q.Forward(p, x) // [B, Tq, NH·HS/tp]
+	b, tq := q.Dim(0), q.Dim(1)
+	q = q.Reshape(b, tq, q.Dim(2)/c.HeadSize, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, Tq, HS]
+	kv := a.KV.Forward(p, mem)                                                 // [B, Tk, G/tp·2·HS]
+	tk, gl := kv.Dim(1), c.KVHeads/a.tp.Size()
+	parts := tensor.Split(kv.Reshape(b, tk, gl, 2, c.HeadSize), 3, 1, 1)
+	k := parts[0].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3) // [B, G/tp, Tk, HS]
+	v := parts[1].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3)
+	per := c.Heads / c.KVHeads
+	out := attend(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp)
+	return a.Proj.Forward(p, out)
+}

@@ -1,0 +1,177 @@
+package nn
+
+import (
+	"fmt"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// Stage says which part of a model a pipeline stage holds: the embedding (PreProcess),
+// layers [FirstLayer, FirstLayer+NumLayers), and the final norm and output head
+// (PostProcess). The zero Stage is filled in by WholeModel.
+type Stage struct {
+	PreProcess, PostProcess bool
+	FirstLayer, NumLayers   int
+}
+
+// WholeModel returns the stage holding a whole model of numLayers layers.
+func WholeModel(numLayers int) Stage {
+	return Stage{PreProcess: true, PostProcess: true, NumLayers: numLayers}
+}
+
+// GPTConfig configures a GPT: GPT-2 with the defaults (learned positions, LayerNorm,
+// GeLU, biases, tied embeddings), or Llama-style with RoPE, RMSNorm, SwiGLU, grouped-query
+// attention and no biases (see LlamaConfig).
+type GPTConfig struct {
+	TransformerConfig
+	// Untied gives the output layer its own weight instead of the word embedding's.
+	Untied bool
+	// VocabMultiple pads the vocabulary to a multiple of VocabMultiple·tp (Megatron's
+	// --make-vocab-size-divisible-by; 0 means 128, 1 pads only for TP divisibility).
+	VocabMultiple int
+}
+
+// LlamaConfig returns a Llama-style GPTConfig: RoPE, RMSNorm (eps 1e-6), SwiGLU, no
+// biases, untied output layer.
+func LlamaConfig(layers, hidden, heads, kvHeads, ffn, vocab int) GPTConfig {
+	return GPTConfig{TransformerConfig: TransformerConfig{
+		NumLayers: layers, Hidden: hidden, Heads: heads, KVHeads: kvHeads, FFNHidden: ffn, Vocab: vocab,
+		Norm: RMSNormKind, Activation: SwiGLU, Position: RoPE, NormEps: 1e-6,
+	}, Untied: true}
+}
+
+// GPT is a decoder-only language model, or one pipeline stage of it.
+type GPT struct {
+	Word      *VocabParallelEmbedding // [Vp/tp, C]; first stage
+	Position  *Embedding              // [P, C]; first stage, learned positions only
+	Block     *Block
+	FinalNorm *LayerNorm            // last stage
+	Output    *ColumnParallelLinear // [Vp/tp, C]; last stage; shares Word's weight when tied
+
+	Config GPTConfig
+	Stage  Stage
+	Vp     int // padded vocabulary
+	tp     parallel.Comm
+	sp     bool
+}
+
+// NewGPT builds the part of a GPT that stage holds. Parameter names: embedding.word.weight,
+// embedding.position.weight, layers.<i>.…, final_norm.weight/.bias, output.weight (untied).
+// On a last stage without the first, a tied output layer holds a copy of the word
+// embedding marked Shared, initialized identically (the embedding group keeps the two in
+// sync). It returns the configuration's validation error.
+func NewGPT(b *Builder, cfg GPTConfig, stage Stage) (*GPT, error) {
+	cfg.TransformerConfig = cfg.TransformerConfig.Defaults()
+	cfg.TP = b.TP.Size()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if stage == (Stage{}) {
+		stage = WholeModel(cfg.NumLayers)
+	}
+	if stage.FirstLayer < 0 || stage.NumLayers < 0 || stage.FirstLayer+stage.NumLayers > cfg.NumLayers {
+		return nil, fmt.Errorf("nn: GPT stage layers [%d, %d) outside [0, %d)", stage.FirstLayer, stage.FirstLayer+stage.NumLayers, cfg.NumLayers)
+	}
+	m := &GPT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), tp: b.TP, sp: b.SequenceParallel}
+	init := Normal(cfg.InitStd)
+	if stage.PreProcess {
+		m.Word = NewVocabParallelEmbedding(b, "embedding.word", m.Vp, cfg.Hidden, init)
+		if cfg.Position == LearnedPositions {
+			m.Position = NewEmbedding(b, "embedding.position", cfg.MaxPosition, cfg.Hidden, init)
+		}
+	}
+	m.Block = NewBlock(b, "layers", cfg.TransformerConfig, stage.FirstLayer, stage.NumLayers, false)
+	if stage.PostProcess {
+		m.FinalNorm = NewNorm(b, "final_norm", cfg.Norm, cfg.Hidden, cfg.NormEps)
+		switch {
+		case cfg.Untied:
+			m.Output = NewColumnParallelLinear(b, "output", cfg.Hidden, m.Vp, LinearOptions{Init: init})
+		case m.Word != nil:
+			m.Output = &ColumnParallelLinear{Weight: m.Word.Weight, tp: b.TP, sp: b.SequenceParallel}
+		default:
+			m.Output = NewColumnParallelLinear(b, "embedding.word", cfg.Hidden, m.Vp, LinearOptions{Init: init})
+			m.Output.Weight.Shared = true
+		}
+	}
+	return m, nil
+}
+
+// Params returns the stage's parameters, each once (a tied output layer on the first
+// stage adds nothing).
+func (m *GPT) Params() []*Param {
+	var ps []*Param
+	if m.Word != nil {
+		ps = append(ps, m.Word.Params()...)
+	}
+	if m.Position != nil {
+		ps = append(ps, m.Position.Params()...)
+	}
+	ps = append(ps, m.Block.Params()...)
+	if m.FinalNorm != nil {
+		ps = append(ps, m.FinalNorm.Params()...)
+	}
+	if m.Output != nil && (m.Word == nil || m.Output.Weight != m.Word.Weight) {
+		ps = append(ps, m.Output.Params()...)
+	}
+	return ps
+}
+
+// Embed maps token ids [B, T] to the first layer's input [B, T, C] ([B, T/tp, C] under
+// sequence parallelism). pastLen is the number of positions already in a KV cache.
+func (m *GPT) Embed(p *Pass, ids *tensor.Tensor, pastLen int) *tensor.Tensor {
+	x := m.Word.Forward(p, ids) // [B, T, C]
+	if m.Position != nil {
+		t := ids.Dim(1)
+		if pastLen+t > m.Config.MaxPosition {
+			panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
+		}
+		pos := tensor.Arange(ids.Device(), tensor.I64, float64(pastLen), 1, t)
+		x = tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, m.Config.Hidden)) // [B, T, C]
+	}
+	if m.sp {
+		x = parallel.ScatterToSP(p.Ctx, m.tp, x) // [B, T/tp, C]
+	}
+	return hiddenDropout(p, x, m.Config.Dropout, "embedding.dropout", m.sp, m.tp.Rank(), m.tp.Size())
+}
+
+// Forward runs the stage. The first stage takes token ids [B, T]; later stages take the
+// previous stage's hidden states. The last stage returns logits [B, T, Vp/tp] (this rank's
+// slice of the padded vocabulary); other stages return hidden states. caches, if not nil,
+// holds one KV cache per layer of the stage (generation).
+func (m *GPT) Forward(p *Pass, input *tensor.Tensor, caches []*KVCache) *tensor.Tensor {
+	x := input
+	if m.Stage.PreProcess {
+		past := 0
+		if len(caches) > 0 {
+			past = caches[0].Len()
+		}
+		x = m.Embed(p, input, past)
+	}
+	x = m.Block.Forward(p, x, LayerInput{Self: AttentionMask{Causal: true}}, caches)
+	if !m.Stage.PostProcess {
+		return x
+	}
+	x = m.FinalNorm.Forward(x)
+	return m.Output.Forward(p, x) // [B, T, Vp/tp]
+}
+
+// Loss returns the mean cross entropy of logits [B, T, Vp/tp] against labels [B, T],
+// over the labels that are not -100 (Hugging Face's convention), and the per-token losses.
+func (m *GPT) Loss(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tensor.Tensor) {
+	perToken = VocabParallelCrossEntropy(p, m.tp, logits, labels,
+		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100})
+	return MeanLoss(perToken, LabelMask(labels, -100, perToken.DType())), perToken
+}
+
+// LabelMask returns 1 where labels ≠ ignore and 0 elsewhere, as a tensor of dtype dt.
+func LabelMask(labels *tensor.Tensor, ignore int64, dt tensor.DType) *tensor.Tensor {
+	l := tensor.ToSlice[int64](labels)
+	m := make([]float64, len(l))
+	for i, v := range l {
+		if v != ignore {
+			m[i] = 1
+		}
+	}
+	return tensor.FromSlice(labels.Device(), m, labels.Shape()...).Cast(dt)
+}

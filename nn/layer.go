@@ -1,0 +1,131 @@
+package nn
+
+import (
+	"fmt"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// TransformerLayer is one transformer layer: self-attention, optionally cross-attention
+// (a decoder layer), and an MLP, each a residual sub-block with hidden dropout. Pre-LN
+// (GPT, Llama, T5) normalizes each sub-block's input: x + f(norm(x)); post-LN (BERT)
+// normalizes after the residual add: norm(x + f(x)).
+type TransformerLayer struct {
+	Norm1     *LayerNorm
+	Attn      *SelfAttention
+	NormCross *LayerNorm      // decoder layers only
+	Cross     *CrossAttention // decoder layers only
+	Norm2     *LayerNorm
+	MLP       *MLP
+
+	cfg  TransformerConfig
+	name string
+	tp   parallel.Comm
+	sp   bool
+}
+
+// NewTransformerLayer creates layer name (e.g. "layers.3"); withCross adds
+// cross-attention.
+func NewTransformerLayer(b *Builder, name string, cfg TransformerConfig, withCross bool) *TransformerLayer {
+	cfg = cfg.Defaults()
+	l := &TransformerLayer{cfg: cfg, name: name, tp: b.TP, sp: b.SequenceParallel}
+	l.Norm1 = NewNorm(b, name+".norm1", cfg.Norm, cfg.Hidden, cfg.NormEps)
+	l.Attn = NewSelfAttention(b, name+".attn", cfg)
+	if withCross {
+		l.NormCross = NewNorm(b, name+".norm_cross", cfg.Norm, cfg.Hidden, cfg.NormEps)
+		l.Cross = NewCrossAttention(b, name+".cross", cfg)
+	}
+	l.Norm2 = NewNorm(b, name+".norm2", cfg.Norm, cfg.Hidden, cfg.NormEps)
+	l.MLP = NewMLP(b, name+".mlp", cfg)
+	return l
+}
+
+// Params returns the layer's parameters.
+func (l *TransformerLayer) Params() []*Param {
+	var ps []*Param
+	ps = append(ps, l.Norm1.Params()...)
+	ps = append(ps, l.Attn.Params()...)
+	if l.Cross != nil {
+		ps = append(ps, l.NormCross.Params()...)
+		ps = append(ps, l.Cross.Params()...)
+	}
+	ps = append(ps, l.Norm2.Params()...)
+	return append(ps, l.MLP.Params()...)
+}
+
+// LayerInput is what a layer attends with besides its input.
+type LayerInput struct {
+	Self  AttentionMask
+	Cross AttentionMask
+	// Memory is the encoder output [B, Tk, C] for cross-attention.
+	Memory *tensor.Tensor
+	// Cache holds this layer's past keys and values during generation (nil otherwise).
+	Cache *KVCache
+}
+
+// Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.
+func (l *TransformerLayer) Forward(p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor {
+	x = l.residual(p, x, l.Norm1, "attn", func(h *tensor.Tensor) *tensor.Tensor {
+		return l.Attn.Forward(p, h, in.Self, in.Cache)
+	})
+	if l.Cross != nil {
+		if in.Memory == nil {
+			panic(fmt.Sprintf("nn: %s: decoder layer without encoder memory", l.name))
+		}
+		x = l.residual(p, x, l.NormCross, "cross", func(h *tensor.Tensor) *tensor.Tensor {
+			return l.Cross.Forward(p, h, in.Memory, in.Cross)
+		})
+	}
+	return l.residual(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) *tensor.Tensor { return l.MLP.Forward(p, h) })
+}
+
+// residual applies one sub-block f with its norm, hidden dropout and residual add.
+func (l *TransformerLayer) residual(p *Pass, x *tensor.Tensor, norm *LayerNorm, site string, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	drop := func(h *tensor.Tensor) *tensor.Tensor {
+		return hiddenDropout(p, h, l.cfg.Dropout, l.name+"."+site+".dropout", l.sp, l.tp.Rank(), l.tp.Size())
+	}
+	if l.cfg.PostLN {
+		return norm.Forward(tensor.Add(x, drop(f(x))))
+	}
+	return tensor.Add(x, drop(f(norm.Forward(x))))
+}
+
+// Block is a stack of transformer layers [First, First+len(Layers)) of a model's L —
+// the whole stack, or one pipeline stage's slice of it. Layer i is named "layers.i" with
+// its global index, so parameters keep their names and initial values whatever the
+// pipeline split.
+type Block struct {
+	Layers []*TransformerLayer
+	First  int
+}
+
+// NewBlock creates layers [first, first+n) under prefix ("layers" or "decoder.layers").
+func NewBlock(b *Builder, prefix string, cfg TransformerConfig, first, n int, withCross bool) *Block {
+	blk := &Block{First: first}
+	for i := first; i < first+n; i++ {
+		blk.Layers = append(blk.Layers, NewTransformerLayer(b, fmt.Sprintf("%s.%d", prefix, i), cfg, withCross))
+	}
+	return blk
+}
+
+// Params returns the layers' parameters in order.
+func (blk *Block) Params() []*Param {
+	var ps []*Param
+	for _, l := range blk.Layers {
+		ps = append(ps, l.Params()...)
+	}
+	return ps
+}
+
+// Forward runs the layers in order. caches, if not nil, has one KVCache per layer.
+func (blk *Block) Forward(p *Pass, x *tensor.Tensor, in LayerInput, caches []*KVCache) *tensor.Tensor {
+	for i, l := range blk.Layers {
+		li := in
+		if caches != nil {
+			li.Cache = caches[i]
+		}
+		x = l.Forward(p, x, li)
+	}
+	return x
+}

@@ -1,0 +1,50 @@
+package nn
+
+import (
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// MLP is the transformer's feed-forward block: fc1 (column parallel) → activation → fc2
+// (row parallel). With SwiGLU, fc1 is two column-parallel projections, gate and up, and
+// the activation is silu(gate)·up.
+type MLP struct {
+	FC1  *ColumnParallelLinear // [F/tp, C]; the up projection with SwiGLU
+	Gate *ColumnParallelLinear // [F/tp, C]; SwiGLU only
+	FC2  *RowParallelLinear    // [C, F/tp]
+
+	act Activation
+	tp  parallel.Comm
+}
+
+// NewMLP creates name.fc1, name.gate (SwiGLU) and name.fc2.
+func NewMLP(b *Builder, name string, cfg TransformerConfig) *MLP {
+	cfg = cfg.Defaults()
+	lo := LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}
+	m := &MLP{act: cfg.Activation, tp: b.TP}
+	if cfg.Activation == SwiGLU {
+		m.Gate = NewColumnParallelLinear(b, name+".gate", cfg.Hidden, cfg.FFNHidden, lo)
+	}
+	m.FC1 = NewColumnParallelLinear(b, name+".fc1", cfg.Hidden, cfg.FFNHidden, lo)
+	m.FC2 = NewRowParallelLinear(b, name+".fc2", cfg.FFNHidden, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())})
+	return m
+}
+
+// Params returns the projections' parameters.
+func (m *MLP) Params() []*Param { return collect(m.Gate, m.FC1, m.FC2) }
+
+// Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.
+func (m *MLP) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor {
+	h := m.FC1.Forward(p, x) // [B, T, F/tp]
+	switch m.act {
+	case GeLU:
+		h = tensor.GeLU(h)
+	case GeLUErf:
+		h = tensor.GeLUErf(h)
+	case ReLU:
+		h = tensor.ReLU(h)
+	case SwiGLU:
+		h = tensor.Mul(tensor.SiLU(m.Gate.Forward(p, x)), h)
+	}
+	return m.FC2.Forward(p, h) // [B, T, C]
+}

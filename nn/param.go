@@ -1,0 +1,174 @@
+package nn
+
+import (
+	"context"
+	"fmt"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// Param is a trainable tensor (this rank's shard of it) with the metadata that optimizers,
+// gradient reduction and checkpoints need. The embedded tensor requires grad.
+type Param struct {
+	*tensor.Tensor
+
+	// Name is the parameter's full dotted name ("layers.3.mlp.fc1.weight"); it also keys
+	// the parameter's initialization, so it is the same at every parallel layout.
+	Name string
+	// GlobalShape is the shape of the whole, unsharded parameter.
+	GlobalShape tensor.Shape
+	// PartitionDim is the dim split over the TP group, or -1 when every TP rank holds the
+	// whole parameter. Rank r holds the r-th of tp equal chunks of that dim.
+	PartitionDim int
+	// PartitionStride is Megatron's partition stride: 1 for a contiguous split (megago lays
+	// fused weights out so that every split is contiguous).
+	PartitionStride int
+	// TPRank is this shard's rank in the TP group.
+	TPRank int
+	// TPReplicated is set when every TP rank holds an identical copy (norm weights,
+	// row-parallel biases); gradient norms count it once.
+	TPReplicated bool
+	// Shared is set on the second copy of a tied weight (the output layer's copy of the
+	// word embedding on the last pipeline stage); gradient norms skip it.
+	Shared bool
+	// SequenceParallel is set on replicated parameters used on sequence-parallel
+	// activations (norm weights under SP): each TP rank's gradient covers only its part of
+	// the sequence, so the gradients must be all-reduced over TP before the optimizer step.
+	SequenceParallel bool
+	// NoWeightDecay excludes the parameter from weight decay (biases and 1-D parameters).
+	NoWeightDecay bool
+}
+
+// Start returns the global index of this shard's first element along each dim.
+func (p *Param) Start() []int {
+	s := make([]int, len(p.GlobalShape))
+	if p.PartitionDim >= 0 {
+		s[p.PartitionDim] = p.TPRank * p.Shape()[p.PartitionDim]
+	}
+	return s
+}
+
+// Region returns the part of the global parameter this shard holds.
+func (p *Param) Region() tensor.Region {
+	return tensor.Region{Full: p.GlobalShape, Start: p.Start(), Size: p.Shape()}
+}
+
+// Module is anything that holds parameters: layers and models.
+type Module interface {
+	// Params returns the module's parameters in a fixed order (construction order).
+	Params() []*Param
+}
+
+// collect concatenates the parameters of modules. A nil *T module must return no
+// parameters from its Params method (the interface holding it is not nil).
+func collect(ms ...Module) []*Param {
+	var out []*Param
+	for _, m := range ms {
+		out = append(out, m.Params()...)
+	}
+	return out
+}
+
+// params is a Module made of a list of parameters (nil entries skipped).
+type params []*Param
+
+func (ps params) Params() []*Param {
+	var out []*Param
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Init says how to initialize a new parameter.
+type Init struct {
+	Dist tensor.Dist // DistNormal (mean 0, std A) or DistUniform; 0 means constant Value
+	A    float64
+	// Value fills the parameter when Dist is 0 (1 for norm weights, 0 for biases).
+	Value float64
+}
+
+// Normal returns an Init drawing from N(0, std²).
+func Normal(std float64) Init { return Init{Dist: tensor.DistNormal, A: std} }
+
+// Constant returns an Init filling with v.
+func Constant(v float64) Init { return Init{Value: v} }
+
+// newParam creates this TP rank's shard of parameter name of global shape global split
+// along dim (−1: not split) over a group of size tp, initialized from rng by global
+// coordinates, so every layout starts from the same global values.
+func newParam(b *Builder, name string, global tensor.Shape, dim int, init Init) *Param {
+	tp, rank := b.TP.Size(), b.TP.Rank()
+	local := global.Clone()
+	if dim >= 0 {
+		if global[dim]%tp != 0 {
+			panic(fmt.Sprintf("nn: %s: dim %d of %v not divisible by tp %d", name, dim, global, tp))
+		}
+		local[dim] = global[dim] / tp
+	}
+	p := &Param{Name: name, GlobalShape: global.Clone(), PartitionDim: dim, PartitionStride: 1, TPRank: rank,
+		TPReplicated: dim < 0, NoWeightDecay: len(global) == 1}
+	region := tensor.Region{Full: p.GlobalShape, Start: make([]int, len(global)), Size: local}
+	if dim < 0 {
+		p.TPRank = 0
+	} else {
+		region.Start[dim] = rank * local[dim]
+	}
+	switch init.Dist {
+	case 0:
+		p.Tensor = tensor.Full(b.Dev, b.DType, init.Value, local...)
+	case tensor.DistNormal:
+		p.Tensor = b.RNG.Named(name).Normal(b.Dev, b.DType, region, 0, init.A)
+	default:
+		p.Tensor = tensor.Random(b.Dev, b.DType, b.RNG.Named(name), init.Dist, -init.A, init.A, region)
+	}
+	p.Tensor.SetRequiresGrad(true)
+	return p
+}
+
+// Builder carries what layer constructors need: the device and dtype of parameters, the
+// initialization generator, and the TP group the layer communicates over. Parameters are
+// created outside any scope of Dev (see tensor.Scope).
+type Builder struct {
+	Dev   *tensor.Device
+	DType tensor.DType
+	RNG   tensor.RNG
+	// TP is the tensor-parallel group; a group of size 1 makes every layer a plain layer.
+	TP parallel.Comm
+	// SequenceParallel splits activations along T between TP regions.
+	SequenceParallel bool
+}
+
+// Pass carries what varies from one forward pass to the next: the context communication
+// runs under, whether dropout is active, the dropout generator (keyed by step and
+// micro-batch by the caller), and the global index of the micro-batch's first sample, so
+// dropout masks do not depend on how samples are spread over DP ranks.
+type Pass struct {
+	Ctx          context.Context
+	Train        bool
+	RNG          tensor.RNG
+	SampleOffset int
+}
+
+// Eval returns a Pass for inference: no dropout.
+func Eval(ctx context.Context) *Pass { return &Pass{Ctx: ctx} }
+
+// ReduceSequenceParallelGrads all-reduces (sums) over tp the gradients of parameters
+// marked SequenceParallel, whose per-rank gradients each cover only that rank's part of
+// the sequence. Call it after backward and before clipping or the optimizer step.
+func ReduceSequenceParallelGrads(ctx context.Context, tp parallel.Comm, ps []*Param) error {
+	if tp.Size() == 1 {
+		return nil
+	}
+	for _, p := range ps {
+		if p.SequenceParallel && p.Grad() != nil {
+			if err := tp.AllReduce(ctx, p.Grad(), parallel.Sum); err != nil {
+				return fmt.Errorf("nn: reduce sequence-parallel gradient of %s: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
+}

@@ -548,3 +548,10 @@ func (c *localComm) Recv(ctx context.Context, t *tensor.Tensor, from int) error 
 		}
 	}
 }
+
+// Self returns a group holding only the calling rank: every collective on it is the
+// identity. Layers built for a single device use it as their TP group.
+func Self() Comm {
+	w := &localWorld{n: 1, running: 1, stall: time.Hour, abortCh: make(chan struct{}), exited: map[int]bool{}, waiters: map[*waiter]struct{}{}}
+	return &localComm{g: w.newGroup("self", []int{0})}
+}

@@ -240,6 +240,9 @@ GPT2_NOTES = [
     "Causal attention, scale 1/sqrt(HS); masked scores set to finfo(float32).min; GeLU tanh approximation; "
     "LayerNorm eps 1e-5 with biased variance; pre-LN blocks; final ln_f.",
     "Only rows 0..T-1 of wpe get gradient (positions start at 0).",
+    "The key part of c_attn.bias (columns C:2C) has zero gradient in exact arithmetic (adding a constant to "
+    "every score of a query row does not change the softmax); the stored values (~1e-8) are float32 "
+    "rounding noise, so compare grads with an absolute tolerance relative to the tensor's scale.",
 ]
 
 
@@ -354,6 +357,9 @@ BERT_NOTES = [
     "(scale 1/sqrt(HS)). Queries at padding are computed normally; their labels are -100.",
     "Post-LN: a = LN(dense(attn) + h); h' = LN(dense(gelu(dense(a))) + a). Exact erf GeLU. LayerNorm eps 1e-12.",
     "Embeddings: word + position (0..T-1) + token_type, then LayerNorm. Pooler: tanh(dense(h[:, 0])).",
+    "attention.self.key.bias has zero gradient in exact arithmetic (a per-query constant added to every "
+    "score does not change the softmax); the stored values (~1e-8) are float32 rounding noise, so compare "
+    "grads with an absolute tolerance relative to the tensor's scale.",
 ]
 
 

@@ -190,7 +190,7 @@ func (a *CrossAttention) Forward(p *Pass, x, mem *tensor.Tensor, m AttentionMask
 	q := a.Q.Forward(p, x) // [B, Tq, NH·HS/tp]
 	b, tq := q.Dim(0), q.Dim(1)
 	q = q.Reshape(b, tq, q.Dim(2)/c.HeadSize, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, Tq, HS]
-	kv := a.KV.Forward(p, mem)                                                 // [B, Tk, G/tp·2·HS]
+	kv := a.KV.Forward(p, mem)                                                // [B, Tk, G/tp·2·HS]
 	tk, gl := kv.Dim(1), c.KVHeads/a.tp.Size()
 	parts := tensor.Split(kv.Reshape(b, tk, gl, 2, c.HeadSize), 3, 1, 1)
 	k := parts[0].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3) // [B, G/tp, Tk, HS]

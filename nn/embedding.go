@@ -50,7 +50,7 @@ func (e *VocabParallelEmbedding) Forward(p *Pass, ids *tensor.Tensor) *tensor.Te
 		}
 	}
 	dev := ids.Device()
-	y := tensor.Embedding(e.Weight.Tensor, tensor.FromSlice(dev, local, ids.Shape()...))        // [B, T, C]
+	y := tensor.Embedding(e.Weight.Tensor, tensor.FromSlice(dev, local, ids.Shape()...))      // [B, T, C]
 	mask := tensor.FromSlice(dev, outside, append(ids.Shape().Clone(), 1)...).Cast(y.DType()) // [B, T, 1]
 	y = tensor.MaskedFill(y, mask, 0)
 	return parallel.ReduceFromTP(p.Ctx, e.tp, y)

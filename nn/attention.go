@@ -149,7 +149,9 @@ func attend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, c TransformerConfi
 	s := probs.Shape()
 	full := s.Clone()
 	full[1] *= tp.Size()
-	probs = dropout(p, probs, c.AttnDropout, name+".dropout", full, []int{0, tp.Rank() * s[1], 0, 0})
+	// The key differs from the layer's residual dropout after this attention, which is
+	// named "<layer>.attn.dropout" (= name+".dropout"): the two masks must be independent.
+	probs = dropout(p, probs, c.AttnDropout, name+".probs.dropout", full, []int{0, tp.Rank() * s[1], 0, 0})
 	ctx := tensor.MatMul(probs, v) // [B, NH/tp, Tq, HS]
 	b, nh, tq, hs := ctx.Dim(0), ctx.Dim(1), ctx.Dim(2), ctx.Dim(3)
 	return ctx.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs)

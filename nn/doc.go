@@ -1,20 +1,101 @@
-// Package nn will hold megago's layers and models. It is planned and not yet
-// implemented; this comment records what it will contain (see DESIGN.md).
+// Package nn holds megago's layers and models: the tensor-parallel building blocks
+// (column- and row-parallel linear layers, the vocabulary-parallel embedding and cross
+// entropy), attention, MLP and transformer layers, and the GPT (GPT-2 and Llama-style),
+// BERT and T5 models built from them, with their Hugging Face tensor mappings and text
+// generation. It sits above package parallel (it calls the TP/SP mappings) and below
+// optim and checkpoint (which see only []*Param).
 //
-//   - Module, which exposes named parameters (layers.3.mlp.fc1.bias) to
-//     optimizers and checkpoints, and Param, which carries parallel metadata:
-//     partition dim and stride, TP-replicated, shared (tied embedding copy),
-//     sequence-parallel, excluded from weight decay.
-//   - Layers: Linear, Embedding, LayerNorm, RMSNorm, ColumnParallelLinear,
-//     RowParallelLinear, VocabParallelEmbedding, attention, MLP and
-//     TransformerLayer. A layer receives only the groups it uses.
-//   - TransformerConfig, a typed struct with documented defaults and
-//     Validate() error.
-//   - The GPT, BERT and T5 models (and a Llama-style configuration), each
-//     with its Hugging Face tensor-name mapping, and vocab-parallel cross
-//     entropy.
+// A model is built once per rank by a Builder holding the device, dtype, initialization
+// RNG and the rank's TP group; with a TP group of one rank (parallel.Self) every layer is
+// the plain serial layer, and the code is the same at every scale.
 //
-// Shape letters used in comments throughout megago will be defined here:
-// B micro-batch, T sequence, C hidden, NH heads, HS head size, F MLP hidden,
-// V vocab (Vp padded), L layers, and tp/pp/dp for group sizes.
+// # Reading order
+//
+//   - param.go: Param (a shard of a parameter with its global shape, partition dim,
+//     replication and weight-decay metadata), Module, Init, Builder and Pass.
+//   - config.go: TransformerConfig with its documented defaults (Defaults), Validate,
+//     OutputInitStd and PaddedVocab.
+//   - linear.go: ColumnParallelLinear and RowParallelLinear; linear_replicated.go: Linear,
+//     a layer every TP rank holds whole.
+//   - embedding.go: VocabParallelEmbedding and the replicated Embedding.
+//   - cross_entropy.go: VocabParallelCrossEntropy (softmax over the vocabulary split over
+//     TP, label smoothing over the global vocabulary) and MeanLoss.
+//   - norm.go: LayerNorm and RMSNorm, and the layout-independent dropout helpers.
+//   - rope.go: rotary position embeddings (Hugging Face's rotate_half form);
+//     relative_bias.go: T5's relative position bias.
+//   - attention.go: SelfAttention (multi-head or grouped-query, fused QKV), CrossAttention,
+//     AttentionMask, PaddingMask and KVCache.
+//   - mlp.go: the MLP (GeLU, erf GeLU, ReLU or SwiGLU).
+//   - layer.go: TransformerLayer (pre- or post-LN residual blocks) and Block, a stack of
+//     layers or one pipeline stage's slice of it.
+//   - gpt.go: GPTConfig, LlamaConfig, Stage and GPT (embedding, blocks, final norm, output
+//     layer; Forward and Loss).
+//   - bert.go, t5.go: the BERT encoder with its pre-training heads and the T5
+//     encoder-decoder.
+//   - generate.go, generate_sample.go: Generate and GenerateOptions (greedy, temperature,
+//     top-k and top-p sampling with a KV cache, under TP).
+//   - hf.go and *_hf.go: HFConverter (each model's Hugging Face names and layouts) and
+//     LoadGlobal.
+//
+// # Shapes
+//
+// Comments beside tensors give their shapes with these letters, and per-rank sizes show
+// their divisor (C/tp, Vp/tp, T/tp):
+//
+//	B   micro-batch size              T   sequence length
+//	C   hidden size                   F   MLP hidden size
+//	NH  attention heads               G   query groups (key/value heads; G = NH without GQA)
+//	HS  head size (C/NH by default)   P   max positions (learned position table)
+//	V   vocabulary size               Vp  vocabulary padded for TP (PaddedVocab)
+//	L   layers                        tp, pp, dp  tensor-, pipeline-, data-parallel group sizes
+//
+// Activations are [B, T, C]; attention works on [B, NH/tp, T, HS]; logits are
+// [B, T, Vp/tp], this rank's slice of the padded vocabulary.
+//
+// # Invariants
+//
+// Parameters are created by global coordinate. Each Param is this rank's slice of a
+// global tensor (GlobalShape, PartitionDim, Region) and is drawn from the Builder's RNG
+// keyed by the parameter's name and each element's index in the global tensor, so a TP=2
+// shard equals the same slice of the TP=1 parameter bit for bit, and checkpoints convert
+// between layouts by slicing. Names are global too ("layers.7.mlp.fc1.weight" on whatever
+// pipeline stage holds layer 7).
+//
+// The fused QKV projection is laid out per query group: for each of the G groups, its
+// NH/G query heads, then its key head, then its value head. A contiguous TP split
+// therefore hands each rank whole groups and whole heads, which is why NH and G must be
+// divisible by tp. (Hugging Face's GPT-2 c_attn is q|k|v; the HF converters reorder it.)
+//
+// A Builder holds what is fixed when a model is built (device, dtype, init RNG, TP group,
+// sequence parallelism); a Pass holds what changes per forward pass (context, training
+// mode, dropout RNG, global sample offset). Layers keep only the groups they use, never a
+// mesh or package state.
+//
+// Sequence parallelism is a construction-time choice (Builder.SequenceParallel): the
+// layers built with it pick the SP mappings (GatherFromSP before column-parallel layers,
+// ReduceScatterToSP after row-parallel ones), and replicated parameters used on
+// sequence-split activations are marked SequenceParallel so that their gradients are
+// summed over TP (ReduceSequenceParallelGrads). Nothing inside Forward tests a flag to
+// decide whether to communicate. The parameters are the same with and without it.
+//
+// Dropout masks depend only on the Pass's RNG, the dropout site's name and global
+// coordinates (global sample index, position, feature or head), never on a rank, so they
+// are the same at every TP, SP, PP and DP layout and are replayed exactly by activation
+// recomputation.
+//
+// Padded vocabulary entries (ids V..Vp−1) are excluded from the cross entropy's softmax
+// (CrossEntropyOptions.Vocab, set by GPT.Loss) and never generated, for parity with
+// unpadded Hugging Face models; Megatron lets them take part.
+//
+// # Errors
+//
+// Caller bugs panic with the layer, op and values: shapes or sizes not divisible by tp, a
+// token id or target outside the vocabulary, a decoder layer without encoder memory
+// ("nn: ColumnParallelLinear fc1: out features 10 not divisible by tp 4"). Constructors of
+// models validate their configuration and return an error listing every invalid field
+// (TransformerConfig.Validate); context parallelism (CP > 1) is reported as not
+// implemented. Communication failures inside Forward and Backward surface as panics with a
+// *parallel.Error from the TP mappings (autograd cannot return errors); training entry
+// points recover them and abort the job. Generate, an entry point itself, returns them as
+// errors, along with invalid options, bad prompts and non-finite logits.
 package nn

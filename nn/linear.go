@@ -19,7 +19,8 @@ type ColumnParallelLinear struct {
 	// GatherOutput all-gathers the output features (Megatron's gather_output).
 	GatherOutput bool
 	// SkipBiasAdd returns the output without the bias, for the caller to fuse it later
-	// (Megatron's skip_bias_add); ForwardWithBias returns both.
+	// (Megatron's skip_bias_add); ForwardWithBias returns both. It has no effect with
+	// GatherOutput: this rank's bias slice is added before the gather.
 	SkipBiasAdd bool
 
 	tp parallel.Comm

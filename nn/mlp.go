@@ -13,15 +13,20 @@ type MLP struct {
 	Gate *ColumnParallelLinear // [F/tp, C]; SwiGLU only
 	FC2  *RowParallelLinear    // [C, F/tp]
 
-	act Activation
-	tp  parallel.Comm
+	// Dropout, in training, drops out the activation [B, T, F/tp] before fc2, as T5's
+	// DenseReluDense does; 0 (the default) means none.
+	Dropout float64
+
+	act  Activation
+	name string
+	tp   parallel.Comm
 }
 
 // NewMLP creates name.fc1, name.gate (SwiGLU) and name.fc2.
 func NewMLP(b *Builder, name string, cfg TransformerConfig) *MLP {
 	cfg = cfg.Defaults()
 	lo := LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}
-	m := &MLP{act: cfg.Activation, tp: b.TP}
+	m := &MLP{act: cfg.Activation, name: name, tp: b.TP}
 	if cfg.Activation == SwiGLU {
 		m.Gate = NewColumnParallelLinear(b, name+".gate", cfg.Hidden, cfg.FFNHidden, lo)
 	}
@@ -45,6 +50,12 @@ func (m *MLP) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor {
 		h = tensor.ReLU(h)
 	case SwiGLU:
 		h = tensor.Mul(tensor.SiLU(m.Gate.Forward(p, x)), h)
+	}
+	if m.Dropout > 0 {
+		s := h.Shape()
+		full := s.Clone()
+		full[2] *= m.tp.Size()
+		h = dropout(p, h, m.Dropout, m.name+".act.dropout", full, []int{0, 0, m.tp.Rank() * s[2]})
 	}
 	return m.FC2.Forward(p, h) // [B, T, C]
 }

@@ -37,11 +37,16 @@ func NoSpecial() SpecialIDs {
 type TokenizerConfig struct {
 	// Type is Megatron's --tokenizer-type: GPT2BPETokenizer, BertWordPieceLowerCase,
 	// BertWordPieceCase, SentencePieceTokenizer, NullTokenizer; or "gpt2" for the
-	// built-in GPT-2 vocabulary that needs no files.
+	// built-in GPT-2 vocabulary and "gosource-bpe" for megago's example vocabulary, which
+	// need no files.
 	Type      string
 	VocabFile string // vocab.json, vocab.txt or a SentencePiece .model
 	MergeFile string // merges.txt (GPT-2 BPE)
 	VocabSize int    // NullTokenizer's vocabulary size
+	// VocabExtraIDs is Megatron's --vocab-extra-ids: the number of T5 sentinels
+	// <extra_id_0>, <extra_id_1>, ... added after a WordPiece or SentencePiece vocabulary
+	// (T5 uses 100).
+	VocabExtraIDs int
 }
 
 // NewTokenizer builds the tokenizer cfg names, reading its files. Errors name the file.

@@ -31,7 +31,8 @@
 //   - gpt.go: GPTConfig, LlamaConfig, Stage and GPT (embedding, blocks, final norm, output
 //     layer; Forward and Loss).
 //   - bert.go, t5.go: the BERT encoder with its pre-training heads and the T5
-//     encoder-decoder.
+//     encoder-decoder. T5 runs with TP and DP only: NewT5 rejects a pipeline stage. Its
+//     MLP drops out the activation before fc2 (MLP.Dropout), as Hugging Face's T5 does.
 //   - generate.go, generate_sample.go: Generate and GenerateOptions (greedy, temperature,
 //     top-k and top-p sampling with a KV cache, under TP).
 //   - hf.go and *_hf.go: HFConverter (each model's Hugging Face names and layouts) and
@@ -84,7 +85,7 @@
 // recomputation.
 //
 // Padded vocabulary entries (ids V..Vp−1) are excluded from the cross entropy's softmax
-// (CrossEntropyOptions.Vocab, set by GPT.Loss) and never generated, for parity with
+// (CrossEntropyOptions.Vocab, set by GPT.Loss, BERT.Loss and T5.Loss) and never generated, for parity with
 // unpadded Hugging Face models; Megatron lets them take part.
 //
 // # Errors

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The golden files are written by data/testdata/indexed/gen_golden.py.
+const (
+	preprocessTestdata = "../../data/testdata/preprocess"
+	indexedTestdata    = "../../data/testdata/indexed"
+)
+
+// TestPreprocessCommandGolden runs megago preprocess with the NullTokenizer and -append-eod
+// on the committed JSONL file and compares the bytes with the Python script's.
+func TestPreprocessCommandGolden(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, err := run(t, "preprocess", "-input", filepath.Join(preprocessTestdata, "input.jsonl"),
+		"-output-prefix", filepath.Join(dir, "u16_eod"), "-json-keys", "text,title", "-append-eod",
+		"-tokenizer-type", "NullTokenizer", "-vocab-size", "1000", "-workers", "2")
+	if err != nil {
+		t.Fatalf("megago preprocess: %v\n%s", err, stderr)
+	}
+	for _, key := range []string{"text", "title"} {
+		name := "u16_eod_" + key + "_document"
+		for _, ext := range []string{".bin", ".idx"} {
+			got, err := os.ReadFile(filepath.Join(dir, name+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(preprocessTestdata, "expected", name+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s%s:\n got % x\nwant % x", name, ext, got, want)
+			}
+		}
+		if !strings.Contains(stdout, name) {
+			t.Errorf("summary does not name %s:\n%s", name, stdout)
+		}
+	}
+	for _, want := range []string{"9 lines", "9 documents", "0 bad lines", "uint16", "empty documents"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary does not say %q:\n%s", want, stdout)
+		}
+	}
+	if stderr != "" {
+		t.Errorf("stderr is not a terminal, yet something was written to it: %q", stderr)
+	}
+}
+
+func TestPreprocessCommandBadLines(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte("{\"text\": \"1 2\"}\nnot json\n{\"other\": 1}\n{\"text\": \"3\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"preprocess", "-input", input, "-output-prefix", filepath.Join(dir, "out"), "-tokenizer-type", "NullTokenizer", "-vocab-size", "10"}
+	stdout, stderr, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("megago preprocess: %v", err)
+	}
+	for _, want := range []string{input + ":2: invalid JSON", input + `:3: missing key "text"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not report %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(stdout, "2 bad lines skipped") {
+		t.Errorf("summary does not count the bad lines:\n%s", stdout)
+	}
+
+	strictDir := t.TempDir()
+	args[4] = filepath.Join(strictDir, "out")
+	_, _, err = run(t, append(args, "-strict")...)
+	if err == nil || !strings.Contains(err.Error(), input+":2:") {
+		t.Errorf("megago preprocess -strict: err = %v, want one naming line 2", err)
+	}
+	if code := exitCode(err); code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if ents, _ := os.ReadDir(strictDir); len(ents) != 0 {
+		t.Errorf("a failed run left %v behind", ents)
+	}
+}
+
+func TestPreprocessCommandUsage(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		mention string
+	}{
+		{"no input", []string{"-output-prefix", "x", "-tokenizer-type", "NullTokenizer"}, "-input"},
+		{"no tokenizer", []string{"-input", "x", "-output-prefix", "y"}, "-tokenizer-type"},
+		{"bad dtype", []string{"-input", "x", "-output-prefix", "y", "-tokenizer-type", "NullTokenizer", "-dtype", "uint3"}, "uint3"},
+		{"bad workers", []string{"-input", "x", "-output-prefix", "y", "-tokenizer-type", "NullTokenizer", "-workers", "0"}, "-workers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := run(t, append([]string{"preprocess"}, tt.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tt.mention) || exitCode(err) != 2 {
+				t.Errorf("err = %v (exit %d), want a usage error mentioning %q", err, exitCode(err), tt.mention)
+			}
+		})
+	}
+}
+
+func TestInspect(t *testing.T) {
+	stdout, _, err := run(t, "inspect", "-samples", "2", filepath.Join(indexedTestdata, "uint16_docs"))
+	if err != nil {
+		t.Fatalf("megago inspect: %v", err)
+	}
+	// uint16_docs holds documents [[1 2 3] [4]], [], [[5 6]], [], [[7] [8 9 10] [11]].
+	for _, want := range []string{
+		"dtype uint16 (code 8, 2 bytes)",
+		"sequences  6\n",
+		"documents  5 (2 empty)\n",
+		"tokens     11\n",
+		"length     min 1, max 3, mean 1.83\n",
+		"ids        min 1, max 11\n",
+		"sample 0   document 0, 3 tokens: 1 2 3\n",
+		"sample 1   document 0, 1 tokens: 4\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("megago inspect output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "sample 2") {
+		t.Errorf("-samples 2 printed a third sample:\n%s", stdout)
+	}
+}
+
+func TestInspectDecodes(t *testing.T) {
+	stdout, _, err := run(t, "inspect", "-mode", "lazy", "-samples", "4", "-tokenizer-type", "NullTokenizer", "-vocab-size", "20",
+		filepath.Join(indexedTestdata, "uint16_docs")+".idx")
+	if err != nil {
+		t.Fatalf("megago inspect: %v", err)
+	}
+	if want := "sample 3   document 4, 1 tokens: \"7\"\n"; !strings.Contains(stdout, want) {
+		t.Errorf("output lacks %q:\n%s", want, stdout)
+	}
+}
+
+func TestInspectCorrupt(t *testing.T) {
+	prefix := filepath.Join(indexedTestdata, "corrupt", "documents_not_monotonic")
+	_, _, err := run(t, "inspect", prefix)
+	if err == nil {
+		t.Fatal("megago inspect of a corrupt dataset succeeded")
+	}
+	for _, want := range []string{prefix + ".idx", "document_indices[2]", "byte offset 98"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}

@@ -1,13 +1,84 @@
-// Package data will hold megago's datasets and loaders. It is planned and not
-// yet implemented; this comment records what it will contain (see
-// DESIGN.md).
+// Package data is megago's input pipeline, compatible with Megatron-LM: indexed datasets
+// (.bin/.idx), the preprocessor that writes them from JSON lines, tokenizers, the GPT,
+// BERT and T5 datasets with Megatron's indices and blending, the pretraining sampler and a
+// prefetching loader.
 //
-//   - Indexed datasets byte-compatible with Megatron's .bin/.idx files, read
-//     through mmap, and builders that write them.
-//   - Tokenizers.
-//   - GPT, BERT and T5 datasets, dataset blending and samplers.
-//   - A prefetching loader.
+// Package data imports no other megago package: batches are plain Go slices ([]int32
+// tokens, float32 loss masks), which callers turn into tensors. Everything that reads
+// files returns errors naming the file (and, for malformed data, the field and offset);
+// files are written under temporary names, fsynced and renamed, so nothing half-written
+// ever appears under a final name.
 //
-// Package data imports no other megago package: batches are plain Go slices
-// ([]int32 tokens, masks), turned into tensors by callers.
+// # Reading order
+//
+//   - tokenizer.go, tokenizer_*.go: Tokenizer, SpecialIDs, NewTokenizer and the
+//     tokenizers; tokenizer_bpe_train.go: the BPE trainer.
+//   - source.go: TokenSource, what datasets read (IndexedDataset, MemorySource).
+//   - indexed*.go, builder*.go: the .bin/.idx reader and writer.
+//   - preprocess*.go: Preprocess (megago preprocess).
+//   - split.go, gpt_dataset*.go, blended.go, bert_*.go, t5_dataset.go, masking.go:
+//     datasets.
+//   - sampler.go, loader.go: PretrainingSampler and Loader.
+//
+// # Indexed datasets
+//
+// IndexedDataset reads Megatron's .bin/.idx pair (OpenIndexed) in one of
+// three ReadModes: mmap (default; zero-copy RawSequence/RawDocument views), cached (both
+// files in memory) or lazy (positioned reads of the .bin). Opening validates the whole
+// index against the data file — magic, version, dtype, counts checked against the file size
+// before use, p[0]=0 and p[i+1]=p[i]+len[i]·itemsize, sequences exactly filling the .bin,
+// document indices running from 0 to N without decreasing, an optional N-byte modes array —
+// and reports any violation as an *IndexError naming the file, the field and its byte
+// offset; a corrupt file never panics or causes an allocation sized by a header field.
+// AppendTokens converts every dtype to int32, so IndexedDataset is a TokenSource.
+// IndexedBuilder writes the same format (Megatron's add_item, end_document, add_document,
+// add_index) in memory independent of the dataset size, under temporary names that Finalize
+// fsyncs and renames. Preprocess is tools/preprocess_data.py: JSON lines in, one dataset per
+// key out ({prefix}_{key}_document or _sentence), tokenized by parallel workers in input
+// order with bounded memory; bad lines are LineErrors, skipped and counted unless Strict.
+// testdata/indexed/gen_golden.py is an independent writer of the format; the tests require
+// byte equality with it in both directions.
+//
+// # Tokenizers
+//
+// Tokenizer is what preprocessing and the examples use: Encode, Decode,
+// VocabSize and Special (EOD, pad, mask, CLS, SEP, BOS, EOS, T5 sentinels; -1 for none).
+// NewTokenizer builds one from Megatron's --tokenizer-type names: GPT2BPETokenizer
+// (GPT2BPE: GPT-2's byte-level BPE from vocab.json + merges.txt, its pre-tokenizer and
+// merge rules reproduced exactly and checked id for id against tiktoken-go), "gpt2"
+// (BuiltinGPT2: GPT-2's vocabulary with no files, recovered from tiktoken-go's embedded
+// r50k_base ranks), BertWordPieceLowerCase and BertWordPieceCase (BertWordPiece, with
+// Megatron's added [BOS], [EOS] and <extra_id_N>), SentencePieceTokenizer (unigram
+// SentencePiece .model files such as T5's: the model's own normalization charsmap and
+// SentencePiece's Viterbi, checked against python3-sentencepiece), NullTokenizer, and
+// "gosource-bpe" (GoSourceBPE: the 8192-id example vocabulary in data/vocab, trained on
+// Go standard-library sources). BPETrainer and TrainBPE make a GPT-2-format vocabulary
+// from any corpus; GPT2BPE.WriteFiles writes it for Megatron as well. Tokenizers are
+// immutable after construction and safe for concurrent use.
+//
+// # Datasets
+//
+// GPTDataset (gpt_dataset*.go) serves Megatron's GPT samples from one split of a
+// TokenSource, each sequence being a document. Its indices are Megatron's: a document
+// index (the split's documents repeated over E epochs, E the smallest with
+// E·tokens ≥ samples·s + 1, shuffled — the last epoch apart when it would contribute
+// under 80% of an epoch), a sample index of (document position, offset) rows where
+// sample k reads stream tokens [k·s, k·s+s] so consecutive samples share one token,
+// and a shuffle index. Tokens are sample[:-1], labels sample[1:]; attention is causal
+// and no mask is built; EODMaskLoss and ResetPositionIDs are optional. Indices are
+// cached by IndexCache under a hash of everything they depend on: the rank with
+// Builder set writes them (temporary file, then rename), the others poll for the file
+// until their context ends, so no communicator is needed. BlendedDataset mixes datasets
+// by Megatron's greedy weights (BlendSizes, BlendIndices). BERTDataset builds sentence
+// pairs [CLS] A [SEP] B [SEP] with a sentence-order target and whole-word n-gram
+// masking (15%, 80/10/10); T5Dataset does span corruption with sentinels. Random
+// choices come from PCG streams keyed by (seed, purpose, index) — not NumPy's MT19937,
+// so permutations differ from Megatron's while every other property holds — and
+// BERT/T5 masking is keyed by the global sample index, so a sample does not depend on
+// the data-parallel layout. PretrainingSampler is Megatron's: from consumed_samples on,
+// DP rank r takes [r·micro, (r+1)·micro) of each global batch, so resuming needs only
+// consumed_samples. Loader assembles micro-batches in worker goroutines with at most
+// Prefetch in flight, delivers them in order, and stops every goroutine on Close or
+// context cancellation. Batches are plain slices (GPTBatch: [B*T] tokens, labels,
+// float32 loss mask, position ids).
 package data

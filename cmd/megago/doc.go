@@ -4,13 +4,14 @@
 //
 //	megago <command> [arguments]
 //
-// The commands today are:
+// The commands are listed by "megago help"; among them:
 //
-//	help      show help for megago or one of its commands
-//	version   print megago's version, Go version and platform
+//	preprocess  turn JSON lines into Megatron .bin/.idx datasets
+//	inspect     print an indexed dataset's header, statistics and samples
+//	launch      start N local ranks with torchrun's environment
+//	version     print megago's version, Go version and platform
 //
-// Planned commands (preprocess, launch, convert, bench, inspect) will be
-// added one file each.
+// Each command lives in its own file (preprocess.go, inspect.go, ...).
 //
 // # Adding a command
 //
@@ -19,10 +20,10 @@
 //
 //	func init() {
 //		register(command{
-//			name:    "inspect",
-//			summary: "print a checkpoint's tensors",
-//			usage:   "megago inspect [-json] DIR\n\nInspect prints ...",
-//			run:     runInspect,
+//			name:    "convert",
+//			summary: "convert a checkpoint",
+//			usage:   "megago convert [flags] SRC DST\n\nConvert ...",
+//			run:     runConvert,
 //		})
 //	}
 //

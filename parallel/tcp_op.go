@@ -1,0 +1,200 @@
+package parallel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"megago/tensor"
+)
+
+// tcpOp is one call in flight on a tcpComm: its deadline, and its failure once one of
+// its goroutines has hit one.
+type tcpOp struct {
+	c      *tcpComm
+	name   string // "all-reduce", ...
+	code   uint8  // opAllReduce, ... (0 for Send and Recv)
+	dt     uint8  // dtype of the data, checked on every frame
+	seq    uint64 // the group's collective number
+	parent context.Context
+	ctx    context.Context // parent with the transport's timeout
+	cancel context.CancelFunc
+
+	once   sync.Once
+	err    error
+	failed chan struct{} // closed when err is set
+}
+
+// abortWait bounds how long a failing rank spends telling the rest of its group.
+const abortWait = time.Second
+
+// begin starts a call, or returns the group's failure if it has already failed.
+func (c *tcpComm) begin(ctx context.Context, name string, code uint8, dt tensor.DType) (*tcpOp, error) {
+	o := &tcpOp{c: c, name: name, code: code, dt: uint8(dt), parent: ctx, failed: make(chan struct{})}
+	if f := c.g.failure(); f != nil {
+		return nil, o.fromGroup(f)
+	}
+	if code != 0 {
+		o.seq = c.seq
+		c.seq++
+	}
+	o.ctx, o.cancel = context.WithTimeout(ctx, c.t.cfg.Timeout)
+	return o, nil
+}
+
+// end releases the call's timer; goroutines still running see its context end.
+func (o *tcpOp) end() { o.cancel() }
+
+func (o *tcpOp) newError(peer int, err error) *Error {
+	c := o.c
+	return &Error{Op: o.name, Group: c.name, Rank: c.rank, Size: c.Size(), Peer: peer, Err: err}
+}
+
+// fail records that the call failed because of group rank peer (-1: not a peer's fault)
+// and returns the error. The first failure of the group is sent to its other members so
+// that they stop too.
+func (o *tcpOp) fail(peer int, err error) error {
+	o.once.Do(func() {
+		c := o.c
+		culprit := -1
+		if peer >= 0 {
+			culprit = c.members[peer]
+		}
+		if !c.g.fail(groupFailure{culprit: culprit, reporter: c.t.rank, err: err}) {
+			o.err = o.fromGroup(c.g.failure())
+			close(o.failed)
+			return
+		}
+		o.err = o.newError(peer, err)
+		reason := err.Error()
+		if culprit < 0 {
+			// Not a peer's fault (this rank's context ended): the others see this rank as
+			// the one that gave up.
+			culprit = c.t.rank
+			reason = "gave up: " + reason
+		}
+		c.t.tellGroup(c.g, c.members, abortMsg{culprit: culprit, reporter: c.t.rank, reason: reason}, -1)
+		close(o.failed)
+	})
+	return o.err
+}
+
+// fromGroup turns the group's recorded failure into this call's error, once the other
+// members have been told.
+func (o *tcpOp) fromGroup(f *groupFailure) error {
+	c := o.c
+	t := time.NewTimer(2 * abortWait)
+	select {
+	case <-c.g.told:
+	case <-t.C:
+	}
+	t.Stop()
+	err := f.err
+	if f.reporter != c.t.rank {
+		err = fmt.Errorf("%w (reported by rank %d)", err, c.groupRank(f.reporter))
+	}
+	peer := -1
+	if f.culprit >= 0 && f.culprit != c.t.rank {
+		peer = c.groupRank(f.culprit)
+	}
+	return o.newError(peer, err)
+}
+
+// stopped returns the call's error if it, or its group, has failed.
+func (o *tcpOp) stopped() error {
+	select {
+	case <-o.failed:
+		return o.err
+	case <-o.c.g.failed:
+		o.once.Do(func() {
+			o.err = o.fromGroup(o.c.g.failure())
+			close(o.failed)
+		})
+		return o.err
+	default:
+		return nil
+	}
+}
+
+// ctxFail is fail for a context that ended while waiting on group rank peer: the
+// caller's context (nobody's fault), or the transport's timeout (peer's, as far as this
+// rank can tell).
+func (o *tcpOp) ctxFail(peer int) error {
+	if err := o.parent.Err(); err != nil {
+		return o.fail(-1, err)
+	}
+	return o.fail(peer, fmt.Errorf("timed out after %v waiting for the peer: %w", o.c.t.cfg.Timeout, context.DeadlineExceeded))
+}
+
+// send writes one frame of the call to group rank to.
+func (o *tcpOp) send(to int, kind frameKind, flags uint8, seq uint64, p []byte) error {
+	h := header{kind: kind, op: o.code, dtype: o.dt, flags: flags, group: o.c.id, seq: seq}
+	pc := o.c.conn(to)
+	if err := pc.write(o.ctx, h, p); err != nil {
+		if o.ctx.Err() != nil {
+			return o.ctxFail(to)
+		}
+		// Whatever the peer sent before the connection broke is read first: an abort
+		// among it names the rank at fault.
+		pc.awaitReader()
+		if err := o.stopped(); err != nil {
+			return err
+		}
+		return o.fail(to, err)
+	}
+	return nil
+}
+
+// recv returns the next frame of the call's group and kind from group rank from.
+func (o *tcpOp) recv(from int, kind frameKind) (frame, error) {
+	pc := o.c.conn(from)
+	b := pc.box(boxKey{o.c.id, kind})
+	drained := false
+	for {
+		// Data already here is used even if the group has failed meanwhile, so that a
+		// call the failure does not concern completes.
+		f, ok, err := pc.pop(b)
+		if ok {
+			return f, nil
+		}
+		if err := o.stopped(); err != nil {
+			return frame{}, err
+		}
+		if err != nil {
+			if !drained {
+				// The connection broke. What the peer sent before is read first: more
+				// data, or an abort naming the rank at fault, of which this broken
+				// connection may only be a consequence.
+				pc.awaitReader()
+				drained = true
+				continue
+			}
+			return frame{}, o.fail(from, err)
+		}
+		select {
+		case <-b.wake:
+		case <-pc.dead:
+		case <-o.failed:
+		case <-o.c.g.failed:
+		case <-o.ctx.Done():
+			return frame{}, o.ctxFail(from)
+		}
+	}
+}
+
+// recvColl returns the next collective frame from group rank from, checked to belong to
+// this call and to carry n bytes.
+func (o *tcpOp) recvColl(from, n int) (frame, error) {
+	f, err := o.recv(from, kindColl)
+	if err != nil {
+		return f, err
+	}
+	h := f.h
+	if h.op != o.code || h.seq != o.seq || h.dtype != o.dt || int(h.length) != n {
+		o.c.t.pool.put(f.p)
+		return frame{}, o.fail(from, fmt.Errorf("mismatched collectives: the peer is in %s #%d on %v data (segment of %d bytes), this rank in %s #%d on %v data (segment of %d bytes)",
+			opName(h.op), h.seq, tensor.DType(h.dtype), h.length, o.name, o.seq, tensor.DType(o.dt), n))
+	}
+	return f, nil
+}

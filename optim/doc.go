@@ -1,12 +1,126 @@
-// Package optim will hold megago's optimizers. It is planned and not yet
-// implemented; this comment records what it will contain (see DESIGN.md).
+// Package optim trains []*nn.Param: flat parameter and gradient buffers in Megatron's
+// layout, the AdamW, Adam and SGD update rules as fused backend kernels, Megatron's
+// learning-rate and weight-decay schedules, gradient clipping by the global norm across
+// model-parallel ranks, mixed precision (bf16 or fp16 parameters with fp32 master
+// weights and fp32 gradient accumulation) with fp16 loss scaling, and the distributed
+// optimizer (ZeRO-1: master weights and optimizer state sharded over data-parallel
+// ranks). It works on parameters, never on a model.
 //
-//   - Flat parameter and gradient buffers with Megatron's padding; gradients
-//     are views into them, which DDP buckets reduce.
-//   - SGD and a fused AdamW.
-//   - Learning-rate schedules, gradient clipping, the dynamic loss scaler and
-//     mixed precision (bf16 or fp16 compute with fp32 master weights).
-//   - The distributed optimizer (ZeRO-1: optimizer state sharded over DP).
+// # Reading order
 //
-// Package optim works on []*nn.Param, never on a model.
+//   - buffer.go: Buffer and NewBuffers, the flat layout; Bucket, Entry.
+//   - config.go: Config, the rules (AdamW, Adam, SGD), Multipliers, Groups.
+//   - optimizer.go: Optimizer (New, ZeroGrad, AccumulateGrads, ReduceBucket, Step),
+//     StepResult, Memory; shard.go: the part of each bucket a rank updates.
+//   - clip.go: GradNorm and ClipGradNorm on plain gradients.
+//   - scaler.go: LossScaler, DynamicScaler, ConstantScaler.
+//   - schedule.go: Schedule and ScheduleConfig.
+//   - state.go: State, StateTensor; Optimizer.StateDict and Load.
+//
+// A training step:
+//
+//	opt.ZeroGrad()
+//	for each micro-batch {
+//	    loss := ...                        // forward
+//	    opt.ScaleLoss(loss).Backward()     // loss × the loss scale (fp16), else loss
+//	    opt.AccumulateGrads()              // bf16/fp16: move the gradients into fp32
+//	}
+//	res, err := opt.Step(ctx)              // average over DP, check, clip, update
+//
+// # Flat buffers
+//
+// New (through NewBuffers) puts the parameters of each dtype into one contiguous buffer
+// and makes every p.Tensor a view of it (values copied in) and p.Grad() a view of its
+// gradient buffer, so backward accumulates into the buffer and layers, which reach their
+// weights through the *nn.Param, run unchanged. The layout is Megatron's DDP layout: the
+// parameters in reverse order (roughly the order backward produces their gradients),
+// each starting at a multiple of 64 elements, grouped into buckets of at least
+// Config.BucketSize elements (one bucket by default) whose ends are multiples of
+// lcm(DP, 128); the shared copy of a tied embedding gets a bucket of its own. Megatron pads
+// only under its distributed optimizer; megago always pads, so the layout does not depend
+// on that choice. Padding elements stay zero.
+//
+// Invariant: after New the optimizer owns the parameters' storage. Do not assign
+// p.Tensor or call p.SetGrad afterwards; read and write values in place (CopyFrom).
+//
+// # Mixed precision
+//
+// BF16 and F16 parameters get F32 master weights (F32 and F64 parameters are their own
+// masters) and an F32 main-gradient buffer beside the model-dtype gradient buffer.
+// Megatron accumulates each gradient into fp32 main_grad from a hook as backward
+// produces it; megago's autograd accumulates a leaf's gradient in the leaf's dtype, so
+// the model-dtype buffer receives each backward pass and AccumulateGrads (one fused
+// kernel: main += float32(grad); grad = 0) moves it into fp32. Called after every
+// micro-batch, the sum over micro-batches is taken in fp32 as in Megatron; Step calls it
+// for the last one. The bf16 buffer costs 2 bytes per parameter more than Megatron's 18
+// (2 + 2 + 4 + 12, or 2 + 2 + 4 + 12/DP under the distributed optimizer). The update
+// kernel writes the F32 master and its rounded model-dtype copy in the same pass.
+//
+// Activations follow the parameters' dtype (nn.Builder.DType). For fp16, ScaleLoss
+// multiplies the loss (cast to F32 first, so the scaled value itself cannot overflow) by
+// the Scaler's scale; Step divides the gradients by it inside the update kernel.
+//
+// # A step
+//
+// Step (1) reduces every bucket not yet reduced (ReduceBucket: fold into fp32, then
+// average over DP: all-reduce, or reduce-scatter into this rank's shard under the
+// distributed optimizer; a data-parallel wrapper can call ReduceBucket per bucket during
+// backward to overlap it); (2) sums the squared main gradients of its shards in float64
+// (one read pass); (3) all-reduces an inf/nan flag with MAX over the model-parallel group
+// (and DP under the distributed optimizer), so every rank skips the same steps: with a
+// Scaler the step is skipped and the scaler backs off, without one Step returns an error
+// wrapping ErrNonFinite; either way parameters, state, Steps and Schedule are unchanged;
+// (4) all-reduces the squared norm (SUM, same groups), counting TP-replicated
+// parameters on TP rank 0 only and never the Shared copy of a tied embedding; (5) runs
+// the fused update on each shard with the gradients multiplied by 1/loss-scale times the
+// clipping coefficient max/(norm + 1e-6) when that is below 1 (no separate unscale or
+// clip pass); (6) under the distributed optimizer all-gathers each bucket's parameters
+// over DP; (7) advances the Schedule by one. The gradient norm is computed every step,
+// clipping or not: it is the inf/nan check and Megatron's logged grad norm.
+//
+// Rules follow PyTorch: torch.optim.AdamW (decoupled decay p·(1 − lr·wd)), Adam (L2
+// term in the gradient) and SGD (momentum, dampening, Nesterov), with PyTorch's bias
+// correction lr/(1 − β1^t) · m / (√v/√(1 − β2^t) + ε). Weight decay and learning rate
+// are per parameter: the base values (Config.LR/WeightDecay or the Schedule) times
+// Multipliers; by default parameters marked NoWeightDecay (biases, norm weights: every
+// 1-D parameter) get none, as in Megatron. The fused kernels take the shard's list of
+// per-parameter segments, so each element is read and written once per step.
+//
+// Schedules are Megatron's OptimizerParamScheduler counted in optimizer steps: the first
+// update uses the learning rate at step 0 (InitLR when warming up), and a skipped step
+// does not advance the schedule.
+//
+// # Distributed optimizer
+//
+// With Config.Distributed each bucket is cut into DP equal contiguous shards (bucket
+// sizes are multiples of DP by the padding); rank r keeps master weights (when separate)
+// and the rule's state only for the r-th shard of every bucket: 1/DP of the total, a
+// contiguous 1/DP of the buffer when there is one bucket. Gradients are reduce-scattered
+// (averaged) into the shard, the shard is stepped, and the parameters all-gathered.
+// Both collectives run in place, as NCCL allows: the shard is the rank's slot of the
+// bucket. Every DP rank must start from the same parameter values.
+//
+// Sequence-parallel parameters (Param.SequenceParallel) need their gradients all-reduced
+// over TP (nn.ReduceSequenceParallelGrads) after backward and before AccumulateGrads or
+// Step; the optimizer does not do it.
+//
+// # State
+//
+// StateDict returns per-parameter state tensors named
+// optimizer.state.<exp_avg|exp_avg_sq|momentum_buffer|fp32_param>.<param name>, each with
+// the parameter's TP region of the global tensor and the flat range of that region this
+// rank holds (Megatron's flattened_range: the whole region unless the distributed
+// optimizer split the parameter), as views of the live state, plus scalars (step count,
+// loss scaler, schedule). A checkpoint saves every rank's entries and, to load at another
+// layout, assembles for each rank the entries its StateDict names; Load checks and copies
+// them.
+//
+// # Errors
+//
+// Configuration errors are returned by New and NewSchedule (Validate). Caller bugs
+// (duplicate or cross-device parameters, kernel spans that do not match) panic with the
+// values. Non-finite gradients without a scaler return ErrNonFinite; communication
+// failures return the transport's error wrapped with what was being reduced.
+//
+// Shape letter: N, the element count of a flat buffer (padding included).
 package optim

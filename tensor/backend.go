@@ -114,6 +114,36 @@ type CrossEntropyParams struct {
 	LabelSmoothing float64
 }
 
+// OptimSegment is a run of elements [Off, Off+N) of the spans an optimizer kernel updates
+// that share one learning rate and weight decay (one parameter, or the part of it in a
+// shard). Elements outside every segment are left as they are.
+type OptimSegment struct {
+	Off, N          int
+	LR, WeightDecay float64
+}
+
+// AdamParams describes one step of Backend.AdamStep: PyTorch's torch.optim.Adam (L2
+// weight decay added to the gradient) or, when Decoupled, torch.optim.AdamW (decay applied
+// to the parameter), with PyTorch's bias correction.
+type AdamParams struct {
+	Beta1, Beta2, Eps float64
+	// BiasCorrection1 and BiasCorrection2 are 1−β1^t and 1−β2^t at step t (1-based).
+	BiasCorrection1, BiasCorrection2 float64
+	Decoupled                        bool
+	// GradScale multiplies each gradient element before it is used: 1/loss scale, the
+	// clipping coefficient, or both.
+	GradScale float64
+}
+
+// SGDParams describes one step of Backend.SGDStep: PyTorch's torch.optim.SGD.
+type SGDParams struct {
+	Momentum, Dampening float64
+	Nesterov            bool
+	// First marks the first step, on which the momentum buffer is set to the gradient.
+	First     bool
+	GradScale float64 // as in AdamParams
+}
+
 // Backend is the set of kernels a device implements. The CPU backend implements all of
 // them; GPU backends register themselves with Register. Every Span passed to a kernel is
 // contiguous; shapes have been checked by the caller, so a backend may panic on a mismatch.
@@ -187,6 +217,31 @@ type Backend interface {
 	CrossEntropy(loss, lse, logits, targets Span, p CrossEntropyParams)
 	// CrossEntropyBackward sets dlogits from the per-row loss gradient dloss [N].
 	CrossEntropyBackward(dlogits, logits, targets, lse, dloss Span, p CrossEntropyParams)
+
+	// AdamStep updates, in one pass over each segment, param and the moments m and v
+	// (one dtype, F32 or F64) from grad (any float dtype, read as grad·p.GradScale), with
+	// lr and weight decay from the segment:
+	//   g = grad·GradScale (+ wd·param unless Decoupled); param ·= 1 − lr·wd if Decoupled
+	//   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+	//   param −= lr/BiasCorrection1 · m / (√v/√BiasCorrection2 + ε)
+	// When model is not empty it receives param rounded to model's dtype (the
+	// low-precision copy of fp32 master weights). All spans have the same element count.
+	AdamStep(p AdamParams, segs []OptimSegment, param, grad, m, v, model Span)
+	// SGDStep updates param (F32 or F64) from grad (any float dtype) and, when
+	// p.Momentum ≠ 0, the momentum buffer buf (param's dtype; may be empty otherwise):
+	//   g = grad·GradScale + wd·param
+	//   buf = g on the first step, else Momentum·buf + (1−Dampening)·g
+	//   d = g + Momentum·buf if Nesterov, else buf (g without momentum)
+	//   param −= lr·d
+	// model is as in AdamStep.
+	SGDStep(p SGDParams, segs []OptimSegment, param, grad, buf, model Span)
+	// SumSquares sets dst[i] (F64, one element per range) to the sum of x[j]² over
+	// ranges[i] = [lo, hi), accumulated in float64: the squared L2 norm of each range, not
+	// finite when one of its elements is not. x may be any float dtype.
+	SumSquares(dst, x Span, ranges [][2]int)
+	// AccumulateGrad adds grad (any float dtype), converted to main's dtype (F32 or F64),
+	// into main and sets grad to zero: fp32 accumulation of low-precision gradients.
+	AccumulateGrad(main, grad Span)
 }
 
 // Poisoner is implemented by backends that can overwrite storage that was returned to the

@@ -139,6 +139,28 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, targets, lse, dloss tens
 	b.cpu.CrossEntropyBackward(b.span(n, dlogits), b.span(n, logits), b.span(n, targets), b.span(n, lse), b.span(n, dloss), p)
 }
 
+// AdamStep runs the CPU kernel on the storage behind the handles.
+func (b *Backend) AdamStep(p tensor.AdamParams, segs []tensor.OptimSegment, param, grad, m, v, model tensor.Span) {
+	const n = "AdamStep"
+	b.cpu.AdamStep(p, segs, b.span(n, param), b.span(n, grad), b.span(n, m), b.span(n, v), b.span(n, model))
+}
+
+// SGDStep runs the CPU kernel on the storage behind the handles.
+func (b *Backend) SGDStep(p tensor.SGDParams, segs []tensor.OptimSegment, param, grad, buf, model tensor.Span) {
+	const n = "SGDStep"
+	b.cpu.SGDStep(p, segs, b.span(n, param), b.span(n, grad), b.span(n, buf), b.span(n, model))
+}
+
+// SumSquares runs the CPU kernel on the storage behind the handles.
+func (b *Backend) SumSquares(dst, x tensor.Span, ranges [][2]int) {
+	b.cpu.SumSquares(b.span("SumSquares", dst), b.span("SumSquares", x), ranges)
+}
+
+// AccumulateGrad runs the CPU kernel on the storage behind the handles.
+func (b *Backend) AccumulateGrad(main, grad tensor.Span) {
+	b.cpu.AccumulateGrad(b.span("AccumulateGrad", main), b.span("AccumulateGrad", grad))
+}
+
 var (
 	_ tensor.Backend  = (*Backend)(nil)
 	_ tensor.Poisoner = (*Backend)(nil)

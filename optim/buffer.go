@@ -1,0 +1,235 @@
+package optim
+
+import (
+	"fmt"
+	"slices"
+
+	"megago/nn"
+	"megago/tensor"
+)
+
+// Megatron's padding (param_and_grad_buffer.py): a parameter starts at a multiple of 64
+// elements (128-byte aligned for 16-bit types) and a bucket ends at a multiple of
+// lcm(DP, 128), so every bucket splits into DP equal shards that start 256-byte aligned.
+const (
+	paramAlign  = 64
+	bucketAlign = 128
+)
+
+// padParamStart rounds a parameter's start offset up to a multiple of 64 elements.
+func padParamStart(i int) int { return roundUp(i, paramAlign) }
+
+// padBucketEnd rounds a bucket's end offset up to a multiple of lcm(dp, 128).
+func padBucketEnd(i, dp int) int { return roundUp(i, lcm(dp, bucketAlign)) }
+
+func roundUp(i, m int) int { return (i + m - 1) / m * m }
+
+func lcm(a, b int) int {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
+}
+
+// BufferConfig says how NewBuffers lays parameters out.
+type BufferConfig struct {
+	// DP is the size of the data-parallel group the layout is padded for: bucket ends are
+	// multiples of lcm(DP, 128). 0 means 1.
+	DP int
+	// BucketSize closes a bucket once it holds at least this many elements (Megatron's
+	// bucket_size); 0 puts all of a buffer's parameters in one bucket.
+	BucketSize int
+}
+
+// Buffer holds the parameters of one dtype in contiguous storage, with their gradients,
+// in Megatron's layout: the parameters in reverse order (the order backward produces their
+// gradients), each starting at a multiple of 64 elements, grouped into buckets that end at
+// multiples of lcm(DP, 128). Every parameter's tensor is a view of Params and its gradient
+// a view of Grads, so backward accumulates straight into Grads and one collective on a
+// bucket reduces the gradients of all its parameters. Padding elements are zero in Params
+// and Grads and stay zero.
+type Buffer struct {
+	DType   tensor.DType   // the parameters' dtype
+	Params  *tensor.Tensor // [N] the parameters
+	Grads   *tensor.Tensor // [N] their gradients, in DType: where autograd accumulates
+	Buckets []Bucket
+	Entries []Entry // one per parameter, in layout order
+
+	// MainGrads [N] is where gradients are reduced and read by the optimizer: Grads itself
+	// for F32 and F64 parameters; for BF16 and F16 parameters a separate F32 buffer into
+	// which AccumulateGrads adds Grads (fp32 gradient accumulation, as Megatron's
+	// main_grad).
+	MainGrads *tensor.Tensor
+
+	index map[*nn.Param]int // entry of each parameter
+}
+
+// Entry is one parameter's place in a Buffer: elements [Off, Off+Param.Numel()).
+type Entry struct {
+	Param  *nn.Param
+	Off    int
+	Bucket int
+}
+
+// Bucket is a range [Start, End) of a Buffer reduced by one collective, with its
+// parameters in layout order. End − Start is a multiple of lcm(DP, 128).
+type Bucket struct {
+	Start, End int
+	Params     []*nn.Param
+}
+
+// NewBuffers lays params out in one Buffer per dtype (in order of the dtypes' first
+// appearance) and makes each parameter's tensor and gradient views of it, copying the
+// current values (and gradients, if any) in. Layers keep working unchanged: they reach
+// their parameters through the *nn.Param. Within a buffer the parameters come in reverse
+// order, as in Megatron's DDP, and a parameter marked Shared (the second copy of a tied
+// embedding) gets a bucket of its own, as Megatron gives one to the shared embedding.
+//
+// Call it outside any scope of the parameters' device: the buffers live as long as the
+// parameters. It panics if params is empty, holds a parameter twice, or spans devices.
+func NewBuffers(params []*nn.Param, cfg BufferConfig) []*Buffer {
+	if len(params) == 0 {
+		panic("optim: NewBuffers: no parameters")
+	}
+	dp := max(cfg.DP, 1)
+	dev := params[0].Device()
+	var dtypes []tensor.DType
+	byType := map[tensor.DType][]*nn.Param{}
+	seen := map[*nn.Param]bool{}
+	for _, p := range params {
+		if seen[p] {
+			panic(fmt.Sprintf("optim: NewBuffers: parameter %s appears twice", p.Name))
+		}
+		seen[p] = true
+		if p.Device() != dev {
+			panic(fmt.Sprintf("optim: NewBuffers: parameter %s is on %v, %s on %v", p.Name, p.Device(), params[0].Name, dev))
+		}
+		if _, ok := byType[p.DType()]; !ok {
+			dtypes = append(dtypes, p.DType())
+		}
+		byType[p.DType()] = append(byType[p.DType()], p)
+	}
+	bufs := make([]*Buffer, len(dtypes))
+	for i, dt := range dtypes {
+		ps := slices.Clone(byType[dt])
+		slices.Reverse(ps)
+		bufs[i] = newBuffer(dev, dt, ps, dp, cfg.BucketSize)
+	}
+	return bufs
+}
+
+// layout assigns offsets and buckets to ps (already in layout order), following
+// Megatron's _ParamAndGradBuffer: pad each start, close a bucket when it reaches
+// bucketSize elements or at a Shared parameter, pad each bucket end.
+func layout(ps []*nn.Param, dp, bucketSize int) (entries []Entry, buckets []Bucket) {
+	start, bucketStart := 0, 0
+	var members []*nn.Param
+	closeBucket := func(end int) int {
+		end = padBucketEnd(end, dp)
+		buckets = append(buckets, Bucket{Start: bucketStart, End: end, Params: members})
+		bucketStart, members = end, nil
+		return end
+	}
+	end := 0
+	for _, p := range ps {
+		start = padParamStart(start)
+		if p.Shared && len(members) > 0 {
+			start = closeBucket(start) // the previous bucket ends where this one begins
+		}
+		end = start + p.Numel()
+		entries = append(entries, Entry{Param: p, Off: start, Bucket: len(buckets)})
+		members = append(members, p)
+		if (bucketSize > 0 && end-bucketStart >= bucketSize) || p.Shared {
+			start = closeBucket(end)
+		} else {
+			start = end
+		}
+	}
+	if len(members) > 0 {
+		closeBucket(end)
+	}
+	return entries, buckets
+}
+
+func newBuffer(dev *tensor.Device, dt tensor.DType, ps []*nn.Param, dp, bucketSize int) *Buffer {
+	entries, buckets := layout(ps, dp, bucketSize)
+	n := buckets[len(buckets)-1].End
+	b := &Buffer{DType: dt, Params: tensor.Zeros(dev, dt, n), Grads: tensor.Zeros(dev, dt, n),
+		Buckets: buckets, Entries: entries, index: map[*nn.Param]int{}}
+	b.MainGrads = b.Grads
+	if md := masterDType(dt); md != dt {
+		b.MainGrads = tensor.Zeros(dev, md, n)
+	}
+	for i, e := range entries {
+		p := e.Param
+		b.index[p] = i
+		view := b.view(b.Params, p)
+		view.CopyFrom(p.Tensor)
+		grad := b.view(b.Grads, p)
+		if old := p.Grad(); old != nil {
+			grad.CopyFrom(old)
+		}
+		view.SetRequiresGrad(p.RequiresGrad())
+		view.SetGrad(grad)
+		p.Tensor = view
+	}
+	return b
+}
+
+// masterDType is the dtype of master weights, optimizer state and main gradients for
+// parameters of dtype dt: F64 for F64, F32 otherwise.
+func masterDType(dt tensor.DType) tensor.DType {
+	if dt == tensor.F64 {
+		return tensor.F64
+	}
+	return tensor.F32
+}
+
+// view returns p's part of the flat tensor t (Params, Grads or MainGrads), shaped like p.
+func (b *Buffer) view(t *tensor.Tensor, p *nn.Param) *tensor.Tensor {
+	e := b.Entries[b.index[p]]
+	return t.Narrow(0, e.Off, p.Numel()).Reshape(p.Shape()...)
+}
+
+// Offset returns the offset of p's first element in the buffer and whether p is in it.
+func (b *Buffer) Offset(p *nn.Param) (int, bool) {
+	i, ok := b.index[p]
+	if !ok {
+		return 0, false
+	}
+	return b.Entries[i].Off, true
+}
+
+// MainGrad returns p's main gradient (a view of MainGrads, shaped like p). It panics if p
+// is not in the buffer.
+func (b *Buffer) MainGrad(p *nn.Param) *tensor.Tensor {
+	if _, ok := b.index[p]; !ok {
+		panic(fmt.Sprintf("optim: MainGrad: parameter %s is not in the %v buffer", p.Name, b.DType))
+	}
+	return b.view(b.MainGrads, p)
+}
+
+// Size returns the buffer's element count, padding included.
+func (b *Buffer) Size() int { return b.Params.Numel() }
+
+// ZeroGrad sets Grads and MainGrads to zero.
+func (b *Buffer) ZeroGrad() {
+	be := b.Grads.Device().Backend()
+	be.Fill(b.Grads.Span(), 0)
+	if b.MainGrads != b.Grads {
+		be.Fill(b.MainGrads.Span(), 0)
+	}
+}
+
+// AccumulateGrads adds bucket i's Grads into its MainGrads and zeroes them, so that
+// gradients of several micro-batches accumulate in fp32. It does nothing when MainGrads is
+// Grads.
+func (b *Buffer) AccumulateGrads(i int) {
+	if b.MainGrads == b.Grads {
+		return
+	}
+	bk := b.Buckets[i]
+	n := bk.End - bk.Start
+	b.Grads.Device().Backend().AccumulateGrad(b.MainGrads.Narrow(0, bk.Start, n).Span(), b.Grads.Narrow(0, bk.Start, n).Span())
+}

@@ -1,0 +1,207 @@
+package optim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"megago/nn"
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// Rule is an update rule: AdamW, Adam or SGD. Its zero fields take PyTorch's defaults.
+type Rule interface {
+	// stateNames names the per-element state tensors, as PyTorch names them.
+	stateNames() []string
+	validate() error
+	// update runs the rule's fused kernel on one shard; step is the 1-based number of
+	// the update being made.
+	update(be tensor.Backend, step int, gradScale float64, sh *shard)
+}
+
+// AdamW is Adam with decoupled weight decay (Loshchilov & Hutter; torch.optim.AdamW):
+// each step multiplies the parameter by 1 − lr·wd before the Adam update. Zero fields
+// take PyTorch's and Megatron's defaults: β1 0.9, β2 0.999, ε 1e-8 (so β1 = 0 cannot be
+// asked for; use a tiny value).
+type AdamW struct{ Beta1, Beta2, Eps float64 }
+
+// Adam is torch.optim.Adam: weight decay is an L2 term added to the gradient. Zero
+// fields take the defaults of AdamW.
+type Adam struct{ Beta1, Beta2, Eps float64 }
+
+// SGD is torch.optim.SGD: momentum (0 for none), dampening, Nesterov momentum. Weight
+// decay is the L2 term added to the gradient.
+type SGD struct {
+	Momentum, Dampening float64
+	Nesterov            bool
+}
+
+func adamDefaults(b1, b2, eps float64) (float64, float64, float64) {
+	if b1 == 0 {
+		b1 = 0.9
+	}
+	if b2 == 0 {
+		b2 = 0.999
+	}
+	if eps == 0 {
+		eps = 1e-8
+	}
+	return b1, b2, eps
+}
+
+func validateAdam(b1, b2, eps float64) error {
+	b1, b2, eps = adamDefaults(b1, b2, eps)
+	if b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1 || eps <= 0 {
+		return fmt.Errorf("optim: Adam betas (%v, %v) must lie in [0, 1) and eps %v be positive", b1, b2, eps)
+	}
+	return nil
+}
+
+func (AdamW) stateNames() []string { return []string{"exp_avg", "exp_avg_sq"} }
+func (Adam) stateNames() []string  { return []string{"exp_avg", "exp_avg_sq"} }
+func (r AdamW) validate() error    { return validateAdam(r.Beta1, r.Beta2, r.Eps) }
+func (r Adam) validate() error     { return validateAdam(r.Beta1, r.Beta2, r.Eps) }
+func (r AdamW) String() string     { return "AdamW" }
+func (r Adam) String() string      { return "Adam" }
+func (r SGD) String() string       { return "SGD" }
+func (r SGD) stateNames() []string {
+	if r.Momentum == 0 {
+		return nil
+	}
+	return []string{"momentum_buffer"}
+}
+
+func (r SGD) validate() error {
+	if r.Momentum < 0 || r.Dampening < 0 || r.Dampening > 1 {
+		return fmt.Errorf("optim: SGD momentum %v and dampening %v must be non-negative, dampening at most 1", r.Momentum, r.Dampening)
+	}
+	if r.Nesterov && (r.Momentum == 0 || r.Dampening != 0) {
+		return errors.New("optim: SGD Nesterov momentum needs momentum > 0 and zero dampening (as PyTorch)")
+	}
+	return nil
+}
+
+func (r AdamW) update(be tensor.Backend, step int, gradScale float64, sh *shard) {
+	adamUpdate(be, r.Beta1, r.Beta2, r.Eps, true, step, gradScale, sh)
+}
+
+func (r Adam) update(be tensor.Backend, step int, gradScale float64, sh *shard) {
+	adamUpdate(be, r.Beta1, r.Beta2, r.Eps, false, step, gradScale, sh)
+}
+
+func adamUpdate(be tensor.Backend, b1, b2, eps float64, decoupled bool, step int, gradScale float64, sh *shard) {
+	b1, b2, eps = adamDefaults(b1, b2, eps)
+	p := tensor.AdamParams{Beta1: b1, Beta2: b2, Eps: eps, Decoupled: decoupled, GradScale: gradScale,
+		BiasCorrection1: 1 - math.Pow(b1, float64(step)), BiasCorrection2: 1 - math.Pow(b2, float64(step))}
+	be.AdamStep(p, sh.kernelSegs, sh.master.Span(), sh.grad.Span(), sh.state[0].Span(), sh.state[1].Span(), spanOf(sh.model))
+}
+
+func (r SGD) update(be tensor.Backend, step int, gradScale float64, sh *shard) {
+	p := tensor.SGDParams{Momentum: r.Momentum, Dampening: r.Dampening, Nesterov: r.Nesterov, First: step == 1, GradScale: gradScale}
+	var buf tensor.Span
+	if r.Momentum != 0 {
+		buf = sh.state[0].Span()
+	}
+	be.SGDStep(p, sh.kernelSegs, sh.master.Span(), sh.grad.Span(), buf, spanOf(sh.model))
+}
+
+// spanOf returns t's span, or the empty span for nil.
+func spanOf(t *tensor.Tensor) tensor.Span {
+	if t == nil {
+		return tensor.Span{}
+	}
+	return t.Span()
+}
+
+// Multipliers scale a parameter's learning rate and weight decay (Megatron's lr_mult and
+// wd_mult; a parameter group in PyTorch's terms).
+type Multipliers struct{ LR, WD float64 }
+
+// DefaultMultipliers gives every parameter the base learning rate and exempts those
+// marked NoWeightDecay (biases and other 1-D parameters: norm weights) from weight decay,
+// as Megatron does.
+func DefaultMultipliers(p *nn.Param) Multipliers {
+	if p.NoWeightDecay {
+		return Multipliers{LR: 1, WD: 0}
+	}
+	return Multipliers{LR: 1, WD: 1}
+}
+
+// Groups are the communicators the optimizer uses; nil means a group of one rank.
+type Groups struct {
+	// TP is the tensor-parallel group. Only its rank is used: gradients of TP-replicated
+	// parameters are counted in the norm on TP rank 0 only.
+	TP parallel.Comm
+	// MP is the model-parallel group (TP × PP): the gradient norm and the inf/nan check
+	// are reduced over it.
+	MP parallel.Comm
+	// DP is the data-parallel group (DP × CP when CP > 1): gradients are averaged over it,
+	// and the distributed optimizer shards its state over it.
+	DP parallel.Comm
+}
+
+// MeshGroups returns the groups of a mesh: its TP, MP and DP-CP groups.
+func MeshGroups(m *parallel.Mesh) Groups { return Groups{TP: m.TP(), MP: m.MP(), DP: m.DPCP()} }
+
+func (g Groups) withDefaults() Groups {
+	if g.TP == nil {
+		g.TP = parallel.Self()
+	}
+	if g.MP == nil {
+		g.MP = parallel.Self()
+	}
+	if g.DP == nil {
+		g.DP = parallel.Self()
+	}
+	return g
+}
+
+// Config configures an Optimizer. The zero value of each field is its default, except LR,
+// which must be set when there is no Schedule.
+type Config struct {
+	Rule Rule // nil means AdamW{}
+	// LR and WeightDecay are the base learning rate and weight decay when Schedule is nil
+	// (PyTorch's and Megatron's AdamW default weight decay is 0.01; 0 here means none).
+	LR, WeightDecay float64
+	// Schedule, if set, gives the base learning rate and weight decay of every step and
+	// is advanced by one after each update that is not skipped (as Megatron does).
+	Schedule *Schedule
+	// Multipliers gives each parameter's lr and wd multipliers; nil means
+	// DefaultMultipliers.
+	Multipliers func(*nn.Param) Multipliers
+	// ClipGrad clips gradients to this global L2 norm; 0 means no clipping.
+	ClipGrad float64
+	// Scaler scales the loss for fp16 training; nil means none (fp32 and bf16).
+	Scaler LossScaler
+	// Distributed shards master weights and optimizer state over Groups.DP (ZeRO-1,
+	// Megatron's distributed optimizer).
+	Distributed bool
+	Groups      Groups
+	// BucketSize is the bucket size of the flat buffers (see BufferConfig).
+	BucketSize int
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	rule := c.Rule
+	if rule == nil {
+		rule = AdamW{}
+	}
+	if err := rule.validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Schedule == nil && !(c.LR > 0):
+		return fmt.Errorf("optim: learning rate %v: need LR > 0 or a Schedule", c.LR)
+	case c.WeightDecay < 0:
+		return fmt.Errorf("optim: negative weight decay %v", c.WeightDecay)
+	case c.ClipGrad < 0 || math.IsNaN(c.ClipGrad):
+		return fmt.Errorf("optim: clip-grad norm %v must be ≥ 0", c.ClipGrad)
+	case c.BucketSize < 0:
+		return fmt.Errorf("optim: negative bucket size %d", c.BucketSize)
+	case c.Scaler != nil && !(c.Scaler.Scale() > 0):
+		return fmt.Errorf("optim: loss scale %v must be positive", c.Scaler.Scale())
+	}
+	return nil
+}

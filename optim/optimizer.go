@@ -1,0 +1,340 @@
+package optim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"megago/nn"
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// ErrNonFinite is returned (wrapped) by Step when the gradients hold an inf or a NaN and
+// there is no loss scaler to skip the step. The parameters are left untouched.
+var ErrNonFinite = errors.New("optim: non-finite gradient")
+
+// clipEps is added to the norm before dividing, as Megatron and PyTorch do.
+const clipEps = 1e-6
+
+// Optimizer updates a set of parameters from their gradients with one Rule, after
+// averaging the gradients over the data-parallel group, unscaling, checking them for
+// inf/nan and clipping their global norm. Its parameters live in flat Buffers; their
+// master weights and the rule's state live in this rank's shards of those buffers (the
+// whole buffers unless Config.Distributed). An Optimizer belongs to one rank and is not
+// safe for concurrent use.
+type Optimizer struct {
+	cfg    Config
+	rule   Rule
+	groups Groups
+	dev    *tensor.Device
+	parts  int // shards per bucket: DP size when distributed, else 1
+
+	bufs    []*Buffer
+	shards  []*shard
+	masters []*tensor.Tensor   // per buffer: separate master weights, or nil
+	states  [][]*tensor.Tensor // per buffer, per state name: this rank's state
+	reduced [][]bool           // per buffer, per bucket: reduced since ZeroGrad
+	steps   int                // updates made
+}
+
+// New lays params out in flat buffers (see NewBuffers: each parameter's tensor and
+// gradient become views of them) and returns an optimizer for them. Master weights are
+// made for BF16 and F16 parameters (F32 copies; F32 and F64 parameters are their own
+// masters). Under Config.Distributed every rank of Groups.DP must call New with the same
+// parameters, and they must hold the same values (megago's layout-independent
+// initialization guarantees this). Call it outside any scope of the parameters' device.
+// It returns the configuration's validation error.
+func New(params []*nn.Param, cfg Config) (*Optimizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(params) == 0 {
+		return nil, errors.New("optim: New: no parameters")
+	}
+	o := &Optimizer{cfg: cfg, rule: cfg.Rule, groups: cfg.Groups.withDefaults(), dev: params[0].Device(), parts: 1}
+	if o.rule == nil {
+		o.rule = AdamW{}
+	}
+	mult := cfg.Multipliers
+	if mult == nil {
+		mult = DefaultMultipliers
+	}
+	rank := 0
+	if cfg.Distributed {
+		o.parts, rank = o.groups.DP.Size(), o.groups.DP.Rank()
+	}
+	o.bufs = NewBuffers(params, BufferConfig{DP: o.groups.DP.Size(), BucketSize: cfg.BucketSize})
+	names := o.rule.stateNames()
+	for _, b := range o.bufs {
+		md, n := masterDType(b.DType), b.Size()/o.parts
+		var master *tensor.Tensor
+		if md != b.DType {
+			master = tensor.Empty(o.dev, md, n)
+		}
+		state := make([]*tensor.Tensor, len(names))
+		for i := range state {
+			state[i] = tensor.Zeros(o.dev, md, n)
+		}
+		o.masters, o.states = append(o.masters, master), append(o.states, state)
+		o.reduced = append(o.reduced, make([]bool, len(b.Buckets)))
+		at := 0
+		for k, bk := range b.Buckets {
+			size := (bk.End - bk.Start) / o.parts
+			lo := bk.Start + rank*size
+			o.shards = append(o.shards, newShard(b, k, lo, lo+size, at, master, state, mult, o.groups.TP.Rank()))
+			at += size
+		}
+	}
+	return o, nil
+}
+
+// Buffers returns the flat buffers holding the parameters, one per dtype.
+func (o *Optimizer) Buffers() []*Buffer { return o.bufs }
+
+// Steps returns the number of updates made (skipped steps do not count).
+func (o *Optimizer) Steps() int { return o.steps }
+
+// ZeroGrad sets every gradient (and main gradient) to zero, ready for the next step.
+func (o *Optimizer) ZeroGrad() {
+	for i, b := range o.bufs {
+		b.ZeroGrad()
+		clear(o.reduced[i])
+	}
+}
+
+// AccumulateGrads moves the gradients of BF16 and F16 parameters into their F32 main
+// gradients (see Buffer.MainGrads). Call it after each micro-batch's backward when
+// accumulating several, so the sum is taken in fp32; Step calls it for the last one. It
+// does nothing for F32 and F64 parameters, whose gradients are their main gradients. It
+// panics if a bucket was reduced since the last ZeroGrad (its main gradients are final).
+func (o *Optimizer) AccumulateGrads() {
+	for i, b := range o.bufs {
+		for k := range b.Buckets {
+			if o.reduced[i][k] {
+				panic(fmt.Sprintf("optim: AccumulateGrads: bucket %d of the %v buffer was reduced since ZeroGrad", k, b.DType))
+			}
+			b.AccumulateGrads(k)
+		}
+	}
+}
+
+// ReduceBucket finishes the gradients of bucket k of buffer i: it accumulates them into
+// the main gradients and averages those over the DP group, by all-reduce, or under the
+// distributed optimizer by reduce-scatter into this rank's shard (only the shard is then
+// valid). A bucket reduced since the last ZeroGrad is left alone. Data-parallel wrappers
+// call it as soon as a bucket's gradients are complete; Step reduces the rest.
+func (o *Optimizer) ReduceBucket(ctx context.Context, i, k int) error {
+	if o.reduced[i][k] {
+		return nil
+	}
+	b := o.bufs[i]
+	b.AccumulateGrads(k)
+	if dp := o.groups.DP; dp.Size() > 1 {
+		bk := b.Buckets[k]
+		full := b.MainGrads.Narrow(0, bk.Start, bk.End-bk.Start)
+		var err error
+		if o.cfg.Distributed {
+			err = dp.ReduceScatter(ctx, o.shardOf(i, k).grad, full, parallel.Avg)
+		} else {
+			err = dp.AllReduce(ctx, full, parallel.Avg)
+		}
+		if err != nil {
+			return fmt.Errorf("optim: averaging gradients of bucket %d of the %v buffer over DP: %w", k, b.DType, err)
+		}
+	}
+	o.reduced[i][k] = true
+	return nil
+}
+
+// ReduceGrads reduces every bucket not yet reduced (see ReduceBucket).
+func (o *Optimizer) ReduceGrads(ctx context.Context) error {
+	for i, b := range o.bufs {
+		for k := range b.Buckets {
+			if err := o.ReduceBucket(ctx, i, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (o *Optimizer) shardOf(i, k int) *shard {
+	for _, sh := range o.shards {
+		if sh.buf == o.bufs[i] && sh.bucket == k {
+			return sh
+		}
+	}
+	panic(fmt.Sprintf("optim: no shard for bucket %d of buffer %d", k, i))
+}
+
+// StepResult describes one call of Step.
+type StepResult struct {
+	// GradNorm is the global L2 norm of the (unscaled, averaged) gradients before
+	// clipping; not finite when the step was skipped.
+	GradNorm float64
+	// Skipped is set when the gradients held an inf or a NaN and no update was made.
+	Skipped bool
+	// LR and WeightDecay are the base values used (before multipliers); 0 when skipped.
+	LR, WeightDecay float64
+	// LossScale is the loss scale the gradients were divided by (1 without a scaler).
+	LossScale float64
+}
+
+// Step makes one update: it reduces the gradients (ReduceGrads), checks them for inf and
+// NaN on every rank of the model-parallel group (and of DP under the distributed
+// optimizer) and skips the step on all of them together if any rank found one, computes
+// the global gradient norm over the same group, clips, and runs the rule's fused kernel on
+// each shard, which also refreshes BF16/F16 parameters from their master weights; under
+// the distributed optimizer the updated parameters are then all-gathered over DP.
+//
+// On a skipped step the loss scaler, if any, lowers its scale and Step returns no error;
+// without a scaler it returns an error wrapping ErrNonFinite. Either way the parameters,
+// the rule's state, Steps and the Schedule are unchanged. Communication errors are
+// returned as they are.
+func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
+	res := StepResult{LossScale: 1}
+	if err := o.ReduceGrads(ctx); err != nil {
+		return res, err
+	}
+	if o.cfg.Scaler != nil {
+		res.LossScale = o.cfg.Scaler.Scale()
+	}
+	be := o.dev.Backend()
+	var counted, all float64
+	for _, sh := range o.shards {
+		c, a := sh.sumSquares(be)
+		counted, all = counted+c, all+a
+	}
+	found := 0.0
+	if math.IsNaN(all) || math.IsInf(all, 0) {
+		found = 1
+	}
+	found, err := o.reduceStat(ctx, found, parallel.Max, "inf/nan check")
+	if err != nil {
+		return res, err
+	}
+	if o.cfg.Scaler != nil {
+		o.cfg.Scaler.Update(found > 0)
+	}
+	if found > 0 {
+		res.Skipped, res.GradNorm = true, math.Inf(1)
+		if o.cfg.Scaler == nil {
+			return res, fmt.Errorf("optim: step %d skipped, parameters unchanged (a loss scaler would skip such steps): %w", o.steps+1, ErrNonFinite)
+		}
+		return res, nil
+	}
+	total, err := o.reduceStat(ctx, counted, parallel.Sum, "gradient norm")
+	if err != nil {
+		return res, err
+	}
+	res.GradNorm = math.Sqrt(total) / res.LossScale
+	gradScale := 1 / res.LossScale
+	if o.cfg.ClipGrad > 0 {
+		if coeff := o.cfg.ClipGrad / (res.GradNorm + clipEps); coeff < 1 {
+			gradScale *= coeff
+		}
+	}
+	res.LR, res.WeightDecay = o.cfg.LR, o.cfg.WeightDecay
+	if s := o.cfg.Schedule; s != nil {
+		res.LR, res.WeightDecay = s.LR(), s.WD()
+	}
+	o.steps++
+	for _, sh := range o.shards {
+		sh.setRates(res.LR, res.WeightDecay)
+		o.rule.update(be, o.steps, gradScale, sh)
+	}
+	if err := o.gatherParams(ctx); err != nil {
+		return res, err
+	}
+	if s := o.cfg.Schedule; s != nil {
+		s.Step(1)
+	}
+	return res, nil
+}
+
+// reduceStat all-reduces one number over the groups whose ranks hold different parts of
+// the gradients: MP, and DP under the distributed optimizer.
+func (o *Optimizer) reduceStat(ctx context.Context, v float64, op parallel.Op, what string) (float64, error) {
+	groups := []parallel.Comm{o.groups.MP}
+	if o.cfg.Distributed {
+		groups = append(groups, o.groups.DP)
+	}
+	var t *tensor.Tensor
+	for _, g := range groups {
+		if g.Size() == 1 {
+			continue
+		}
+		if t == nil {
+			t = tensor.Scalar(o.dev, tensor.F64, v)
+			defer t.Release()
+		}
+		if err := g.AllReduce(ctx, t, op); err != nil {
+			return 0, fmt.Errorf("optim: %s over %s: %w", what, g.Name(), err)
+		}
+	}
+	if t == nil {
+		return v, nil
+	}
+	return t.Item(), nil
+}
+
+// gatherParams all-gathers each bucket's updated parameters over DP under the
+// distributed optimizer (in place: each rank's shard is already in its slot).
+func (o *Optimizer) gatherParams(ctx context.Context) error {
+	dp := o.groups.DP
+	if !o.cfg.Distributed || dp.Size() == 1 {
+		return nil
+	}
+	for _, sh := range o.shards {
+		bk := sh.buf.Buckets[sh.bucket]
+		full := sh.buf.Params.Narrow(0, bk.Start, bk.End-bk.Start)
+		if err := dp.AllGather(ctx, full, sh.buf.Params.Narrow(0, sh.lo, sh.hi-sh.lo)); err != nil {
+			return fmt.Errorf("optim: all-gathering parameters of bucket %d of the %v buffer over DP: %w", sh.bucket, sh.buf.DType, err)
+		}
+	}
+	return nil
+}
+
+// ScaleLoss returns the loss to call Backward on: loss times the loss scale, computed in
+// at least F32 (so the scaled value does not overflow an F16 loss), or loss itself
+// without a scaler.
+func (o *Optimizer) ScaleLoss(loss *tensor.Tensor) *tensor.Tensor {
+	if o.cfg.Scaler == nil {
+		return loss
+	}
+	if loss.DType() != tensor.F64 {
+		loss = loss.Cast(tensor.F32)
+	}
+	return tensor.Scale(loss, o.cfg.Scaler.Scale())
+}
+
+// Memory is the storage an optimizer and its buffers hold on this rank, in bytes.
+type Memory struct {
+	Params    int64 // model parameters (the buffers' Params)
+	Grads     int64 // their gradients in the model dtype
+	MainGrads int64 // separate F32 main gradients (0 when Grads are the main gradients)
+	Master    int64 // separate master weights (0 when the parameters are their own masters)
+	State     int64 // the rule's state (Adam's moments, SGD's momentum)
+}
+
+// Memory measures the storage held by the buffers, master weights and state.
+func (o *Optimizer) Memory() Memory {
+	bytes := func(t *tensor.Tensor) int64 { return int64(t.Numel() * t.DType().Size()) }
+	var m Memory
+	for i, b := range o.bufs {
+		m.Params += bytes(b.Params)
+		m.Grads += bytes(b.Grads)
+		if b.MainGrads != b.Grads {
+			m.MainGrads += bytes(b.MainGrads)
+		}
+		if o.masters[i] != nil {
+			m.Master += bytes(o.masters[i])
+		}
+		for _, s := range o.states[i] {
+			m.State += bytes(s)
+		}
+	}
+	return m
+}

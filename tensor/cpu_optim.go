@@ -1,0 +1,312 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// Optimizer kernels of the CPU backend: the fused Adam/AdamW and SGD updates, per-range
+// sums of squares and fp32 gradient accumulation. Each walks its spans once, in chunks of
+// optimChunk elements so that a converted operand (a bf16 gradient widened to float32)
+// stays in L1 cache between being read and being used; ranges of at least optimGrain
+// elements are split across goroutines. Every element is computed the same way whatever
+// the split, so results do not depend on GOMAXPROCS.
+
+const (
+	optimChunk = 2048
+	optimGrain = 1 << 15
+	sumBlock   = 1 << 12 // SumSquares adds fixed blocks, then the blocks in order
+)
+
+// subSpan returns elements [lo, hi) of s as a 1-D span.
+func subSpan(s Span, lo, hi int) Span {
+	return Span{Buf: s.Buf, Off: s.Off + lo, DType: s.DType, Shape: Shape{hi - lo}}
+}
+
+// loadRange returns elements [lo, hi) of s in compute type T: the storage itself when s
+// has dtype T, else a conversion into *scratch (grown as needed).
+func loadRange[T float](s Span, lo, hi int, scratch *[]T) []T {
+	var z T
+	_, is64 := any(z).(float64)
+	if (is64 && s.DType == F64) || (!is64 && s.DType == F32) {
+		return raw[T](s)[lo:hi]
+	}
+	if cap(*scratch) < hi-lo {
+		*scratch = make([]T, hi-lo)
+	}
+	v := (*scratch)[:hi-lo]
+	switch s.DType {
+	case F64:
+		for i, x := range raw[float64](s)[lo:hi] {
+			v[i] = T(x)
+		}
+	case F32:
+		for i, x := range raw[float32](s)[lo:hi] {
+			v[i] = T(x)
+		}
+	case BF16:
+		for i, x := range raw[BFloat16](s)[lo:hi] {
+			v[i] = T(x.Float32())
+		}
+	case F16:
+		for i, x := range raw[Float16](s)[lo:hi] {
+			v[i] = T(x.Float32())
+		}
+	default:
+		panic(fmt.Sprintf("tensor: cpu: %v is not a float dtype", s.DType))
+	}
+	return v
+}
+
+// storeRange writes v, rounded to s's dtype (nearest even), to elements [lo, lo+len(v)).
+func storeRange[T float](s Span, lo int, v []T) {
+	var z T
+	_, is64 := any(z).(float64)
+	hi := lo + len(v)
+	switch s.DType {
+	case F64:
+		d := raw[float64](s)[lo:hi]
+		for i, x := range v {
+			d[i] = float64(x)
+		}
+	case F32:
+		d := raw[float32](s)[lo:hi]
+		for i, x := range v {
+			d[i] = float32(x)
+		}
+	case BF16:
+		d := raw[BFloat16](s)[lo:hi]
+		for i, x := range v {
+			if is64 {
+				d[i] = BF16FromFloat64(float64(x))
+			} else {
+				d[i] = BF16FromFloat32(float32(x))
+			}
+		}
+	case F16:
+		d := raw[Float16](s)[lo:hi]
+		for i, x := range v {
+			if is64 {
+				d[i] = F16FromFloat64(float64(x))
+			} else {
+				d[i] = F16FromFloat32(float32(x))
+			}
+		}
+	default:
+		panic(fmt.Sprintf("tensor: cpu: %v is not a float dtype", s.DType))
+	}
+}
+
+// checkOptim panics unless param is F32 or F64, the state spans share its dtype, every
+// non-empty span has its element count and the segments lie inside it.
+func checkOptim(op string, segs []OptimSegment, param, grad Span, state ...Span) {
+	if param.DType != F32 && param.DType != F64 {
+		panic(fmt.Sprintf("tensor: %s: param dtype %v, want float32 or float64", op, param.DType))
+	}
+	n := param.Numel()
+	if grad.Numel() != n || !grad.DType.IsFloat() {
+		panic(fmt.Sprintf("tensor: %s: grad %v %v for param of %d elements", op, grad.DType, grad.Shape, n))
+	}
+	for _, s := range state {
+		if !s.Empty() && (s.Numel() != n || s.DType != param.DType) {
+			panic(fmt.Sprintf("tensor: %s: state %v %v for param %v of %d elements", op, s.DType, s.Shape, param.DType, n))
+		}
+	}
+	for _, sg := range segs {
+		if sg.Off < 0 || sg.N < 0 || sg.Off+sg.N > n {
+			panic(fmt.Sprintf("tensor: %s: segment [%d, %d) outside %d elements", op, sg.Off, sg.Off+sg.N, n))
+		}
+	}
+}
+
+// forChunks calls body on consecutive chunks [a, b) of [off, off+n), in parallel when n
+// is large.
+func forChunks(off, n int, body func(a, b int)) {
+	parallelFor(n, optimGrain, func(lo, hi int) {
+		for c := lo; c < hi; c += optimChunk {
+			body(off+c, off+min(c+optimChunk, hi))
+		}
+	})
+}
+
+func (cpuBackend) AdamStep(p AdamParams, segs []OptimSegment, param, grad, m, v, model Span) {
+	checkOptim("AdamStep", segs, param, grad, m, v)
+	if m.Empty() || v.Empty() || (!model.Empty() && model.Numel() != param.Numel()) {
+		panic(fmt.Sprintf("tensor: AdamStep: need moments and a model span of %d elements", param.Numel()))
+	}
+	if param.DType == F64 {
+		adamStep[float64](p, segs, param, grad, m, v, model)
+	} else {
+		adamStep[float32](p, segs, param, grad, m, v, model)
+	}
+}
+
+// adamConsts holds one segment's scalars in compute type T, each rounded once from
+// float64 as PyTorch rounds its Python-float scalars.
+type adamConsts[T float] struct {
+	scale, l2, decay, b1, c1, b2, c2, stepSize, invBC2Sqrt, eps T
+}
+
+func adamStep[T float](p AdamParams, segs []OptimSegment, param, grad, m, v, model Span) {
+	ps, ms, vs := raw[T](param), raw[T](m), raw[T](v)
+	for _, sg := range segs {
+		k := adamConsts[T]{scale: T(p.GradScale), decay: 1, b1: T(p.Beta1), c1: T(1 - p.Beta1),
+			b2: T(p.Beta2), c2: T(1 - p.Beta2), stepSize: T(sg.LR / p.BiasCorrection1),
+			invBC2Sqrt: T(1 / math.Sqrt(p.BiasCorrection2)), eps: T(p.Eps)}
+		if p.Decoupled {
+			k.decay = T(1 - sg.LR*sg.WeightDecay)
+		} else {
+			k.l2 = T(sg.WeightDecay)
+		}
+		forChunks(sg.Off, sg.N, func(a, b int) {
+			var scratch []T
+			adamKernel(ps[a:b], loadRange(grad, a, b, &scratch), ms[a:b], vs[a:b], &k)
+			if !model.Empty() {
+				storeRange(model, a, ps[a:b])
+			}
+		})
+	}
+}
+
+// adamKernel is the update of one chunk, in PyTorch's order of operations except that
+// √v/√BiasCorrection2 multiplies by the reciprocal (a square root and one division per
+// element are what bound the loop). Adam has decay 1 and AdamW has l2 0, so one loop
+// serves both.
+func adamKernel[T float](ps, gs, ms, vs []T, k *adamConsts[T]) {
+	n := len(ps)
+	gs, ms, vs = gs[:n], ms[:n], vs[:n]
+	for i := range ps {
+		g := gs[i]*k.scale + k.l2*ps[i]
+		mi := k.b1*ms[i] + k.c1*g
+		vi := k.b2*vs[i] + k.c2*(g*g)
+		ms[i], vs[i] = mi, vi
+		denom := T(math.Sqrt(float64(vi)))*k.invBC2Sqrt + k.eps
+		ps[i] = ps[i]*k.decay - k.stepSize*(mi/denom)
+	}
+}
+
+func (cpuBackend) SGDStep(p SGDParams, segs []OptimSegment, param, grad, buf, model Span) {
+	checkOptim("SGDStep", segs, param, grad, buf)
+	if (p.Momentum != 0 && buf.Empty()) || (!model.Empty() && model.Numel() != param.Numel()) {
+		panic(fmt.Sprintf("tensor: SGDStep: need a momentum buffer and a model span of %d elements", param.Numel()))
+	}
+	if param.DType == F64 {
+		sgdStep[float64](p, segs, param, grad, buf, model)
+	} else {
+		sgdStep[float32](p, segs, param, grad, buf, model)
+	}
+}
+
+func sgdStep[T float](p SGDParams, segs []OptimSegment, param, grad, buf, model Span) {
+	ps := raw[T](param)
+	var bs []T
+	if p.Momentum != 0 {
+		bs = raw[T](buf)
+	}
+	mu, damp, scale := T(p.Momentum), T(1-p.Dampening), T(p.GradScale)
+	for _, sg := range segs {
+		lr, wd := T(sg.LR), T(sg.WeightDecay)
+		forChunks(sg.Off, sg.N, func(a, b int) {
+			var scratch []T
+			gs := loadRange(grad, a, b, &scratch)
+			pc := ps[a:b]
+			gs = gs[:len(pc)]
+			for i := range pc {
+				g := gs[i]*scale + wd*pc[i]
+				d := g
+				if bs != nil {
+					bi := g
+					if !p.First {
+						bi = mu*bs[a+i] + damp*g
+					}
+					bs[a+i] = bi
+					d = bi
+					if p.Nesterov {
+						d = g + mu*bi
+					}
+				}
+				pc[i] -= lr * d
+			}
+			if !model.Empty() {
+				storeRange(model, a, pc)
+			}
+		})
+	}
+}
+
+func (cpuBackend) SumSquares(dst, x Span, ranges [][2]int) {
+	if dst.DType != F64 || dst.Numel() != len(ranges) {
+		panic(fmt.Sprintf("tensor: SumSquares: dst %v %v for %d ranges, want float64", dst.DType, dst.Shape, len(ranges)))
+	}
+	type block struct{ r, lo, hi int }
+	var blocks []block
+	for r, rg := range ranges {
+		if rg[0] < 0 || rg[1] < rg[0] || rg[1] > x.Numel() {
+			panic(fmt.Sprintf("tensor: SumSquares: range %v outside %d elements", rg, x.Numel()))
+		}
+		for lo := rg[0]; lo < rg[1]; lo += sumBlock {
+			blocks = append(blocks, block{r, lo, min(lo+sumBlock, rg[1])})
+		}
+	}
+	part := make([]float64, len(blocks))
+	parallelFor(len(blocks), optimGrain/sumBlock, func(lo, hi int) {
+		var s32 []float32
+		var s64 []float64
+		for i := lo; i < hi; i++ {
+			b := blocks[i]
+			if x.DType == F64 {
+				part[i] = sumSquares(loadRange(x, b.lo, b.hi, &s64))
+			} else {
+				part[i] = sumSquares(loadRange(x, b.lo, b.hi, &s32))
+			}
+		}
+	})
+	out := raw[float64](dst)
+	clear(out)
+	for i, b := range blocks {
+		out[b.r] += part[i]
+	}
+}
+
+// sumSquares adds x² in float64 with four interleaved accumulators, a fixed order.
+func sumSquares[T float](xs []T) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(xs); i += 4 {
+		a, b, c, d := float64(xs[i]), float64(xs[i+1]), float64(xs[i+2]), float64(xs[i+3])
+		s0 += a * a
+		s1 += b * b
+		s2 += c * c
+		s3 += d * d
+	}
+	for ; i < len(xs); i++ {
+		a := float64(xs[i])
+		s0 += a * a
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func (cpuBackend) AccumulateGrad(main, grad Span) {
+	if (main.DType != F32 && main.DType != F64) || !grad.DType.IsFloat() || main.Numel() != grad.Numel() {
+		panic(fmt.Sprintf("tensor: AccumulateGrad: main %v %v from grad %v %v", main.DType, main.Shape, grad.DType, grad.Shape))
+	}
+	if main.DType == F64 {
+		accumulateGrad[float64](main, grad)
+	} else {
+		accumulateGrad[float32](main, grad)
+	}
+}
+
+func accumulateGrad[T float](main, grad Span) {
+	ms := raw[T](main)
+	forChunks(0, main.Numel(), func(a, b int) {
+		var scratch []T
+		gs := loadRange(grad, a, b, &scratch)
+		d := ms[a:b]
+		gs = gs[:len(d)]
+		for i := range d {
+			d[i] += gs[i]
+		}
+		clear(rawBytes(subSpan(grad, a, b))) // all-zero bytes are +0 in every float dtype
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"megago/tensor"
 )
@@ -30,6 +31,9 @@ func writeHost(t *tensor.Tensor, b []byte) { t.Device().Backend().WriteHost(t.Sp
 func reduceInto(dt tensor.DType, op Op, acc, x []byte) {
 	if len(acc) != len(x) {
 		panic(fmt.Sprintf("parallel: reduce: %d bytes with %d", len(acc), len(x)))
+	}
+	if op == Sum && (dt == tensor.F32 || dt == tensor.F64) && sumFast(dt, acc, x) {
+		return
 	}
 	le := binary.LittleEndian
 	switch dt {
@@ -67,6 +71,40 @@ func reduceInto(dt tensor.DType, op Op, acc, x []byte) {
 		panic(fmt.Sprintf("parallel: reduce: unknown dtype %v", dt))
 	}
 }
+
+// sumFast adds x into acc viewed as float32 or float64 slices, on little-endian machines
+// where both are aligned for the type; it reports whether it did. The result is the same
+// as the byte-wise loop's.
+func sumFast(dt tensor.DType, acc, x []byte) bool {
+	if !littleEndian || len(acc) == 0 {
+		return false
+	}
+	pa, px := uintptr(unsafe.Pointer(&acc[0])), uintptr(unsafe.Pointer(&x[0]))
+	if dt == tensor.F32 {
+		if pa%4 != 0 || px%4 != 0 {
+			return false
+		}
+		a := unsafe.Slice((*float32)(unsafe.Pointer(&acc[0])), len(acc)/4)
+		b := unsafe.Slice((*float32)(unsafe.Pointer(&x[0])), len(x)/4)
+		for i := range a {
+			a[i] += b[i]
+		}
+		return true
+	}
+	if pa%8 != 0 || px%8 != 0 {
+		return false
+	}
+	a := unsafe.Slice((*float64)(unsafe.Pointer(&acc[0])), len(acc)/8)
+	b := unsafe.Slice((*float64)(unsafe.Pointer(&x[0])), len(x)/8)
+	for i := range a {
+		a[i] += b[i]
+	}
+	return true
+}
+
+// littleEndian reports whether the machine stores integers little-endian, as the wire
+// format does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // finishAvg divides a summed buffer by n for Avg.
 func finishAvg(dt tensor.DType, acc []byte, n int) {

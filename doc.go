@@ -41,6 +41,14 @@
 // precision and the distributed (ZeRO-1) optimizer. It works on []*nn.Param,
 // never on a model.
 //
+// # train
+//
+// megago/train ties nn, optim and parallel together for 3-D parallel training: it
+// splits a GPT's or BERT's layers into pipeline stages and virtual chunks, keeps a tied
+// embedding's copies in sync over the embedding group, reduces gradients over DP bucket
+// by bucket while backward runs, and steps the optimizer under a pipeline schedule
+// (no pipelining, 1F1B, interleaved 1F1B).
+//
 // # checkpoint (planned)
 //
 // megago/checkpoint will save and load sharded checkpoints in Megatron's

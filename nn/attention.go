@@ -62,6 +62,7 @@ type SelfAttention struct {
 	cfg  TransformerConfig
 	name string
 	tp   parallel.Comm
+	core attendFunc // attend, or recomputed in backward (Builder.Recompute)
 }
 
 // NewSelfAttention creates name.qkv and name.proj for cfg (after Defaults).
@@ -71,7 +72,7 @@ func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAtten
 	return &SelfAttention{
 		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}),
 		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
-		cfg:  cfg, name: name, tp: b.TP,
+		cfg:  cfg, name: name, tp: b.TP, core: attentionCore(b.Recompute),
 	}
 }
 
@@ -104,7 +105,7 @@ func (a *SelfAttention) Forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	if cache != nil {
 		k, v = cache.append(k, v)
 	}
-	out := attend(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp) // [B, T, NH·HS/tp]
+	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp) // [B, T, NH·HS/tp]
 	return a.Proj.Forward(p, out)
 }
 
@@ -168,6 +169,7 @@ type CrossAttention struct {
 	cfg  TransformerConfig
 	name string
 	tp   parallel.Comm
+	core attendFunc
 }
 
 // NewCrossAttention creates name.q, name.kv and name.proj.
@@ -178,7 +180,7 @@ func NewCrossAttention(b *Builder, name string, cfg TransformerConfig) *CrossAtt
 		Q:    NewColumnParallelLinear(b, name+".q", cfg.Hidden, cfg.Heads*cfg.HeadSize, lo),
 		KV:   NewColumnParallelLinear(b, name+".kv", cfg.Hidden, 2*cfg.KVHeads*cfg.HeadSize, lo),
 		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
-		cfg:  cfg, name: name, tp: b.TP,
+		cfg:  cfg, name: name, tp: b.TP, core: attentionCore(b.Recompute),
 	}
 }
 
@@ -198,6 +200,6 @@ func (a *CrossAttention) Forward(p *Pass, x, mem *tensor.Tensor, m AttentionMask
 	k := parts[0].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3) // [B, G/tp, Tk, HS]
 	v := parts[1].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3)
 	per := c.Heads / c.KVHeads
-	out := attend(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp)
+	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp)
 	return a.Proj.Forward(p, out)
 }

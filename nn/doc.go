@@ -28,6 +28,9 @@
 //   - mlp.go: the MLP (GeLU, erf GeLU, ReLU or SwiGLU).
 //   - layer.go: TransformerLayer (pre- or post-LN residual blocks) and Block, a stack of
 //     layers or one pipeline stage's slice of it.
+//   - recompute.go: activation recomputation (Builder.Recompute): RecomputeFull reruns
+//     each layer in backward, RecomputeSelective only the attention core; both replay
+//     the same dropout masks, so gradients are bit for bit those without it.
 //   - gpt.go: GPTConfig, LlamaConfig, Stage and GPT (embedding, blocks, final norm, output
 //     layer; Forward and Loss).
 //   - bert.go, t5.go: the BERT encoder with its pre-training heads and the T5
@@ -68,7 +71,7 @@
 // divisible by tp. (Hugging Face's GPT-2 c_attn is q|k|v; the HF converters reorder it.)
 //
 // A Builder holds what is fixed when a model is built (device, dtype, init RNG, TP group,
-// sequence parallelism); a Pass holds what changes per forward pass (context, training
+// sequence parallelism, activation recomputation); a Pass holds what changes per forward pass (context, training
 // mode, dropout RNG, global sample offset). Layers keep only the groups they use, never a
 // mesh or package state.
 //

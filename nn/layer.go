@@ -98,11 +98,14 @@ func (l *TransformerLayer) residual(p *Pass, x *tensor.Tensor, norm *LayerNorm, 
 type Block struct {
 	Layers []*TransformerLayer
 	First  int
+
+	run layerFunc // how each layer runs: directly, or recomputed in backward (b.Recompute)
 }
 
-// NewBlock creates layers [first, first+n) under prefix ("layers" or "decoder.layers").
+// NewBlock creates layers [first, first+n) under prefix ("layers" or "decoder.layers"),
+// with b.Recompute's activation recomputation.
 func NewBlock(b *Builder, prefix string, cfg TransformerConfig, first, n int, withCross bool) *Block {
-	blk := &Block{First: first}
+	blk := &Block{First: first, run: layerRunner(b.Recompute)}
 	for i := first; i < first+n; i++ {
 		blk.Layers = append(blk.Layers, NewTransformerLayer(b, fmt.Sprintf("%s.%d", prefix, i), cfg, withCross))
 	}
@@ -125,7 +128,7 @@ func (blk *Block) Forward(p *Pass, x *tensor.Tensor, in LayerInput, caches []*KV
 		if caches != nil {
 			li.Cache = caches[i]
 		}
-		x = l.Forward(p, x, li)
+		x = blk.run(l, p, x, li)
 	}
 	return x
 }

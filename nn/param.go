@@ -140,6 +140,9 @@ type Builder struct {
 	TP parallel.Comm
 	// SequenceParallel splits activations along T between TP regions.
 	SequenceParallel bool
+	// Recompute selects activation recomputation in the transformer layers built (see
+	// Recompute); the zero value keeps every activation.
+	Recompute Recompute
 }
 
 // Pass carries what varies from one forward pass to the next: the context communication

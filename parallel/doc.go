@@ -15,8 +15,37 @@
 //   - mappings.go: CopyToTP, ReduceFromTP, ScatterToTP, GatherFromTP, ScatterToSP,
 //     GatherFromSP, ReduceScatterToSP, each named after its forward with its backward
 //     beside it.
+//   - p2p.go: P2P, a pipeline stage's point-to-point channels: activations forward,
+//     gradients backward, each message behind a shape header (variable sequence
+//     lengths), combined send-and-receive calls that cannot deadlock.
+//   - schedule.go: the schedules as pure plans (Schedule.Plan lists a rank's forward and
+//     backward steps): NoPipelining, OneFOneB, Interleaved (Megatron's order and
+//     constraints), ForwardOnly.
+//   - schedule_run.go: Pipeline runs a plan: Train (forward and backward, losses divided
+//     by M, gradients left accumulated) and Eval (forward only). The model is a
+//     ForwardFunc; Hooks let a training loop act at fixed points.
+//   - trace.go, trace_timeline.go: Trace records (time, step, micro-batch, chunk);
+//     WriteTimeline draws it, BubbleFraction measures the bubble, Simulate lays a
+//     schedule out with ideal timing.
+//   - ddp.go: GradSync, data-parallel gradient reduction bucket by bucket as backward
+//     completes the buckets (gradient hooks), overlapping the rest of backward.
 //
-// Pipeline schedules and data-parallel gradient buckets are planned (they build on this).
+// Stage construction, the tied embedding's synchronization and the optimizer step are in
+// package train, which sees models and optimizers; this package does not.
+//
+// # Pipelines
+//
+// A Pipeline knows only tensors: a ForwardFunc gets a micro-batch index, a model chunk
+// and (after the first stage) the received activation, a leaf requiring grad, and
+// returns the activation to send or, on the last stage, the loss. Each micro-batch's
+// activations live in a tensor.Scope that is suspended between its forward and backward
+// steps and closed as soon as its input gradient is sent, so memory follows the
+// schedule: at most min(p−r, M) micro-batches on stage r under 1F1B. Each micro-batch's
+// loss is divided by M before backward; a data-parallel reduction then averages over DP,
+// so the gradients are those of the mean loss (MEGATRON-FACTS.md). The schedules send
+// and receive on two duplicates of the PP group (one per direction) and rely on Send
+// not waiting for its Recv, as both transports guarantee; every schedule's plans are
+// checked free of deadlock by Simulate in the tests.
 //
 // # Invariants
 //

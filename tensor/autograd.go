@@ -126,6 +126,7 @@ func Backward(outs, grads []*Tensor) {
 func runBackward(outs, grads []*Tensor) {
 	pending := map[*node][]*Tensor{}
 	var roots []*node
+	hooks := hookCounts(outs)
 	for i, o := range outs {
 		g := grads[i]
 		if !g.shape.Equal(o.shape) {
@@ -136,6 +137,7 @@ func runBackward(outs, grads []*Tensor) {
 		}
 		if o.fn == nil {
 			accumulateLeaf(o, g)
+			hooks.done(o, true)
 			continue
 		}
 		if o.fn.freed {
@@ -144,10 +146,15 @@ func runBackward(outs, grads []*Tensor) {
 		addPending(pending, o, g)
 		roots = append(roots, o.fn)
 	}
-	for _, n := range topoOrder(roots) {
+	order := topoOrder(roots)
+	hooks.count(order)
+	for _, n := range order {
 		gys := pending[n]
 		delete(pending, n)
 		if gys == nil {
+			for _, x := range n.inputs {
+				hooks.done(x, false)
+			}
 			continue // reachable, but no gradient flowed into it
 		}
 		for i, g := range gys {
@@ -160,6 +167,7 @@ func runBackward(outs, grads []*Tensor) {
 		n.freed, n.backward, n.inputs = true, nil, nil
 		for i, x := range ins {
 			if i >= len(gxs) || gxs[i] == nil || !needsGrad(x) {
+				hooks.done(x, false)
 				continue
 			}
 			g := gxs[i]
@@ -169,6 +177,7 @@ func runBackward(outs, grads []*Tensor) {
 			switch {
 			case x.fn == nil:
 				accumulateLeaf(x, g)
+				hooks.done(x, true)
 			case x.fn.freed: // a gradient into a graph an earlier backward freed would be lost
 				panic(fmt.Sprintf("tensor: Backward: the graph through %s was already freed by an earlier backward", x.fn.op))
 			default:

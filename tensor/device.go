@@ -141,10 +141,11 @@ type storage struct {
 // state are created outside any scope (or kept past it with Keep) and live until released
 // or garbage collected.
 type Scope struct {
-	dev    *Device
-	parent *Scope
-	owned  []*storage
-	closed bool
+	dev       *Device
+	parent    *Scope
+	owned     []*storage
+	closed    bool
+	suspended bool // taken off the stack by Suspend, its tensors still live
 }
 
 // NewScope opens a scope nested inside the innermost open one. Close it, usually with
@@ -161,8 +162,9 @@ func (d *Device) NewScope() *Scope {
 }
 
 // Close releases the storage of every tensor the scope still owns; using those tensors
-// afterwards panics. It panics if an inner scope of the same device is still open.
-// Closing twice does nothing.
+// afterwards panics. It panics if an inner scope of the same device is still open (a
+// suspended scope, being off the stack, can be closed at any time). Closing twice does
+// nothing.
 func (s *Scope) Close() {
 	d := s.dev
 	d.mu.Lock()
@@ -170,10 +172,12 @@ func (s *Scope) Close() {
 	if s.closed {
 		return
 	}
-	if len(d.scopes) == 0 || d.scopes[len(d.scopes)-1] != s {
-		panic("tensor: Scope.Close: an inner scope is still open (close scopes in reverse order)")
+	if !s.suspended {
+		if len(d.scopes) == 0 || d.scopes[len(d.scopes)-1] != s {
+			panic("tensor: Scope.Close: an inner scope is still open (close scopes in reverse order)")
+		}
+		d.scopes = d.scopes[:len(d.scopes)-1]
 	}
-	d.scopes = d.scopes[:len(d.scopes)-1]
 	s.closed = true
 	for _, st := range s.owned {
 		if st.scope == s {

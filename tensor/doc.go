@@ -13,7 +13,9 @@
 //   - tensor.go: Tensor, creation (Zeros, Ones, Full, FromSlice, Arange, Scalar), export
 //     (ToSlice, Item), To another device.
 //   - autograd.go, function.go: the graph, Backward, BackwardWithGrad, custom differentiable
-//     functions (Function, Apply) and activation recomputation (Checkpoint).
+//     functions (Function, Apply) and activation recomputation (Checkpoint);
+//     grad_hook.go: SetGradHook, called when a backward pass has finished a leaf's
+//     gradient (data-parallel reduction overlapping backward).
 //   - ops_*.go: the ops, each with its backward; cpu*.go: the CPU kernels.
 //   - rng.go: RNG (Philox-4x32-10 keys), Region, Random and its distributions.
 //
@@ -41,8 +43,10 @@
 // gradient belongs to the leaf's own scope: parameters and optimizer state are created
 // outside scopes, so their gradients are too, while a pipeline stage's input and its
 // gradient go back to the pool with the micro-batch's scope. Checkpoint runs its segment
-// in a scope of its own and holds only the outputs. Keep moves a tensor to the enclosing
-// scope; Release frees it early. Using a released tensor panics. A Device is not meant to
+// in a scope of its own and holds only the outputs. Scopes whose lifetimes overlap
+// without nesting (a pipeline's micro-batches) are Suspended between their forward and
+// backward passes and Resumed for the backward (scope_suspend.go). Keep moves a tensor
+// to the enclosing scope; Release frees it early. Using a released tensor panics. A Device is not meant to
 // be shared by goroutines that open scopes: give each rank its own.
 //
 // # Numerics

@@ -22,6 +22,7 @@ type Tensor struct {
 	fn           *node // op that produced this tensor; nil for leaves
 	outIdx       int   // which output of fn
 	tempLeaf     bool  // a leaf made by recomputation: its grad lives in a scope
+	gradHook     func(*Tensor)
 }
 
 // Device returns the device that holds t.

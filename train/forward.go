@@ -1,0 +1,67 @@
+package train
+
+import (
+	"context"
+
+	"megago/nn"
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// PassFor returns the training Pass of micro-batch micro of step step on the mesh, where
+// a step's global batch is microbatches micro-batches of microBatchSize samples on each
+// of the DP ranks: dropout keyed by the step (rng.Fold(step)) and by each sample's global
+// index, so the masks are the same at every TP, PP and DP layout with that global batch.
+func PassFor(ctx context.Context, m *parallel.Mesh, rng tensor.RNG, step, micro, microBatchSize, microbatches int) *nn.Pass {
+	global := microbatches * microBatchSize * m.Sizes().DP
+	return &nn.Pass{Ctx: ctx, Train: true, RNG: rng.Fold(uint64(step)),
+		SampleOffset: step*global + m.SampleOffset(microBatchSize, micro)}
+}
+
+// GPTBatch returns micro-batch micro's token ids and labels, [B, T] each (-100 labels
+// are ignored). The first stage uses the ids, the last the labels.
+type GPTBatch func(micro int) (ids, labels *tensor.Tensor)
+
+// GPTForward returns the forward-step function of this rank's GPT chunks: chunk 0 of
+// the first stage embeds the micro-batch's ids, other chunks continue from the received
+// activation, and the last chunk of the last stage returns the micro-batch's mean cross
+// entropy against its labels. pass gives each micro-batch's Pass (PassFor).
+func GPTForward(chunks []*nn.GPT, pass func(micro int) *nn.Pass, batch GPTBatch) parallel.ForwardFunc {
+	return func(s parallel.Step) (*tensor.Tensor, error) {
+		m, p := chunks[s.Chunk], pass(s.Micro)
+		in := s.Input
+		if in == nil {
+			in, _ = batch(s.Micro)
+		}
+		out := m.Forward(p, in, nil) // [B, T, C] (T/tp under SP), or logits [B, T, Vp/tp]
+		if !s.Last {
+			return out, nil
+		}
+		_, labels := batch(s.Micro)
+		loss, _ := m.Loss(p, out, labels)
+		return loss, nil
+	}
+}
+
+// BERTBatch is one BERT micro-batch: In without Hidden (every stage needs Attend), the
+// masked-LM labels [B, T] and the binary labels [B] (nil: no binary loss).
+type BERTBatch struct {
+	In                     nn.BERTInput
+	LMLabels, BinaryLabels *tensor.Tensor
+}
+
+// BERTForward returns the forward-step function of this rank's BERT chunks, as
+// GPTForward does for a GPT; the loss is BERT's pre-training loss (masked LM plus binary).
+func BERTForward(chunks []*nn.BERT, pass func(micro int) *nn.Pass, batch func(micro int) BERTBatch) parallel.ForwardFunc {
+	return func(s parallel.Step) (*tensor.Tensor, error) {
+		m, p, b := chunks[s.Chunk], pass(s.Micro), batch(s.Micro)
+		in := b.In
+		in.Hidden = s.Input
+		out := m.Forward(p, in)
+		if !s.Last {
+			return out.Hidden, nil
+		}
+		total, _, _ := m.Loss(p, out, b.LMLabels, b.BinaryLabels)
+		return total, nil
+	}
+}

@@ -1,88 +1,82 @@
-// Package megago is a Go library for building and training transformer
-// models with Megatron-style parallelism: tensor (TP), pipeline (PP), data
-// (DP) and sequence parallelism. Users import its packages and write their
-// own training loops; every unit test runs on the CPU backend, with no GPU,
-// CUDA toolkit or Python needed.
+// Package megago is a Go library for building and training transformer models with
+// Megatron-style parallelism: tensor (TP), sequence (SP), pipeline (PP) and data (DP)
+// parallelism. Users import its packages and write their own training loops; every unit
+// test runs on the CPU backend, with no GPU, CUDA toolkit or Python needed.
 //
-// This package holds only the release [Version]. The library lives in the
-// packages below, listed in reading order: each depends only on packages
-// above it (data depends on none). As of now tensor, the mlp example and
-// cmd/megago exist; the others are planned and hold just a package comment
-// describing what they will contain.
+// This package holds only the release [Version]. The library lives in the packages
+// below, in reading order: each depends only on packages above it (data depends on none).
 //
-// # tensor (exists)
+// # tensor: where the numbers are
 //
-// megago/tensor is the foundation: Tensor, DType and Shape, the
-// Device/Backend interface, the reverse-mode autograd engine (a dynamic
-// graph recorded as ops run, like PyTorch eager), memory scopes that return
-// a training step's tensors to the device's pool, the CPU backend, and a
-// counter-based random generator whose output does not depend on the
-// parallel layout. Start here.
+// megago/tensor is the foundation: Tensor, DType and Shape, the Device/Backend interface,
+// the reverse-mode autograd engine (a dynamic graph recorded as ops run, like PyTorch
+// eager, with custom functions and recomputation), memory scopes that return a training
+// step's tensors to the device's pool, the CPU backend, and a counter-based random
+// generator whose output does not depend on the parallel layout. Start here.
+// tensor/gorgonia converts to and from gorgonia tensors.
 //
-// # parallel (planned)
+// # parallel: where the communication is
 //
-// megago/parallel will hold the Comm interface and its transports
-// (in-process goroutine ranks, TCP), the Mesh that builds TP/CP/PP/DP groups
-// in Megatron's rank order, the autograd-aware TP and sequence-parallel
-// mappings, point-to-point transfers, pipeline schedules (1F1B, interleaved)
-// and DDP gradient buckets. It works on tensors only and never sees a layer.
+// megago/parallel holds the Comm interface and its transports (in-process goroutine ranks
+// with RunLocal, TCP across processes and hosts), the Mesh that builds TP/CP/PP/DP groups
+// in Megatron's rank order, the autograd-aware TP and SP mappings, point-to-point
+// transfers, pipeline schedules (no pipelining, 1F1B, interleaved) with a trace, and the
+// DDP gradient-bucket engine. It works on tensors only and never sees a layer.
 //
-// # nn (planned)
+// # nn: where the model is
 //
-// megago/nn will hold the model: Module and Param, the basic layers, the
-// tensor-parallel linear and embedding layers, attention, MLP,
-// TransformerLayer, the GPT, BERT and T5 models and vocab-parallel cross
-// entropy.
+// megago/nn holds Param and Module, the tensor-parallel linear and embedding layers,
+// vocab-parallel cross entropy, norms, RoPE, attention (multi-head, grouped-query,
+// cross), the MLP, TransformerLayer and Block, the GPT (GPT-2 and Llama-style), BERT and
+// T5 models with their Hugging Face mappings, and generation with a KV cache.
 //
-// # optim (planned)
+// # optim: where the update is
 //
-// megago/optim will hold the flat parameter and gradient buffers, SGD and
-// AdamW, learning-rate schedules, gradient clipping, the loss scaler, mixed
-// precision and the distributed (ZeRO-1) optimizer. It works on []*nn.Param,
-// never on a model.
+// megago/optim holds the flat parameter and gradient buffers (Megatron's padding and
+// buckets), SGD, Adam and AdamW as fused kernels, learning-rate and weight-decay
+// schedules, gradient clipping across model-parallel groups, loss scaling, mixed
+// precision with fp32 master weights and the distributed (ZeRO-1) optimizer. It works on
+// []*nn.Param, never on a model.
 //
-// # train
+// # train: where the loop is
 //
-// megago/train ties nn, optim and parallel together for 3-D parallel training: it
-// splits a GPT's or BERT's layers into pipeline stages and virtual chunks, keeps a tied
-// embedding's copies in sync over the embedding group, reduces gradients over DP bucket
-// by bucket while backward runs, and steps the optimizer under a pipeline schedule
-// (no pipelining, 1F1B, interleaved 1F1B).
+// megago/train ties nn, optim and parallel together for 3-D parallel training: it splits
+// a GPT's or BERT's layers into pipeline stages and virtual chunks, keeps a tied
+// embedding's copies in sync over the embedding group, reduces gradients over DP bucket by
+// bucket while backward runs, and steps the optimizer under a pipeline schedule.
 //
-// # checkpoint (planned)
+// # checkpoint
 //
-// megago/checkpoint will save and load sharded checkpoints in Megatron's
-// directory layout, reshard them across parallel layouts, resume training
-// exactly, and import and export Hugging Face and Megatron checkpoints.
+// megago/checkpoint saves and loads sharded checkpoints in Megatron's directory layout,
+// reshards them across parallel layouts, and imports and exports Hugging Face and
+// Megatron checkpoints.
 //
-// # data (planned)
+// # data: where the tokens come from
 //
-// megago/data will read and build Megatron-compatible indexed datasets
-// (.bin/.idx), tokenize text and provide the GPT, BERT and T5 datasets,
-// blending, samplers and a prefetching loader. It imports no other megago
-// package: batches are plain Go slices.
+// megago/data reads and builds Megatron-compatible indexed datasets (.bin/.idx),
+// preprocesses JSON lines, tokenizes text (GPT-2 BPE, WordPiece, SentencePiece, a BPE
+// trainer) and provides the GPT, BERT and T5 datasets, blending, Megatron's sampler and a
+// prefetching loader. It imports no other megago package: batches are plain Go slices.
 //
 // # cuda (planned)
 //
-// megago/cuda will be the GPU backend: libcuda, cuBLASLt, NVRTC and NCCL
-// opened at run time through purego (so the module always builds with
-// CGO_ENABLED=0), a caching allocator, fused kernels and an NCCL Comm. It
-// registers itself with tensor.
+// megago/cuda will be the GPU backend: libcuda, cuBLASLt, NVRTC and NCCL opened at run
+// time through purego (so the module always builds with CGO_ENABLED=0), a caching
+// allocator, fused kernels and an NCCL Comm. It registers itself with tensor.
 //
-// # examples (mlp exists; gpt, bert, t5 planned)
+// # examples
 //
-// megago/examples holds training programs, each a readable main.go plus
-// small files. examples/mlp trains a two-layer MLP with the autograd engine
-// and prints its falling loss; the GPT, BERT and T5 programs are planned.
+// megago/examples holds training programs, each a readable main.go plus small files:
+// examples/gpt trains a GPT on the Go standard library's sources and generates text;
+// examples/mlp trains a two-layer MLP with the autograd engine alone.
 //
-// # cmd/megago (exists: version)
+// # cmd/megago
 //
-// megago/cmd/megago is the command-line tool. It dispatches subcommands from
-// a table; today it has help and version, and later work adds preprocess,
-// launch, convert, bench and inspect, one file each.
+// megago/cmd/megago is the command-line tool: preprocess and inspect datasets, launch
+// ranks across processes like torchrun, and more, one file per subcommand.
 //
 // # internal
 //
-// megago/internal holds test helpers, generated assembly and anything else
-// that must not become API.
+// megago/internal holds test helpers (a fake backend with opaque buffers, golden-file
+// readers), the launcher behind megago launch, and generators of assembly.
 package megago

@@ -45,17 +45,17 @@ func reduceInto(dt tensor.DType, op Op, acc, x []byte) {
 	case tensor.F32:
 		for i := 0; i < len(acc); i += 4 {
 			a, b := math.Float32frombits(le.Uint32(acc[i:])), math.Float32frombits(le.Uint32(x[i:]))
-			le.PutUint32(acc[i:], math.Float32bits(combineFloat32(op, a, b)))
+			le.PutUint32(acc[i:], math.Float32bits(combineFloat(op, a, b)))
 		}
 	case tensor.BF16:
 		for i := 0; i < len(acc); i += 2 {
 			a, b := tensor.BFloat16(le.Uint16(acc[i:])).Float32(), tensor.BFloat16(le.Uint16(x[i:])).Float32()
-			le.PutUint16(acc[i:], uint16(tensor.BF16FromFloat32(combineFloat32(op, a, b))))
+			le.PutUint16(acc[i:], uint16(tensor.BF16FromFloat32(combineFloat(op, a, b))))
 		}
 	case tensor.F16:
 		for i := 0; i < len(acc); i += 2 {
 			a, b := tensor.Float16(le.Uint16(acc[i:])).Float32(), tensor.Float16(le.Uint16(x[i:])).Float32()
-			le.PutUint16(acc[i:], uint16(tensor.F16FromFloat32(combineFloat32(op, a, b))))
+			le.PutUint16(acc[i:], uint16(tensor.F16FromFloat32(combineFloat(op, a, b))))
 		}
 	case tensor.I32:
 		for i := 0; i < len(acc); i += 4 {
@@ -147,23 +147,8 @@ func stepOp(op Op) Op {
 	return op
 }
 
-func combineFloat(op Op, a, b float64) float64 {
-	switch op {
-	case Max:
-		if b > a || b != b {
-			return b
-		}
-		return a
-	case Min:
-		if b < a || b != b {
-			return b
-		}
-		return a
-	}
-	return a + b
-}
-
-func combineFloat32(op Op, a, b float32) float32 {
+// combineFloat applies op to a and b; NaN wins Max and Min, as in PyTorch.
+func combineFloat[T float32 | float64](op Op, a, b T) T {
 	switch op {
 	case Max:
 		if b > a || b != b {

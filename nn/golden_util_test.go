@@ -29,8 +29,15 @@ func goldenInts(dev *tensor.Device, t golden.IntTensor) *tensor.Tensor {
 	return tensor.FromSlice(dev, v, t.Shape...)
 }
 
-// requireClose fails unless every element satisfies |got−want| ≤ atol + rtol·|want|.
+// requireClose fails unless every element satisfies |got−want| ≤ atol + rtol·|want| with
+// the golden tolerances.
 func requireClose(t *testing.T, what string, got []float64, want []float32) {
+	t.Helper()
+	requireCloseTol(t, what, got, want, goldenRtol, goldenAtol)
+}
+
+// requireCloseTol is requireClose with the given tolerances.
+func requireCloseTol(t *testing.T, what string, got []float64, want []float32, rtol, atol float64) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
@@ -38,7 +45,7 @@ func requireClose(t *testing.T, what string, got []float64, want []float32) {
 	bad := 0
 	for i := range got {
 		w := float64(want[i])
-		if !(math.Abs(got[i]-w) <= goldenAtol+goldenRtol*math.Abs(w)) {
+		if !(math.Abs(got[i]-w) <= atol+rtol*math.Abs(w)) {
 			if bad < 3 {
 				t.Errorf("%s[%d] = %.9g, want %.9g", what, i, got[i], w)
 			}

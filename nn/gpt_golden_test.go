@@ -56,7 +56,13 @@ func TestGPTGolden(t *testing.T) {
 					loss, _ := m.Loss(p, logits, goldenInts(b.Dev, f.Input("labels")))
 					loss.Backward()
 					full := parallel.GatherFromTP(p.Ctx, c, logits.Detach())
-					requireClose(t, "logits", narrowLast(full, cfg.Vocab), f.Logits.Data)
+					// At TP>1 the all-reduce of partial products reorders fp32 sums once more:
+					// logits near zero may move by a few ulps of the larger partial sums.
+					atol := goldenAtol
+					if tp > 1 {
+						atol = 4e-6
+					}
+					requireCloseTol(t, "logits", narrowLast(full, cfg.Vocab), f.Logits.Data, goldenRtol, atol)
 					requireClose(t, "loss", []float64{loss.Item()}, []float32{float32(f.Loss)})
 					if tp > 1 {
 						return nil // gradients are compared at TP=1; TP equivalence is tested elsewhere

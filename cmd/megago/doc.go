@@ -7,6 +7,7 @@
 // The commands are listed by "megago help"; among them:
 //
 //	preprocess  turn JSON lines into Megatron .bin/.idx datasets
+//	convert     reshard a checkpoint; import or export Hugging Face and Megatron-LM models
 //	inspect     print an indexed dataset's header, statistics and samples
 //	launch      start N local ranks with torchrun's environment
 //	version     print megago's version, Go version and platform

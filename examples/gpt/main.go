@@ -1,0 +1,266 @@
+// Command gpt pretrains a GPT with megago and generates text from it. With no flags it
+// trains a small model on the Go standard library's sources, on the CPU, in a few
+// minutes:
+//
+//	go run ./examples/gpt
+//
+// Its flags are Megatron-LM's (--num-layers, --tensor-model-parallel-size, --data-path,
+// ...; see -help), also read from a JSON file (--config). It runs on one rank, on N
+// goroutine ranks (--ranks N), or on N processes under megago launch:
+//
+//	go run ./examples/gpt --ranks 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+//	go build -o gpt ./examples/gpt && go run ./cmd/megago launch -n 4 -- ./gpt --tensor-model-parallel-size 2
+//
+// This file reads top to bottom as a training loop of your own would: settings, data,
+// ranks, then on each rank the mesh, the model, the optimizer, the data loader, the loop
+// and text generation. The helpers sit beside it: flags.go (settings), data.go (the
+// default corpus and datasets), progress.go (what is printed), metrics.go (JSON lines),
+// tensorboard.go (event files), plot.go (the loss curve) and sample.go (generation).
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"megago/data"
+	"megago/nn"
+	"megago/parallel"
+	"megago/tensor"
+	"megago/train"
+)
+
+func main() {
+	// Ctrl-C (or SIGTERM, which megago launch forwards) asks every rank to stop after the
+	// current iteration; a second Ctrl-C kills the program.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }()
+	sum, err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, errHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "gpt:", err)
+		os.Exit(1)
+	case sum != nil && sum.Interrupted:
+		os.Exit(130)
+	}
+}
+
+// summary is what a run reports to its caller (rank 0's view; every rank agrees on the
+// losses).
+type summary struct {
+	Iterations  int       // completed
+	Interrupted bool      // stopped early by ctx (Ctrl-C)
+	Losses      []float64 // training loss of each iteration
+	ValidLoss   float64   // the last validation loss; NaN without validation
+	Entropy     float64   // unigram entropy of the training tokens, nats
+	Generated   string    // text generated after the prompt
+	Wall        time.Duration
+}
+
+// run is the whole program: args are the command-line arguments, getenv reads the
+// environment. It returns errHelp after printing the usage for -help.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (*summary, error) {
+	// Settings, all checked before any work. Under megago launch (or torchrun, srun) the
+	// environment describes a TCP job and this process is one of its ranks.
+	var tcp *parallel.TCPConfig
+	if getenv("RANK") != "" || getenv("SLURM_PROCID") != "" {
+		t, err := parallel.ConfigFromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		tcp = &t
+	}
+	cfg, err := parseConfig(args, tcpWorld(tcp), stdout)
+	if err != nil {
+		return nil, err
+	}
+	if tcp != nil && tcp.Rank != 0 {
+		stdout = io.Discard // rank 0 reports; errors still reach stderr
+	}
+
+	// Data: the same samples on every rank. One process per host writes the cache.
+	builder := tcp == nil || tcp.LocalRank == 0 || (tcp.LocalRank < 0 && tcp.Rank == 0)
+	corp, err := loadCorpus(ctx, cfg, builder, stdout)
+	if err != nil {
+		return nil, err
+	}
+	defer corp.Close()
+
+	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
+	switch {
+	case tcp != nil:
+		world, err := parallel.NewTCP(ctx, *tcp)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := world.(io.Closer); ok {
+			defer c.Close()
+		}
+		return pretrain(ctx, cfg, corp, world, stdout)
+	case cfg.world > 1:
+		var sum *summary
+		err := parallel.RunLocal(cfg.world, func(world parallel.Comm) error {
+			out := io.Discard
+			if world.Rank() == 0 {
+				out = stdout
+			}
+			s, err := pretrain(ctx, cfg, corp, world, out)
+			if world.Rank() == 0 {
+				sum = s
+			}
+			return err
+		})
+		return sum, err
+	}
+	return pretrain(ctx, cfg, corp, parallel.Self(), stdout)
+}
+
+// pretrain is one rank's run. Every rank of world calls it with the same settings.
+func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
+	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
+	// iterations, on every rank at once (stopRequested).
+	work := context.WithoutCancel(ctx)
+	start := time.Now()
+
+	// Mesh: the TP, PP and DP groups, in Megatron's rank order (TP fastest).
+	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, PP: cfg.PP})
+	if err != nil {
+		return nil, err
+	}
+
+	// Model: this rank's pipeline chunks, its TP shard of each layer. Weights are drawn
+	// by global coordinates, so every layout starts from the same model.
+	dev := tensor.NewCPU()
+	build := &nn.Builder{Dev: dev, DType: cfg.dtype(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
+		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.recompute()}
+	model := cfg.modelConfig(corp.tok.VocabSize())
+	chunks, err := train.NewGPTChunks(build, model, mesh, cfg.chunks)
+	if err != nil {
+		return nil, err
+	}
+
+	// Optimizer: AdamW over flat buffers, gradients averaged over DP (bucket by bucket
+	// during backward), the pipeline schedule, and the loss scaler for fp16.
+	ocfg, err := cfg.optimConfig()
+	if err != nil {
+		return nil, err
+	}
+	trainer, err := train.New(work, mesh, dev, train.GPTParts(chunks), train.Config{Optim: ocfg})
+	if err != nil {
+		return nil, err
+	}
+
+	// Data: this DP rank's micro-batches in Megatron's order, assembled ahead.
+	sampler := data.NewPretrainingSampler(corp.train.Len(), 0, cfg.MicroBatchSize, mesh.Coord().DP, cfg.dp)
+	loader := data.NewLoader(work, sampler.Batches(), data.CollateGPT(corp.train), data.LoaderConfig{})
+	defer loader.Close()
+
+	params, err := countParams(work, mesh, chunks, dev)
+	if err != nil {
+		return nil, err
+	}
+	var rep *report
+	if world.Rank() == 0 {
+		if rep, err = newReport(stdout, cfg, cfg.GlobalBatchSize*cfg.SeqLength, cfg.flopsPerIteration(model)); err != nil {
+			return nil, err
+		}
+		defer func() { err = cmp.Or(err, rep.close()) }() // writes the loss curve
+		rep.header(cfg, corp, model, params)
+	}
+
+	// The loop: one optimizer step per iteration over the global batch.
+	sched, dropout := cfg.schedule(), tensor.NewRNG(cfg.Seed).Named("dropout")
+	sum := &summary{ValidLoss: math.NaN(), Entropy: corp.entropy()}
+	for it := range cfg.TrainIters {
+		stop, err := stopRequested(ctx, work, world, dev)
+		if err != nil {
+			return sum, err
+		}
+		if stop {
+			sum.Interrupted = true
+			rep.printf("interrupted: stopping after iteration %d on every rank\n", it)
+			break
+		}
+		t0 := time.Now()
+		batches, err := nextBatches(loader, cfg.microbatches)
+		if err != nil {
+			return sum, err
+		}
+		pass := func(micro int) *nn.Pass {
+			return train.PassFor(work, mesh, dropout, it, micro, cfg.MicroBatchSize, cfg.microbatches)
+		}
+		res, err := trainer.Step(work, sched, train.GPTForward(chunks, pass, batches.tensors(dev)))
+		if err != nil {
+			return sum, fmt.Errorf("iteration %d: %w", it+1, err)
+		}
+		sum.Iterations, sum.Losses = it+1, append(sum.Losses, res.Loss)
+		rep.step(it+1, res, time.Since(t0))
+
+		if cfg.evalAfter(it + 1) {
+			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err != nil {
+				return sum, err
+			}
+			rep.eval(it+1, sum.ValidLoss)
+		}
+	}
+	sum.Wall = time.Since(start)
+	rep.finish(sum, corp)
+
+	// Text generation from the trained model, unless interrupted.
+	if !sum.Interrupted && cfg.GenTokens > 0 {
+		if sum.Generated, err = generate(work, cfg, corp.tok, mesh, chunks, build); err != nil {
+			return sum, err
+		}
+		rep.generated(cfg.Prompt, sum.Generated)
+	}
+	// Leave together, so no process closes its connections while others still use them.
+	return sum, world.Barrier(work)
+}
+
+// validate returns the mean loss over --eval-iters global batches of the validation
+// split, the same batches every time, averaged over every rank.
+func validate(ctx context.Context, cfg *config, corp *corpus, mesh *parallel.Mesh, trainer *train.Trainer, chunks []*nn.GPT, dev *tensor.Device) (float64, error) {
+	sampler := data.NewPretrainingSampler(corp.valid.Len(), 0, cfg.MicroBatchSize, mesh.Coord().DP, cfg.dp)
+	collate := data.CollateGPT(corp.valid)
+	pass := func(int) *nn.Pass { return nn.Eval(ctx) }
+	total := 0.0
+	for k := range cfg.EvalIters {
+		batches := make(gptBatches, cfg.microbatches)
+		for i := range batches {
+			var err error
+			if batches[i], err = collate(ctx, sampler.Batch(k*cfg.microbatches+i)); err != nil {
+				return 0, err
+			}
+		}
+		loss, err := trainer.Eval(ctx, cfg.schedule(), train.GPTForward(chunks, pass, batches.tensors(dev)))
+		if err != nil {
+			return 0, fmt.Errorf("validation: %w", err)
+		}
+		total += loss
+	}
+	return total / float64(cfg.EvalIters), nil
+}
+
+// stopRequested reports whether any rank's ctx has ended (Ctrl-C): a MAX all-reduce over
+// the world, so that every rank stops after the same iteration.
+func stopRequested(ctx, work context.Context, world parallel.Comm, dev *tensor.Device) (bool, error) {
+	flag := 0.0
+	if ctx.Err() != nil {
+		flag = 1
+	}
+	v := tensor.Scalar(dev, tensor.F64, flag)
+	defer v.Release()
+	if err := world.AllReduce(work, v, parallel.Max); err != nil {
+		return false, err
+	}
+	return v.Item() > 0, nil
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"megago/data"
+	"megago/nn"
+	"megago/parallel"
+	"megago/tensor"
+	"megago/train"
+)
+
+// generate continues --prompt with --gen-tokens tokens and returns the new text (the
+// same on every rank). nn.Generate needs a whole model built without sequence
+// parallelism; with PP > 1 or SP every rank first builds one (its TP shard of every
+// layer) and fills it from the stages that trained each part, broadcast over its PP
+// group. The first TP group (PP stage 0, DP rank 0) generates and shares the text.
+func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (string, error) {
+	m := chunks[0]
+	if cfg.PP > 1 || cfg.chunks > 1 || cfg.SequenceParallel {
+		var err error
+		if m, err = wholeModel(ctx, cfg, mesh, chunks, b); err != nil {
+			return "", err
+		}
+	}
+	var text string
+	if c := mesh.Coord(); c.PP == 0 && c.DP == 0 {
+		prompt := tok.Encode(cfg.Prompt)
+		if len(prompt) == 0 {
+			prompt = []int32{tok.Special().EOD}
+		}
+		n := min(cfg.GenTokens, cfg.MaxPositionEmbeddings+1-len(prompt))
+		if n < 1 {
+			return "", fmt.Errorf("--prompt has %d tokens, leaving no room in %d positions", len(prompt), cfg.MaxPositionEmbeddings)
+		}
+		o := nn.GenerateOptions{MaxNewTokens: n, Temperature: cfg.Temperature, TopK: cfg.TopK, Seed: cfg.Seed}
+		if eod := tok.Special().EOD; eod >= 0 {
+			o.EOD = []int32{eod}
+		}
+		out, err := nn.Generate(ctx, m, [][]int32{prompt}, o)
+		if err != nil {
+			return "", err
+		}
+		ids := out[0]
+		if len(ids) > 0 && len(o.EOD) > 0 && ids[len(ids)-1] == o.EOD[0] {
+			ids = ids[:len(ids)-1]
+		}
+		text = tok.Decode(ids)
+	}
+	return text, nil // only world rank 0 prints it
+}
+
+// wholeModel returns this rank's TP shard of the whole model, without sequence
+// parallelism or recomputation, holding the trained parameters: each parameter is
+// broadcast over the PP group from the stage that holds it.
+func wholeModel(ctx context.Context, cfg *config, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (*nn.GPT, error) {
+	whole := &nn.Builder{Dev: b.Dev, DType: b.DType, RNG: b.RNG, TP: b.TP}
+	m, err := nn.NewGPT(whole, chunks[0].Config, nn.Stage{})
+	if err != nil {
+		return nil, err
+	}
+	local := map[string]*nn.Param{}
+	for _, c := range chunks {
+		for _, p := range c.Params() {
+			if !p.Shared {
+				local[p.Name] = p
+			}
+		}
+	}
+	for _, p := range m.Params() {
+		owner, err := ownerStage(p.Name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if owner == mesh.Coord().PP {
+			src, ok := local[p.Name]
+			if !ok {
+				return nil, fmt.Errorf("generation: stage %d should hold %s", owner, p.Name)
+			}
+			p.Tensor.CopyFrom(src.Tensor)
+		}
+		if err := mesh.PP().Broadcast(ctx, p.Tensor, owner); err != nil {
+			return nil, fmt.Errorf("generation: gathering %s: %w", p.Name, err)
+		}
+	}
+	return m, nil
+}
+
+// ownerStage returns the pipeline stage that trains the parameter called name
+// (train.Stages: the embedding on the first stage, the final norm and head on the last).
+func ownerStage(name string, cfg *config) (int, error) {
+	switch {
+	case strings.HasPrefix(name, "embedding."):
+		return 0, nil
+	case strings.HasPrefix(name, "final_norm.") || strings.HasPrefix(name, "output."):
+		return cfg.PP - 1, nil
+	case strings.HasPrefix(name, "layers."):
+		rest := strings.TrimPrefix(name, "layers.")
+		layer, err := strconv.Atoi(rest[:strings.IndexByte(rest+".", '.')])
+		if err != nil {
+			break
+		}
+		for stage := range cfg.PP {
+			for chunk := range cfg.chunks {
+				first, n, err := train.ChunkLayers(cfg.NumLayers, cfg.PP, stage, cfg.chunks, chunk)
+				if err != nil {
+					return 0, err
+				}
+				if layer >= first && layer < first+n {
+					return stage, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("generation: no pipeline stage holds parameter %s", name)
+}
+
+// countParams returns the parameters of the whole model: this rank's shards summed
+// over its model-parallel group, each TP-replicated parameter counted once and a tied
+// embedding's copy not at all.
+func countParams(ctx context.Context, mesh *parallel.Mesh, chunks []*nn.GPT, dev *tensor.Device) (int64, error) {
+	n := 0.0
+	for _, c := range chunks {
+		for _, p := range c.Params() {
+			if !p.Shared && (!p.TPReplicated || mesh.Coord().TP == 0) {
+				n += float64(p.Numel())
+			}
+		}
+	}
+	v := tensor.Scalar(dev, tensor.F64, n)
+	defer v.Release()
+	if err := mesh.MP().AllReduce(ctx, v, parallel.Sum); err != nil {
+		return 0, err
+	}
+	return int64(v.Item()), nil
+}

@@ -1,15 +1,91 @@
-// Package checkpoint will save and load megago training state. It is planned
-// and not yet implemented; this comment records what it will contain (see
-// DESIGN.md).
+// Package checkpoint saves and restores megago training state — model parameters,
+// optimizer state (sharded over DP under the distributed optimizer), learning-rate
+// schedule, loss scaler, data position and seed — from every rank in parallel, and loads
+// it at any other parallel layout. It also imports and exports Hugging Face models
+// (model.safetensors + config.json) and imports Megatron-LM legacy checkpoints; the
+// megago convert command is a thin layer over it.
 //
-//   - Megatron's layout: a directory per iteration (iter_0000100/) plus
-//     latest_checkpointed_iteration.txt.
-//   - Tensors in safetensors files with each shard's global shape and offset
-//     recorded, so a checkpoint written at one (TP, PP, DP) layout can be
-//     loaded at another.
-//   - Crash-safe writes: a temporary name, fsync, then rename, so a crash
-//     never leaves a checkpoint that looks complete but is not.
-//   - Model, optimizer state, LR scheduler, RNG state and data-loader
-//     position, so resuming gives the same losses as not stopping.
-//   - Import and export of Hugging Face and Megatron checkpoints.
+// # Reading order
+//
+//   - save.go: State (what a rank saves), Save and StartSave, and which rank writes what.
+//   - commit.go: PendingSave.Commit and the crash-safe publication of an iteration.
+//   - load.go: Load and LoadOptions; SetParams.
+//   - reshard.go: pieces of global tensors and their runs, the core of resharding.
+//   - manifest.go: Manifest, Layout, FileInfo, the tracker file; shard.go: shard files.
+//   - model.go: Model (architecture and configuration), Compatible, Build, Converter.
+//   - safetensors.go: the safetensors reader (strict) and writer.
+//   - convert.go: ReadGlobal, WriteGlobal and Reshard (offline resharding).
+//   - hf.go: ImportHF, ExportHF, ModelFromHFConfig, ReadSafetensors, WriteSafetensors.
+//   - torch.go, pickle_scan.go: reading torch.save files; megatron.go,
+//     megatron_merge.go: ImportMegatron.
+//
+// # Layout on disk
+//
+// As Megatron's: a directory per iteration plus a tracker file naming the latest.
+//
+//	<dir>/latest_checkpointed_iteration.txt           "100"
+//	<dir>/iter_0000100/manifest.json                  written last
+//	<dir>/iter_0000100/model_tp00_pp000.safetensors   DP rank 0 of each (TP, PP) rank
+//	<dir>/iter_0000100/optim_tp00_pp000_dp000.safetensors
+//
+// Every tensor is stored in safetensors files as a piece of a named global tensor:
+// the file's metadata maps "piece.<name>" to the piece's region of the global tensor
+// (full shape, start and size along each dim: Param.Region, a TP shard) and the range
+// [flat0, flat1) of that region's row-major flattening it holds (all of it, or the part a
+// distributed-optimizer shard holds: Megatron's flattened_range). Model pieces have the
+// region's shape; optimizer pieces (named optimizer.state.<kind>.<parameter>, see
+// optim.State) are flat. A TP-replicated parameter and its state are saved by TP rank 0
+// only, the Shared copy of a tied embedding not at all, optimizer state by DP rank 0
+// (every DP rank under the distributed optimizer), so each element of each global tensor
+// is stored exactly once.
+//
+// The manifest (JSON) records megago's version, the Model, the layout, the iteration,
+// the consumed samples, the seed, the optimizer's scalars (step, loss scaler, schedule;
+// absent for a weights-only checkpoint), the caller's Extra values, and the size and
+// SHA-256 of every file.
+//
+// # Resharding
+//
+// Load needs nothing of the saved layout: for each of this rank's parameters and
+// optimizer state tensors it intersects the target piece (the region its layout gives,
+// and the flat range its optimizer holds) with the stored pieces, run by run, and copies
+// the bytes straight from the memory-mapped files. So TP, PP, DP, the distributed
+// optimizer and the vocabulary padding (PaddedVocab depends on TP) may all differ: the
+// rows of a vocabulary-padded tensor that both layouts have are copied, rows only the
+// target has are zero.
+// Initialization and dropout are keyed by global coordinates (see package tensor), so a
+// resumed run at another layout continues as the saved one would have, up to summation
+// order; at the same layout resuming is exact, bit for bit.
+//
+// # Crash safety
+//
+// Save writes into <dir>/iter_NNNNNNN.staging under temporary names, fsyncs and renames
+// each file; after every rank has reported its files' sizes and checksums (an all-gather
+// over the world), rank 0 writes the manifest the same way, renames the staging
+// directory into place and replaces the tracker file through a fsynced temporary file
+// and a rename, fsyncing the directories. A crash or an error on any rank before the
+// last rename leaves the previous checkpoint as the latest; Load verifies every file it
+// reads against the manifest. StartSave copies the state to host memory and writes it in
+// the background; Commit publishes it.
+//
+// # Conversions
+//
+// ImportHF and ExportHF use the models' nn.HFConverter (GPT-2 or Llama names for a GPT,
+// BertForPreTraining for BERT, T5ForConditionalGeneration) and write safetensors as
+// Hugging Face's reference implementation does, so import followed by export gives the
+// same file byte for byte. ImportMegatron reads iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt
+// (torch.save zip archives read with gopickle's unpickler behind a validating opcode scan)
+// of a GPT with Megatron-core names and local layers, and merges its shards.
+//
+// # Errors
+//
+// Everything read from disk is untrusted: a truncated or corrupt file, a header whose
+// sizes or offsets lie, a missing shard, a checkpoint of another architecture or a
+// malformed pickle is an error that names the file and what is wrong, never a panic or
+// an allocation sized by an unchecked field. Save and Load are collective: every rank
+// gets an error if any rank failed. Caller bugs (a State without a Model, a parameter
+// twice) are errors too, as they may come from configuration.
+//
+// The byte order of stored tensors is little-endian, the host's on every platform megago
+// runs on.
 package checkpoint

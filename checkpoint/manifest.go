@@ -1,0 +1,191 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Names in a checkpoint directory.
+const (
+	// TrackerFile holds the number of the latest complete checkpoint, as in Megatron.
+	TrackerFile = "latest_checkpointed_iteration.txt"
+	// ManifestFile is written last into each iteration's directory.
+	ManifestFile = "manifest.json"
+
+	manifestFormat = "megago-checkpoint"
+	// FormatVersion is the version of the layout this package writes.
+	FormatVersion = 1
+)
+
+// File kinds.
+const (
+	KindModel     = "model"     // model parameters of one (TP, PP) rank
+	KindOptimizer = "optimizer" // optimizer state of one (TP, PP, DP) rank
+)
+
+// IterDir returns the name of iteration it's directory: iter_0000100 for 100.
+func IterDir(it int) string { return fmt.Sprintf("iter_%07d", it) }
+
+// modelFile and optimFile name the shard files of a rank.
+func modelFile(tp, pp int) string { return fmt.Sprintf("model_tp%02d_pp%03d.safetensors", tp, pp) }
+func optimFile(tp, pp, dp int) string {
+	return fmt.Sprintf("optim_tp%02d_pp%03d_dp%03d.safetensors", tp, pp, dp)
+}
+
+var shardFileName = regexp.MustCompile(`^(model_tp\d{2,}_pp\d{3,}|optim_tp\d{2,}_pp\d{3,}_dp\d{3,})\.safetensors$`)
+
+// Manifest describes one saved iteration: what was saved, by which layout, and a
+// checksum of every file. It is written last, after every rank's files are on disk.
+type Manifest struct {
+	Format        string `json:"format"`
+	FormatVersion int    `json:"format_version"`
+	// Version is the megago version that wrote the checkpoint.
+	Version   string `json:"megago_version"`
+	Iteration int    `json:"iteration"`
+	// ConsumedSamples is the data position: samples consumed by all DP ranks together
+	// (data.PretrainingSampler.Consumed when resuming).
+	ConsumedSamples int `json:"consumed_samples"`
+	// Seed is the run's random seed. megago's generators are counter-based and keyed by
+	// the seed and global coordinates (step, sample, element), so the seed with
+	// Iteration and ConsumedSamples is the whole random state.
+	Seed   uint64 `json:"seed"`
+	Model  Model  `json:"model"`
+	Layout Layout `json:"layout"`
+	// Optimizer holds the optimizer's scalars (step count, loss scaler, learning-rate
+	// schedule; see optim.State), or is nil for a weights-only checkpoint.
+	Optimizer map[string]float64 `json:"optimizer,omitempty"`
+	// Files lists every shard file with its kind, size and SHA-256.
+	Files map[string]FileInfo `json:"files"`
+	// Extra holds the caller's own values (State.Extra).
+	Extra map[string]string `json:"extra,omitempty"`
+}
+
+// Layout is the parallel layout a checkpoint was saved at.
+type Layout struct {
+	TP int `json:"tp"`
+	PP int `json:"pp"`
+	DP int `json:"dp"`
+	// DistributedOptimizer is set when the optimizer state was sharded over DP.
+	DistributedOptimizer bool `json:"distributed_optimizer"`
+}
+
+// FileInfo describes one shard file.
+type FileInfo struct {
+	Kind   string `json:"kind"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// validate checks a manifest read from disk.
+func (m *Manifest) validate() error {
+	switch {
+	case m.Format != manifestFormat:
+		return fmt.Errorf("format %q is not %q", m.Format, manifestFormat)
+	case m.FormatVersion < 1 || m.FormatVersion > FormatVersion:
+		return fmt.Errorf("format version %d: this megago reads version %d", m.FormatVersion, FormatVersion)
+	case m.Iteration < 0 || m.ConsumedSamples < 0:
+		return fmt.Errorf("iteration %d, consumed samples %d", m.Iteration, m.ConsumedSamples)
+	case m.Layout.TP < 1 || m.Layout.PP < 1 || m.Layout.DP < 1:
+		return fmt.Errorf("layout %+v", m.Layout)
+	case len(m.Files) == 0:
+		return errors.New("no files")
+	}
+	if _, _, _, err := m.Model.vocab(); err != nil {
+		return err
+	}
+	for name, f := range m.Files {
+		sum, err := hex.DecodeString(f.SHA256)
+		switch {
+		case !shardFileName.MatchString(name):
+			return fmt.Errorf("file name %q", name)
+		case f.Kind != KindModel && f.Kind != KindOptimizer, strings.HasPrefix(name, "model") != (f.Kind == KindModel):
+			return fmt.Errorf("file %s of kind %q", name, f.Kind)
+		case err != nil || len(sum) != 32:
+			return fmt.Errorf("file %s: checksum %q is not a SHA-256", name, f.SHA256)
+		case f.Size < 8:
+			return fmt.Errorf("file %s: size %d", name, f.Size)
+		}
+	}
+	return nil
+}
+
+// ReadManifest reads and validates the manifest of the iteration directory dir.
+func ReadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("checkpoint: %s has no %s: not a complete megago checkpoint", dir, ManifestFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: invalid manifest: %w", path, err)
+	}
+	return &m, nil
+}
+
+// encode returns the manifest as indented JSON.
+func (m *Manifest) encode() []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		panic(fmt.Sprintf("checkpoint: encoding the manifest: %v", err))
+	}
+	return buf.Bytes()
+}
+
+// LatestIteration returns the iteration recorded in dir's tracker file.
+func LatestIteration(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, TrackerFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("checkpoint: no checkpoint in %s (%s missing)", dir, TrackerFile)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	it, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || it < 0 {
+		return 0, fmt.Errorf("checkpoint: %s in %s holds %q, not an iteration number", TrackerFile, dir, bytes.TrimSpace(b))
+	}
+	return it, nil
+}
+
+// iterationDir returns the directory of iteration it of dir (the latest if it < 0).
+// A directory moved aside while a save replaced it (see publish) is used if the new
+// one is missing.
+func iterationDir(dir string, it int) (string, int, error) {
+	if it < 0 {
+		var err error
+		if it, err = LatestIteration(dir); err != nil {
+			return "", 0, err
+		}
+	}
+	d := filepath.Join(dir, IterDir(it))
+	if _, err := os.Stat(d); err != nil {
+		if _, err2 := os.Stat(d + oldSuffix); err2 == nil {
+			return d + oldSuffix, it, nil
+		}
+		return "", 0, fmt.Errorf("checkpoint: iteration %d: %w", it, err)
+	}
+	return d, it, nil
+}
+
+// sortedKeys returns m's keys in increasing order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,220 @@
+package checkpoint
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+
+	megago "megago"
+	"megago/nn"
+	"megago/optim"
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// State is one rank's training state: what Save writes and Load restores. Every rank of
+// the mesh passes its own State; Model, Iteration, ConsumedSamples, Seed and Extra must
+// be the same on all of them (rank 0's are recorded).
+type State struct {
+	// Model names the architecture (GPTModel, BERTModel, T5Model); Load refuses a
+	// checkpoint of another one.
+	Model Model
+	// Params are this rank's parameters (train.Parts.Params()): TP shards of the layers
+	// of its pipeline stage. A Shared copy of a tied embedding is not saved; Load fills
+	// it from the embedding.
+	Params []*nn.Param
+	// Optimizer, if not nil, has its state saved and restored: per-parameter tensors
+	// (sharded over DP under the distributed optimizer), step count, loss scaler and
+	// learning-rate schedule.
+	Optimizer *optim.Optimizer
+	// Iteration is the number of training iterations done.
+	Iteration int
+	// ConsumedSamples is the data position (data.PretrainingSampler.Consumed).
+	ConsumedSamples int
+	// Seed is the run's random seed (dropout and data order are keyed by it and by the
+	// iteration and sample indices, so nothing else of the random state needs saving).
+	Seed uint64
+	// Extra holds the caller's own values, recorded in the manifest.
+	Extra map[string]string
+}
+
+// outPiece is a piece this rank writes: the bytes of a live tensor (t) or a snapshot
+// (raw).
+type outPiece struct {
+	name   string
+	region tensor.Region
+	flat   [2]int
+	dtype  tensor.DType
+	shape  tensor.Shape // the stored tensor's shape: the region's, or [n] for a flat range
+	t      *tensor.Tensor
+	raw    []byte
+}
+
+// snapshot copies the piece's bytes off its tensor.
+func (p *outPiece) snapshot() {
+	if p.t != nil {
+		p.raw, p.t = tensorBytes(p.t), nil
+	}
+}
+
+// stTensor returns the piece as a tensor to write. A live tensor is read in chunks.
+func (p *outPiece) stTensor() stTensor {
+	return stTensor{name: p.name, dtype: p.dtype, shape: p.shape, write: func(w io.Writer) error {
+		if p.t == nil {
+			_, err := w.Write(p.raw)
+			return err
+		}
+		const chunk = 1 << 22 // bytes
+		flat := p.t.Detach().Reshape(p.t.Numel())
+		per := max(chunk/p.dtype.Size(), 1)
+		buf := make([]byte, min(per, flat.Numel())*p.dtype.Size())
+		be := flat.Device().Backend()
+		for off := 0; off < flat.Numel(); off += per {
+			n := min(per, flat.Numel()-off)
+			b := buf[:n*p.dtype.Size()]
+			be.ReadHost(flat.Narrow(0, off, n).Span(), b)
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// rankData is what one rank writes.
+type rankData struct {
+	model, optim           []outPiece
+	writeModel, writeOptim bool
+}
+
+// collect returns the pieces this rank saves: model parameters from DP rank 0, each
+// TP-replicated one from TP rank 0 only, never a Shared copy; optimizer state from DP
+// rank 0, and from the other DP ranks too when it is sharded over DP (the distributed
+// optimizer), with the same exclusions.
+func collect(st *State, c parallel.Coord) (rankData, error) {
+	var d rankData
+	owned := map[string]*nn.Param{}
+	for _, p := range st.Params {
+		if p.Shared {
+			continue
+		}
+		if _, dup := owned[p.Name]; dup {
+			return d, fmt.Errorf("checkpoint: parameter %s appears twice", p.Name)
+		}
+		owned[p.Name] = p
+	}
+	saves := func(name string) bool {
+		p, ok := owned[name]
+		return ok && (p.PartitionDim >= 0 || c.TP == 0)
+	}
+	d.writeModel = c.DP == 0
+	if d.writeModel {
+		for _, name := range sortedKeys(owned) {
+			p := owned[name]
+			if saves(name) {
+				d.model = append(d.model, outPiece{name: name, region: p.Region(), flat: [2]int{0, p.Numel()},
+					dtype: p.DType(), shape: p.Shape().Clone(), t: p.Tensor})
+			}
+		}
+	}
+	if st.Optimizer == nil {
+		return d, nil
+	}
+	covered := map[string]int{}
+	firstKind := ""
+	for _, t := range st.Optimizer.StateDict().Tensors {
+		kind, param, ok := optimKind(t.Name)
+		if !ok {
+			return d, fmt.Errorf("checkpoint: optimizer state %q is not named optimizer.state.<kind>.<param>", t.Name)
+		}
+		if !saves(param) {
+			continue
+		}
+		if firstKind == "" {
+			firstKind = kind
+		}
+		if kind == firstKind {
+			covered[param] += t.Flat[1] - t.Flat[0]
+		}
+		d.optim = append(d.optim, outPiece{name: t.Name, region: t.Region, flat: t.Flat, dtype: t.Tensor.DType(),
+			shape: tensor.Shape{t.Tensor.Numel()}, t: t.Tensor})
+	}
+	sharded := false
+	for name, p := range owned {
+		if saves(name) && covered[name] != p.Numel() && firstKind != "" {
+			sharded = true
+		}
+	}
+	d.writeOptim = c.DP == 0 || sharded
+	if !d.writeOptim {
+		d.optim = nil
+	}
+	slices.SortFunc(d.optim, func(a, b outPiece) int { return cmp.Compare(a.name, b.name) })
+	return d, nil
+}
+
+// manifestOf returns the manifest fields that come from a rank's State (rank 0's are
+// written).
+func manifestOf(st *State) Manifest {
+	m := Manifest{Format: manifestFormat, FormatVersion: FormatVersion, Version: megago.Version,
+		Iteration: st.Iteration, ConsumedSamples: st.ConsumedSamples, Seed: st.Seed, Model: st.Model, Extra: st.Extra}
+	if st.Optimizer != nil {
+		m.Optimizer = st.Optimizer.StateDict().Scalars
+	}
+	return m
+}
+
+// Save writes st of every rank of mesh as iteration st.Iteration of the checkpoint
+// directory dir and publishes it as the latest. Every rank calls it; ranks write their
+// files in parallel, under a staging directory and temporary names, fsynced; once every
+// rank has finished, rank 0 writes the manifest with each file's checksum, renames the
+// staging directory to iter_NNNNNNN and replaces the tracker file atomically. An error or
+// a crash on any rank before that leaves the previous checkpoint as the latest. An
+// existing directory of the same iteration is replaced.
+func Save(ctx context.Context, dir string, mesh *parallel.Mesh, st *State) error {
+	p, err := startSave(ctx, dir, mesh, st, false, nil)
+	if err != nil {
+		return err
+	}
+	return p.Commit(ctx)
+}
+
+// StartSave begins an asynchronous save: it copies this rank's state into host memory
+// and writes it in the background, so training can go on (and change the parameters)
+// meanwhile. Every rank must then call Commit, which waits for the writes and publishes
+// the iteration as Save does; until then the previous checkpoint stays the latest. Call
+// StartSave and Commit at the same point of the sequence of collectives on every rank.
+func StartSave(ctx context.Context, dir string, mesh *parallel.Mesh, st *State) (*PendingSave, error) {
+	return startSave(ctx, dir, mesh, st, true, nil)
+}
+
+// startSave collects the pieces, prepares the staging directory (rank 0) and writes this
+// rank's files, in the background if async.
+func startSave(ctx context.Context, dir string, mesh *parallel.Mesh, st *State, async bool, hook saveHook) (*PendingSave, error) {
+	if err := checkState(st, mesh); err != nil {
+		return nil, err
+	}
+	d, err := collect(st, mesh.Coord())
+	if err != nil {
+		return nil, err
+	}
+	return begin(ctx, dir, mesh, st.Params[0].Device(), manifestOf(st), d, async, hook)
+}
+
+// checkState reports a State or mesh that cannot be saved.
+func checkState(st *State, mesh *parallel.Mesh) error {
+	switch {
+	case st.Model.Arch == "":
+		return fmt.Errorf("checkpoint: State.Model is not set")
+	case len(st.Params) == 0:
+		return fmt.Errorf("checkpoint: State has no parameters")
+	case st.Iteration < 0 || st.ConsumedSamples < 0:
+		return fmt.Errorf("checkpoint: iteration %d and consumed samples %d must be ≥ 0", st.Iteration, st.ConsumedSamples)
+	case mesh.Sizes().CP > 1:
+		return fmt.Errorf("checkpoint: context parallelism (CP = %d) is not implemented", mesh.Sizes().CP)
+	}
+	_, _, _, err := st.Model.vocab()
+	return err
+}

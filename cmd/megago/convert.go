@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"megago/checkpoint"
+	"megago/tensor"
+)
+
+func init() {
+	register(command{
+		name:    "convert",
+		summary: "reshard a checkpoint, or convert it to or from Hugging Face and Megatron-LM",
+		usage: `megago convert [flags] SRC DST
+
+Convert reads the checkpoint SRC and writes DST:
+
+  --from megago --to megago   reshard a megago checkpoint to -tp/-pp, optimizer
+                              state included (any layout can load any other, but
+                              a resharded copy reads fewer files per rank)
+  --from megago --to hf       export the model to a Hugging Face directory
+                              (model.safetensors and config.json): GPT-2, Llama,
+                              BERT (BertForPreTraining) or T5
+  --from hf                   import a Hugging Face directory (to megago: a
+                              weights-only checkpoint at -tp/-pp)
+  --from megatron             import a Megatron-LM legacy checkpoint
+                              (iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt) of a
+                              GPT with Megatron-core names and local layers,
+                              merging its tensor- and pipeline-parallel shards
+
+SRC and DST are directories; a megago or Megatron SRC is the directory holding
+latest_checkpointed_iteration.txt. DST is created.`,
+		run: runConvert,
+	})
+}
+
+// convertFlags are convert's settings.
+type convertFlags struct {
+	from, to       string
+	tp, pp         int
+	iteration      int
+	vocab          int
+	src, dst       string
+	layoutExplicit bool
+}
+
+func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
+	var c convertFlags
+	fs.StringVar(&c.from, "from", "megago", "source format: megago, hf or megatron")
+	fs.StringVar(&c.to, "to", "megago", "destination format: megago or hf")
+	fs.IntVar(&c.tp, "tp", 1, "tensor-parallel size of a megago destination")
+	fs.IntVar(&c.pp, "pp", 1, "pipeline-parallel size of a megago destination")
+	fs.IntVar(&c.iteration, "iteration", 0, "iteration of a megago or Megatron source (0: the latest)")
+	fs.IntVar(&c.vocab, "vocab-size", 0, "Megatron source: the tokenizer's vocabulary size without padding (0: from its arguments, else the padded size)")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	fs.Visit(func(f *flag.Flag) { c.layoutExplicit = c.layoutExplicit || f.Name == "tp" || f.Name == "pp" })
+	if fs.NArg() != 2 {
+		return &usageError{errors.New("convert takes a source and a destination directory")}
+	}
+	c.src, c.dst = fs.Arg(0), fs.Arg(1)
+	if err := c.check(); err != nil {
+		return &usageError{err}
+	}
+	return c.run(ctx, stdout)
+}
+
+// check reports flag combinations convert cannot do.
+func (c *convertFlags) check() error {
+	switch {
+	case c.from != "megago" && c.from != "hf" && c.from != "megatron":
+		return fmt.Errorf("-from %q: want megago, hf or megatron", c.from)
+	case c.to != "megago" && c.to != "hf":
+		return fmt.Errorf("-to %q: want megago or hf", c.to)
+	case c.to == "hf" && c.layoutExplicit:
+		return errors.New("-tp and -pp apply to a megago destination only")
+	case c.tp < 1 || c.pp < 1:
+		return fmt.Errorf("-tp %d and -pp %d must be at least 1", c.tp, c.pp)
+	case c.vocab != 0 && c.from != "megatron":
+		return errors.New("-vocab-size applies to a Megatron source only")
+	case c.iteration < 0 || c.iteration > 0 && c.from == "hf":
+		return fmt.Errorf("-iteration %d: want ≥ 0, for a megago or Megatron source", c.iteration)
+	case c.from == "megago" && c.to == "megago" && c.src == c.dst:
+		return errors.New("resharding in place is not supported: give another destination")
+	}
+	return nil
+}
+
+// run does the conversion and prints a line about it.
+func (c *convertFlags) run(ctx context.Context, stdout io.Writer) error {
+	opts := checkpoint.WriteOptions{TP: c.tp, PP: c.pp, Iteration: c.iteration}
+	if c.from == "megago" && c.to == "megago" {
+		m, err := checkpoint.Reshard(ctx, c.src, c.dst, opts)
+		if err != nil {
+			return err
+		}
+		return c.report(stdout, m.Model, fmt.Sprintf("iteration %d", m.Iteration))
+	}
+	var (
+		model    checkpoint.Model
+		global   map[string]*tensor.Tensor
+		it, used int
+		what     string
+		err      error
+	)
+	switch c.from {
+	case "megago":
+		var m *checkpoint.Manifest
+		if m, global, err = checkpoint.ReadGlobal(c.src, c.iteration); err != nil {
+			return err
+		}
+		model, what = m.Model, fmt.Sprintf("iteration %d saved at TP=%d PP=%d", m.Iteration, m.Layout.TP, m.Layout.PP)
+	case "hf":
+		if model, global, err = checkpoint.ImportHF(c.src); err != nil {
+			return err
+		}
+	case "megatron":
+		var info *checkpoint.MegatronInfo
+		if model, global, info, err = checkpoint.ImportMegatron(c.src, checkpoint.MegatronOptions{Iteration: c.iteration, Vocab: c.vocab}); err != nil {
+			return err
+		}
+		it, used = info.Iteration, info.ConsumedSamples
+		what = fmt.Sprintf("iteration %d saved at TP=%d PP=%d in %v, vocabulary %d of %d padded", info.Iteration, info.TP, info.PP,
+			info.DType, info.Vocab, info.PaddedVocab)
+	}
+	if c.to == "hf" {
+		err = checkpoint.ExportHF(c.dst, model, global)
+	} else {
+		_, err = checkpoint.WriteGlobal(ctx, c.dst, model, global, it, used, opts)
+	}
+	if err != nil {
+		return err
+	}
+	return c.report(stdout, model, what)
+}
+
+// report prints what was converted.
+func (c *convertFlags) report(w io.Writer, m checkpoint.Model, what string) error {
+	layout := ""
+	if c.to == "megago" {
+		layout = fmt.Sprintf(" at TP=%d PP=%d", c.tp, c.pp)
+	}
+	if what != "" {
+		what = " (" + what + ")"
+	}
+	_, err := fmt.Fprintf(w, "converted %s %s%s to %s %s%s: a %s model\n", c.from, c.src, what, c.to, c.dst, layout, m.Arch)
+	return err
+}

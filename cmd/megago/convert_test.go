@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"megago/checkpoint"
+)
+
+// checkpointTestdata holds the reference checkpoints written by
+// checkpoint/testdata/gen.py.
+const checkpointTestdata = "../../checkpoint/testdata"
+
+// A Megatron checkpoint (TP=2) goes to Hugging Face, to a megago checkpoint at TP=2, is
+// resharded to PP=2 and exported to Hugging Face again: both exports hold the same bytes.
+func TestConvertCommandRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	hf1, mg2, mg3, hf2 := filepath.Join(dir, "hf1"), filepath.Join(dir, "tp2"), filepath.Join(dir, "pp2"), filepath.Join(dir, "hf2")
+	for _, args := range [][]string{
+		{"-from", "megatron", "-vocab-size", "50", "-to", "hf", filepath.Join(checkpointTestdata, "megatron", "gpt2_tp2"), hf1},
+		{"-from", "hf", "-tp", "2", hf1, mg2},
+		{"-pp", "2", mg2, mg3},
+		{"-to", "hf", mg3, hf2},
+	} {
+		stdout, stderr, err := run(t, append([]string{"convert"}, args...)...)
+		if err != nil {
+			t.Fatalf("megago convert %v: %v\n%s", args, err, stderr)
+		}
+		if !strings.HasPrefix(stdout, "converted ") || !strings.Contains(stdout, "a gpt model") {
+			t.Errorf("megago convert %v printed %q", args, stdout)
+		}
+	}
+	a, err := os.ReadFile(filepath.Join(hf1, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(hf2, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("the model changed on its way through megago checkpoints (%d and %d bytes)", len(a), len(b))
+	}
+	m, err := checkpoint.ReadManifest(filepath.Join(mg3, checkpoint.IterDir(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Layout.TP != 1 || m.Layout.PP != 2 || m.Optimizer != nil {
+		t.Errorf("resharded manifest: %+v", m)
+	}
+}
+
+func TestConvertCommandUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"a"}, "a source and a destination"},
+		{[]string{"-from", "onnx", "a", "b"}, `-from "onnx"`},
+		{[]string{"-to", "hf", "-tp", "2", "a", "b"}, "megago destination only"},
+		{[]string{"-vocab-size", "3", "a", "b"}, "Megatron source only"},
+		{[]string{"a", "a"}, "in place"},
+	} {
+		_, _, err := run(t, append([]string{"convert"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err) != 2 {
+			t.Errorf("convert %v: %v (exit %d), want a usage error containing %q", tc.args, err, exitCode(err), tc.want)
+		}
+	}
+	_, _, err := run(t, "convert", "-from", "hf", filepath.Join(t.TempDir(), "none"), t.TempDir())
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("a missing source: %v", err)
+	}
+}

@@ -93,6 +93,10 @@ func (cpuBackend) Unary(op UnaryOp, dst, x Span, p float64) {
 
 func unaryKernel[T float](op UnaryOp, dst, x Span, p float64) {
 	xs, ds := load[T](x), output[T](dst)
+	if x32, ok := any(xs).([]float32); ok && unaryF32(op, any(ds).([]float32), x32, p) {
+		store(dst, ds)
+		return
+	}
 	f := unaryFn(op, p)
 	parallelFor(len(ds), 1<<14, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -112,6 +116,11 @@ func (cpuBackend) UnaryBackward(op UnaryOp, dx, x, y, dy Span, p float64) {
 
 func unaryBackwardKernel[T float](op UnaryOp, dx, x, y, dy Span, p float64) {
 	xs, ys, dys, dxs := load[T](x), load[T](y), load[T](dy), output[T](dx)
+	if dy32, ok := any(dys).([]float32); ok &&
+		unaryBackwardF32(op, any(dxs).([]float32), any(xs).([]float32), any(ys).([]float32), dy32, p) {
+		store(dx, dxs)
+		return
+	}
 	g := unaryGrad(op, p)
 	parallelFor(len(dxs), 1<<14, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -126,6 +135,90 @@ func unaryBackwardKernel[T float](op UnaryOp, dx, x, y, dy Span, p float64) {
 		}
 	})
 	store(dx, dxs)
+}
+
+// unaryGrain is the number of elements below which an elementwise loop stays on one
+// goroutine.
+const unaryGrain = 1 << 14
+
+// unaryF32 runs the common ops on float32 data with a tight loop per op (the generic
+// path's results: float64 arithmetic rounded once to float32, GeLU and Exp vectorised by
+// vmath.go), splitting the elements across goroutines at multiples of vmathBlock. It
+// reports false for ops it leaves to the generic path.
+func unaryF32(op UnaryOp, d, x []float32, p float64) bool {
+	var body func(d, x []float32)
+	switch op {
+	case OpGeLUTanh:
+		body = geluTanh
+	case OpExp:
+		body = func(d, x []float32) { expAffine(d, x, 1, 1, 0, 0) }
+	case OpNeg:
+		body = func(d, x []float32) {
+			for i, v := range x[:len(d)] {
+				d[i] = -v
+			}
+		}
+	case OpReLU:
+		body = func(d, x []float32) {
+			for i, v := range x[:len(d)] {
+				d[i] = max(v, 0)
+			}
+		}
+	case OpAddScalar:
+		body = func(d, x []float32) {
+			for i, v := range x[:len(d)] {
+				d[i] = float32(float64(v) + p)
+			}
+		}
+	case OpMulScalar:
+		body = func(d, x []float32) {
+			for i, v := range x[:len(d)] {
+				d[i] = float32(float64(v) * p)
+			}
+		}
+	default:
+		return false
+	}
+	parallelBlocks(len(d), unaryGrain, func(lo, hi int) { body(d[lo:hi], x[lo:hi]) })
+	return true
+}
+
+// unaryBackwardF32 is unaryF32 for UnaryBackward: dx = dy·op'(x). The products of two
+// float32s are exact in float64, so float32 multiplies round them as the generic path does.
+func unaryBackwardF32(op UnaryOp, dx, x, y, dy []float32, p float64) bool {
+	var body func(lo, hi int)
+	switch op {
+	case OpGeLUTanh:
+		body = func(lo, hi int) { geluTanhBackward(dx[lo:hi], x[lo:hi], dy[lo:hi]) }
+	case OpExp:
+		body = func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				dx[i] = dy[i] * y[i]
+			}
+		}
+	case OpReLU:
+		body = func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				g := float32(0)
+				if x[i] > 0 {
+					g = 1
+				}
+				dx[i] = dy[i] * g
+			}
+		}
+	case OpAddScalar:
+		body = func(lo, hi int) { copy(dx[lo:hi], dy[lo:hi]) }
+	case OpMulScalar:
+		body = func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				dx[i] = float32(float64(dy[i]) * p)
+			}
+		}
+	default:
+		return false
+	}
+	parallelBlocks(len(dx), unaryGrain, body)
+	return true
 }
 
 func (cpuBackend) Binary(op BinaryOp, dst, a, b Span) {
@@ -144,6 +237,16 @@ func binaryKernel[T float](op BinaryOp, dst, a, b Span) {
 		store(dst, ds)
 		return
 	}
+	if n := dst.Shape[len(dst.Shape)-1]; len(dst.Shape) > 0 && n > 0 && a.Shape.Equal(dst.Shape) && isRowVector(b.Shape, dst.Shape) {
+		// x + bias: rows of a against one row of b, split by rows.
+		parallelFor(len(ds)/n, max(1, (1<<15)/n), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				binaryRow(op, ds[r*n:(r+1)*n], as[r*n:(r+1)*n], bs, 1, 1)
+			}
+		})
+		store(dst, ds)
+		return
+	}
 	forEachRow(dst.Shape, [][]int{BroadcastStrides(a.Shape, dst.Shape), BroadcastStrides(b.Shape, dst.Shape)},
 		func(d int, offs []int, n int, inner []int) {
 			ia, ib := offs[0], offs[1]
@@ -153,8 +256,24 @@ func binaryKernel[T float](op BinaryOp, dst, a, b Span) {
 	store(dst, ds)
 }
 
+// isRowVector reports whether shape broadcasts to dst as one row repeated: all its dims
+// but a last one equal to dst's are 1.
+func isRowVector(shape, dst Shape) bool {
+	if len(shape) == 0 || len(dst) == 0 || shape[len(shape)-1] != dst[len(dst)-1] {
+		return false
+	}
+	return shape.Numel() == dst[len(dst)-1]
+}
+
 // binaryRow sets d[j] = op(a[j·sa], b[j·sb]).
 func binaryRow[T float](op BinaryOp, d, a, b []T, sa, sb int) {
+	if d32, ok := any(d).([]float32); ok && hasVMathAVX512 && sa == 1 && (sb == 0 || sb == 1) && len(d) >= 16 {
+		// Whole vectors in assembly (float32 arithmetic is exactly rounded either way).
+		n := len(d) &^ 15
+		a32, b32 := any(a).([]float32), any(b).([]float32)
+		binaryF32AVX512(int(op), d32[:n], a32[:n], b32[:max(1, n*sb)], sb)
+		d, a, b = d[n:], a[n:], b[n*sb:]
+	}
 	switch {
 	case sa == 1 && sb == 1:
 		a, b = a[:len(d)], b[:len(d)]

@@ -47,6 +47,11 @@ func causalLimit(shape Shape, r int, causal bool) int {
 
 func softmaxKernel[T float](y, x, mask Span, p SoftmaxParams) {
 	xs, ys := load[T](x), output[T](y)
+	if x32, ok := any(xs).([]float32); ok && mask.Empty() && p.Scale >= 0 {
+		softmaxF32(any(ys).([]float32), x32, x.Shape, p)
+		store(y, ys)
+		return
+	}
 	ms := load[float64](mask)
 	moffs, mstride := rowMaskOffsets(x.Shape, mask)
 	n := x.Shape[len(x.Shape)-1]
@@ -109,6 +114,17 @@ func softmaxBackwardKernel[T float](dx, y, dy Span, p SoftmaxParams) {
 	ys, dys, dxs := load[T](y), load[T](dy), output[T](dx)
 	n := y.Shape[len(y.Shape)-1]
 	rows := y.Numel() / max(n, 1)
+	if y32, ok := any(ys).([]float32); ok && !p.Log { // vectorised (vmath.go), same formulas
+		dy32, dx32 := any(dys).([]float32), any(dxs).([]float32)
+		parallelFor(rows, max(1, 8192/max(n, 1)), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				yr, dyr := y32[r*n:(r+1)*n], dy32[r*n:(r+1)*n]
+				softmaxBwdRow(dx32[r*n:(r+1)*n], yr, dyr, p.Scale, dot(dyr, yr))
+			}
+		})
+		store(dx, dxs)
+		return
+	}
 	parallelFor(rows, max(1, 8192/max(n, 1)), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			yr, dyr, dxr := ys[r*n:(r+1)*n], dys[r*n:(r+1)*n], dxs[r*n:(r+1)*n]
@@ -162,6 +178,14 @@ func normKernel[T float](y, mean, rstd, x, w, b Span, eps float64, rms bool) {
 	means, rstds := output[T](mean), output[T](rstd)
 	c := x.Shape[len(x.Shape)-1]
 	rows := x.Numel() / max(c, 1)
+	if x32, ok := any(xs).([]float32); ok {
+		normF32(any(ys).([]float32), x32, any(ws).([]float32), any(bs).([]float32),
+			any(means).([]float32), any(rstds).([]float32), c, eps, rms)
+		store(y, ys)
+		store(mean, means)
+		store(rstd, rstds)
+		return
+	}
 	parallelFor(rows, max(1, 8192/max(c, 1)), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := xs[r*c:(r+1)*c], ys[r*c:(r+1)*c]
@@ -222,53 +246,67 @@ func normBackwardKernel[T float](dx, dw, db, dy, x, w, mean, rstd Span) {
 	dxs, dws, dbs := output[T](dx), output[T](dw), output[T](db)
 	c := x.Shape[len(x.Shape)-1]
 	rows := x.Numel() / max(c, 1)
-	xhat := func(r, j int) float64 {
-		mu := 0.0
+	rowStats := func(r int) (mu, rs float64) {
 		if means != nil {
 			mu = float64(means[r])
 		}
-		return (float64(xs[r*c+j]) - mu) * float64(rstds[r])
+		return mu, float64(rstds[r])
+	}
+	if x32, ok := any(xs).([]float32); ok {
+		normBackwardF32(any(dxs).([]float32), any(dws).([]float32), any(dbs).([]float32),
+			any(dys).([]float32), x32, any(ws).([]float32), c, means == nil, rowStats)
+		store(dx, dxs)
+		store(dw, dws)
+		store(db, dbs)
+		return
 	}
 	parallelFor(rows, max(1, 8192/max(c, 1)), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
+			xr, dyr, dxr := xs[r*c:(r+1)*c], dys[r*c:(r+1)*c], dxs[r*c:(r+1)*c]
+			mu, rs := rowStats(r)
 			var sg, sgx float64 // Σ dxhat, Σ dxhat·xhat
-			for j := 0; j < c; j++ {
-				g := float64(dys[r*c+j])
+			for j, v := range xr {
+				g := float64(dyr[j])
 				if ws != nil {
 					g *= float64(ws[j])
 				}
 				sg += g
-				sgx += g * xhat(r, j)
+				sgx += g * ((float64(v) - mu) * rs)
 			}
 			sg /= float64(c)
 			sgx /= float64(c)
 			if means == nil {
 				sg = 0 // RMSNorm subtracts no mean
 			}
-			rs := float64(rstds[r])
-			for j := 0; j < c; j++ {
-				g := float64(dys[r*c+j])
+			for j, v := range xr {
+				g := float64(dyr[j])
 				if ws != nil {
 					g *= float64(ws[j])
 				}
-				dxs[r*c+j] = T(rs * (g - sg - xhat(r, j)*sgx))
+				dxr[j] = T(rs * (g - sg - ((float64(v)-mu)*rs)*sgx))
 			}
 		}
 	})
 	if dws != nil || dbs != nil {
+		// Columns split across goroutines; each column sums its rows in order, walking
+		// the rows contiguously.
 		parallelFor(c, 64, func(lo, hi int) {
-			for j := lo; j < hi; j++ {
-				var sw, sb float64
-				for r := 0; r < rows; r++ {
-					g := float64(dys[r*c+j])
-					sw += g * xhat(r, j)
-					sb += g
+			sw, sb := make([]float64, hi-lo), make([]float64, hi-lo)
+			for r := 0; r < rows; r++ {
+				mu, rs := rowStats(r)
+				xr, dyr := xs[r*c+lo:r*c+hi], dys[r*c+lo:r*c+hi]
+				for j, v := range xr {
+					g := float64(dyr[j])
+					sw[j] += g * ((float64(v) - mu) * rs)
+					sb[j] += g
 				}
+			}
+			for j := range sw {
 				if dws != nil {
-					dws[j] = T(sw)
+					dws[lo+j] = T(sw[j])
 				}
 				if dbs != nil {
-					dbs[j] = T(sb)
+					dbs[lo+j] = T(sb[j])
 				}
 			}
 		})
@@ -302,15 +340,21 @@ func (cpuBackend) EmbeddingBackward(dw, dy, ids Span) {
 func embeddingBackwardKernel[T float](dw, dy, ids Span) {
 	dws, dys := load[T](dw), load[T](dy)
 	c, v := dw.Shape[1], dw.Shape[0]
-	for i, id := range indices(ids) {
+	ids64 := indices(ids)
+	for i, id := range ids64 {
 		if id < 0 || id >= v {
 			panic(fmt.Sprintf("tensor: Embedding backward: id %d at position %d out of range [0, %d)", id, i, v))
 		}
-		row, g := dws[id*c:(id+1)*c], dys[i*c:(i+1)*c]
-		for j := range row {
-			row[j] += g[j]
-		}
 	}
+	// Columns split across goroutines; each row of dw gets its ids' rows in order.
+	parallelFor(c, max(16, (1<<15)/max(1, len(ids64))), func(lo, hi int) {
+		for i, id := range ids64 {
+			row, g := dws[id*c+lo:id*c+hi], dys[i*c+lo:i*c+hi]
+			for j := range row {
+				row[j] += g[j]
+			}
+		}
+	})
 	store(dw, dws)
 }
 
@@ -333,6 +377,7 @@ func crossEntropyKernel[T float](loss, lse, logits, targets Span, p CrossEntropy
 			panic(fmt.Sprintf("tensor: CrossEntropy: target %d of row %d out of range [0, %d)", t, r, v))
 		}
 	}
+	x32, is32 := any(xs).([]float32)
 	parallelFor(n, max(1, 8192/max(v, 1)), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			t := ts[r]
@@ -341,15 +386,19 @@ func crossEntropyKernel[T float](loss, lse, logits, targets Span, p CrossEntropy
 				continue
 			}
 			xr := xs[r*v : (r+1)*v]
-			m := math.Inf(-1)
-			var sum float64
-			for _, x := range xr {
-				m = max(m, float64(x))
-				sum += float64(x)
-			}
-			var s float64
-			for _, x := range xr {
-				s += math.Exp(float64(x) - m)
+			var m, sum, s float64
+			if is32 { // vectorised (vmath.go), same formulas
+				m, sum = maxSum(x32[r*v : (r+1)*v])
+				s = expSum(x32[r*v:(r+1)*v], 1, -m)
+			} else {
+				m = math.Inf(-1)
+				for _, x := range xr {
+					m = max(m, float64(x))
+					sum += float64(x)
+				}
+				for _, x := range xr {
+					s += math.Exp(float64(x) - m)
+				}
 			}
 			l := m + math.Log(s)
 			nll := l - float64(xr[t])
@@ -385,6 +434,15 @@ func crossEntropyBackwardKernel[T float](dlogits, logits, targets, lse, dloss Sp
 			}
 			xr := xs[r*v : (r+1)*v]
 			l, g := float64(lses[r]), float64(dls[r])
+			if d32, ok := any(dr).([]float32); ok {
+				// g·(e^(x−l) − eps/V), vectorised, then the target's −(1−eps).
+				x32 := any(xr).([]float32)
+				expAffine(d32, x32, g, 1, -l, -g*eps/float64(v))
+				if t >= 0 && t < v {
+					d32[t] = float32(g * (math.Exp(float64(x32[t])-l) - eps/float64(v) - (1 - eps)))
+				}
+				continue
+			}
 			for j, x := range xr {
 				q := math.Exp(float64(x)-l) - eps/float64(v)
 				if j == t {

@@ -54,8 +54,13 @@
 // The CPU backend computes F64 and integer tensors in float64 and F32, BF16 and F16
 // tensors in float32 (narrow types are widened, computed, and rounded back); row
 // reductions (sums, softmax, norms, cross entropy) accumulate in float64. Work is split
-// across goroutines only between independent rows, so results are identical whatever
-// GOMAXPROCS is.
+// across goroutines only between independent outputs (rows, tiles of a matrix product,
+// aligned blocks of elements), never inside a sum, so results are identical whatever
+// GOMAXPROCS is. The portable Go kernels state the semantics; on amd64, float32 MatMul
+// runs on AVX-512 or AVX2 micro-kernels (gemm.go) and the float32 GeLU, softmax,
+// LayerNorm and cross-entropy loops are vectorised with AVX-512 (vmath.go). These agree
+// with the portable kernels within float32 rounding, not bitwise, so results can differ
+// in the last bits between CPUs with different SIMD features.
 //
 // # Randomness
 //

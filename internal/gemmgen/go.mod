@@ -1,0 +1,3 @@
+module megago/internal/gemmgen
+
+go 1.26.0

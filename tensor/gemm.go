@@ -1,0 +1,505 @@
+package tensor
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The float32 GEMM behind MatMul, in the BLIS/GotoBLAS scheme. The portable kernel in
+// cpu_matmul.go (matmulRef) states the semantics; this file is the fast path:
+//
+//	for pc over K in blocks of kc (always in increasing order):
+//	    for ic over M in blocks of mc:        pack op(A)[ic:ic+mc, pc:pc+kc] into mr-row panels
+//	        for jc over N in blocks of nc:    pack op(B)[pc:pc+kc, jc:jc+nc] into nr-column panels
+//	            for ir in steps of mr:        the A panel (mr×kc) stays in L1
+//	                for jr in steps of nr:    B panels stream from L2
+//	                    micro-kernel: C[ir:ir+mr, jr:jr+nr] (+)= Apanel · Bpanel
+//
+// Packing absorbs the transposes (all four combinations read their operands in place) and
+// pads edge panels with zeros, so the micro-kernel only ever sees full mr×nr tiles; edge
+// tiles of C go through a small scratch tile. When A is not transposed and a goroutine's
+// band of C is narrow (few B panels would share a packed A), full A panels are read in
+// place instead (tileRowA). Goroutines take whole matrices of a batch, or bands of whole
+// tiles of one matrix along its longer side; each packs what its band needs.
+//
+// Numerics: within a kc block each element of C is a chain of fused multiply-adds over k
+// in increasing order, starting from zero; the block's sum is then added to C (or stored,
+// for the first block when not accumulating). The kc blocking depends only on K and the
+// kernel, never on the number of goroutines, which split C into disjoint tiles: results are
+// bitwise identical for any GOMAXPROCS. They differ from matmulRef's (a plain running sum,
+// rounded after every multiply) only by float32 rounding.
+
+// gemmKernel is a micro-kernel and the cache blocking that feeds it.
+type gemmKernel struct {
+	name       string
+	mr, nr     int // register tile: mr rows by nr columns of C
+	kc, mc, nc int // cache blocks: kc of K, mc rows of op(A), nc columns of op(B)
+	// tile sets the mr×nr tile at c (row stride ldc elements) to, or adds to it when
+	// acc != 0, the product of the packed panels a (kc×mr, k-major) and b (kc×nr, k-major).
+	tile func(k int, a, b, c *float32, ldc int, acc int)
+	// tileRowA and tileColA, when set, are tile reading A in place instead of packed:
+	// mr rows lda floats apart with k contiguous (A not transposed), or for each k mr
+	// contiguous values, k steps lda floats apart (A transposed). They save packing A
+	// when few columns of C share it.
+	tileRowA, tileColA func(k int, a *float32, lda int, b, c *float32, ldc int, acc int)
+	// panelA and panelB, when set, pack one panel (mr rows of A, nr columns of B) from an
+	// operand whose k index is contiguous (A not transposed, B transposed):
+	// dst[kk·w + r] = src[r·ld + kk] for kk < k, a multiple of 16, and r < rows ≤ w;
+	// rows past rows are zero (and not read).
+	panelA, panelB func(dst, src *float32, ld, k, rows int)
+	// copyA and copyB, when set, pack several full panels from an operand stored k-major
+	// (A transposed, B not): dst[p·w·k + kk·w + c] = src[kk·ld + p·w + c].
+	copyA, copyB func(dst, src *float32, ld, k, panels int)
+}
+
+// gemmDirectAMaxN is the widest C (columns) for which A, when not transposed, is read in
+// place rather than packed even when its rows are a multiple of 4 KiB apart. Packing costs
+// a pass over A (for C this narrow, shared by few B panels); reading mr rows in place
+// costs cache conflicts when they all map to the same L1 sets, which a row stride of a
+// multiple of 4 KiB (K a multiple of 1024) causes. Other strides are read in place at any
+// N; A transposed (k steps contiguous) always is. All measured on the workload shapes.
+const gemmDirectAMaxN = 256
+
+// gemmBandsPerWorker is how many bands sgemmSplit cuts a matrix into per goroutine. Each
+// band reads all of the shared operand, so fewer bands mean less traffic; more let a
+// goroutine on a slower or busier CPU hold the others up less. 1, 2 and 4, and bands
+// shrinking as they are handed out, measured within a few percent of each other on the
+// workload shapes on 2 threads.
+const gemmBandsPerWorker = 2
+
+// gemmGrain is the amount of work (M·N·K multiply-adds) below which a GEMM is not worth
+// splitting across goroutines.
+const gemmGrain = 1 << 20
+
+// gemmWorker holds one goroutine's packing buffers.
+type gemmWorker struct {
+	apack, bpack []float32
+	tmp          []float32 // one mr×nr tile
+}
+
+// gemmWorkers recycles packing buffers between calls, so a training step does not
+// allocate megabytes per matrix multiply.
+var gemmWorkers = sync.Pool{New: func() any { return new(gemmWorker) }}
+
+// gemmShared recycles the operand that the goroutines splitting one matrix share.
+var gemmShared = sync.Pool{New: func() any { return new([]float32) }}
+
+// gemmPlan is how one matrix product is computed: whether A is read in place, and an
+// operand packed once for all goroutines (nil: each packs its own).
+type gemmPlan struct {
+	directA bool
+	aShared []float32 // all of op(A), packed per kc block: block pc at mPad·pc
+	bShared []float32 // all of op(B), packed per kc block: block pc at nPad·pc
+	mPad    int       // M rounded up to mr
+	nPad    int       // N rounded up to nr
+}
+
+// sgemm computes dst[i] = op(a[i])·op(b[i]) (or dst[i] += ... when p.Accumulate) for each
+// batch i with kernel kern on up to workers goroutines (see gemmWorkersFor). a, b and dst
+// are laid out as MatMulParams describes.
+//
+// Goroutines pull work from a counter (whole matrices of a batch, or bands of one matrix)
+// so that one slowed by a busy machine holds the others up by one band at most. Who
+// computes a tile never changes its value.
+func sgemm(kern *gemmKernel, dst, a, b []float32, p MatMulParams, workers int) {
+	M, N, K := p.M, p.N, p.K
+	if p.Batch == 0 || M == 0 || N == 0 {
+		return
+	}
+	if K == 0 {
+		if !p.Accumulate {
+			clear(dst[:p.Batch*M*N])
+		}
+		return
+	}
+	workers = max(1, workers)
+	plan := gemmPlan{directA: kern.tileRowA != nil && !p.TransA && (N <= gemmDirectAMaxN || K%1024 != 0)}
+	if p.TransA { // k steps of A in place are contiguous: as good as packed at any N
+		plan.directA = kern.tileColA != nil
+	}
+	matrix := func(bi int) (c, a1, b1 []float32) { return dst[bi*M*N:], a[bi*p.StrideA:], b[bi*p.StrideB:] }
+	switch {
+	case workers == 1:
+		w := gemmWorkers.Get().(*gemmWorker)
+		for bi := 0; bi < p.Batch; bi++ {
+			c, a1, b1 := matrix(bi)
+			w.run(kern, c, a1, b1, &p, &plan, 0, M, 0, N)
+		}
+		gemmWorkers.Put(w)
+	case p.Batch >= 2*workers:
+		// Whole matrices per goroutine (attention's batched products).
+		var next atomic.Int64
+		parallelWorkers(workers, func(int) {
+			w := gemmWorkers.Get().(*gemmWorker)
+			for bi := int(next.Add(1) - 1); bi < p.Batch; bi = int(next.Add(1) - 1) {
+				c, a1, b1 := matrix(bi)
+				w.run(kern, c, a1, b1, &p, &plan, 0, M, 0, N)
+			}
+			gemmWorkers.Put(w)
+		})
+	default:
+		for bi := 0; bi < p.Batch; bi++ {
+			c, a1, b1 := matrix(bi)
+			sgemmSplit(kern, c, a1, b1, &p, plan, workers)
+		}
+	}
+}
+
+// sgemmSplit computes one matrix product on several goroutines: it cuts C into bands of
+// whole tiles along its longer side, packs the operand every band needs once (in
+// parallel), and lets the goroutines pull bands.
+func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmPlan, workers int) {
+	M, N, K := p.M, p.N, p.K
+	byCols := N >= M
+	ext, unit := M, kern.mr
+	if byCols {
+		ext, unit = N, kern.nr
+	}
+	band := max(unit, roundUp((ext+gemmBandsPerWorker*workers-1)/(gemmBandsPerWorker*workers), unit))
+	bands := (ext + band - 1) / band
+	workers = min(workers, bands)
+
+	// The shared operand: A's mr-row panels (when C is cut into column bands and A is
+	// not read in place) or B's nr-column panels (row bands), for every kc block.
+	sh := gemmShared.Get().(*[]float32)
+	var shared sharedPack
+	switch {
+	case byCols && !plan.directA:
+		lda := K
+		if p.TransA {
+			lda = M
+		}
+		plan.aShared, plan.mPad = shared.init(sh, M, kern.mr, kern.kc, K, func(dst []float32, i0, i1, pc, kb int) {
+			packA(kern, dst, a, p.TransA, lda, i0, i1-i0, pc, kb)
+		})
+	case !byCols:
+		ldb := N
+		if p.TransB {
+			ldb = K
+		}
+		plan.bShared, plan.nPad = shared.init(sh, N, kern.nr, kern.kc, K, func(dst []float32, j0, j1, pc, kb int) {
+			packB(kern, dst, b, p.TransB, ldb, pc, kb, j0, j1-j0)
+		})
+	}
+
+	// One fork for both phases: goroutines pull panels to pack, wait for the panels
+	// others are packing, then pull bands. A goroutine the OS starts late (waking an idle
+	// CPU can take hundreds of microseconds in a VM) finds less or no packing left.
+	var next atomic.Int64
+	parallelWorkers(workers, func(int) {
+		shared.pack()
+		w := gemmWorkers.Get().(*gemmWorker)
+		for i := int(next.Add(1) - 1); i < bands; i = int(next.Add(1) - 1) {
+			lo, hi := i*band, min(ext, (i+1)*band)
+			if byCols {
+				w.run(kern, c, a, b, p, &plan, 0, M, lo, hi)
+			} else {
+				w.run(kern, c, a, b, p, &plan, lo, hi, 0, N)
+			}
+		}
+		gemmWorkers.Put(w)
+	})
+	gemmShared.Put(sh)
+}
+
+// sharedPack packs all of an operand, n rows (of A) or columns (of B) in w-wide panels
+// for every kc block, by whichever goroutines call pack. Block pc starts at pad·pc, pad
+// being n rounded up to w. The zero value packs nothing.
+type sharedPack struct {
+	data        []float32
+	n, w, kc, k int
+	pad, panels int
+	next, done  atomic.Int64
+	packPanel   func(dst []float32, lo, hi, pc, kb int)
+}
+
+// init sizes *buf for the operand and returns the packed data (filled once pack has
+// returned) and pad. packPanel packs the panels [lo, hi) of block pc into dst.
+func (s *sharedPack) init(buf *[]float32, n, w, kc, k int, packPanel func(dst []float32, lo, hi, pc, kb int)) ([]float32, int) {
+	s.n, s.w, s.kc, s.k, s.packPanel = n, w, kc, k, packPanel
+	s.pad = roundUp(n, w)
+	s.panels = s.pad / w
+	*buf = grow(*buf, s.pad*k)
+	s.data = *buf
+	return s.data, s.pad
+}
+
+// pack packs panels until none is left, then waits until the panels other goroutines
+// took are packed too.
+func (s *sharedPack) pack() {
+	for i := int(s.next.Add(1) - 1); i < s.panels; i = int(s.next.Add(1) - 1) {
+		i0, i1 := i*s.w, min(s.n, (i+1)*s.w)
+		for pc := 0; pc < s.k; pc += s.kc {
+			kb := min(s.kc, s.k-pc)
+			s.packPanel(s.data[s.pad*pc+i0*kb:], i0, i1, pc, kb)
+		}
+		s.done.Add(1)
+	}
+	for s.done.Load() < int64(s.panels) {
+		runtime.Gosched()
+	}
+}
+
+// parallelWorkers runs body(0) … body(n-1) on up to n goroutines (see parallelFor).
+func parallelWorkers(n int, body func(id int)) {
+	parallelFor(n, 1, func(lo, hi int) {
+		for id := lo; id < hi; id++ {
+			body(id)
+		}
+	})
+}
+
+// grow returns s resized to n elements, reallocating when its capacity is short. The
+// data is aligned to 64 bytes (a cache line, an AVX-512 vector).
+func grow(s []float32, n int) []float32 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	buf := make([]float32, n+16)
+	off := int((64 - uintptr(unsafe.Pointer(&buf[0]))%64) % 64 / 4)
+	return buf[off : off+n : off+n]
+}
+
+// run computes rows [m0, m1) and columns [n0, n1) of one matrix product: c is the batch's
+// C (row stride N), a and b its operands; plan says where A and B panels come from.
+func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan *gemmPlan, m0, m1, n0, n1 int) {
+	M, N, K := p.M, p.N, p.K
+	mr, nr := kern.mr, kern.nr
+	lda, ldb := K, N
+	if p.TransA {
+		lda = M
+	}
+	if p.TransB {
+		ldb = K
+	}
+	mc := roundUp(min(kern.mc, m1-m0), mr)
+	nc := roundUp(min(kern.nc, n1-n0), nr)
+	kc := min(kern.kc, K)
+	if plan.aShared == nil {
+		w.apack = grow(w.apack, mc*kc)
+	}
+	if plan.bShared == nil {
+		w.bpack = grow(w.bpack, nc*kc)
+	}
+	w.tmp = grow(w.tmp, mr*nr)
+	for pc := 0; pc < K; pc += kern.kc {
+		kb := min(kern.kc, K-pc)
+		acc := 0
+		if pc > 0 || p.Accumulate {
+			acc = 1
+		}
+		for ic := m0; ic < m1; ic += mc {
+			mb := min(mc, m1-ic)
+			var ad, ap []float32 // A in place from (ic, pc); A's packed panels from row ic
+			switch {
+			case plan.aShared != nil:
+				ap = plan.aShared[plan.mPad*pc+ic*kb:]
+			case plan.directA:
+				ap = w.apack
+				if p.TransA {
+					ad = a[pc*lda+ic:]
+				} else {
+					ad = a[ic*lda+pc:]
+				}
+				full := mb / mr * mr // only a last, partial panel is packed
+				packA(kern, ap[full*kb:], a, p.TransA, lda, ic+full, mb-full, pc, kb)
+			default:
+				ap = w.apack
+				packA(kern, ap, a, p.TransA, lda, ic, mb, pc, kb)
+			}
+			for jc := n0; jc < n1; jc += nc {
+				nb := min(nc, n1-jc)
+				var bp []float32 // B's packed panels from column jc
+				if plan.bShared != nil {
+					bp = plan.bShared[plan.nPad*pc+jc*kb:]
+				} else {
+					bp = w.bpack
+					packB(kern, bp, b, p.TransB, ldb, pc, kb, jc, nb)
+				}
+				w.macro(kern, c[ic*N+jc:], N, ap, bp, ad, lda, p.TransA, mb, nb, kb, acc)
+			}
+		}
+	}
+}
+
+// macro multiplies the packed blocks apack (mb rows) and bpack (nb columns) into the
+// mb×nb block of C at c (row stride ldc). When ad is not nil, the full mr-row panels of A
+// are read in place from ad (A's element (ic, pc) onwards; lda and transA as in A's
+// storage) instead of from apack.
+func (w *gemmWorker) macro(kern *gemmKernel, c []float32, ldc int, apack, bpack, ad []float32, lda int, transA bool, mb, nb, kb, acc int) {
+	mr, nr := kern.mr, kern.nr
+	tmp := w.tmp
+	for ir := 0; ir < mb; ir += mr {
+		ap := &apack[ir*kb]
+		rows := min(mr, mb-ir)
+		inPlace := ad != nil && rows == mr
+		var a0 *float32 // the panel's first element in place
+		switch {
+		case inPlace && transA:
+			_ = ad[(kb-1)*lda+ir+mr-1] // bounds the kernel's reads
+			a0 = &ad[ir]
+		case inPlace:
+			_ = ad[(ir+mr-1)*lda+kb-1]
+			a0 = &ad[ir*lda]
+		}
+		tile := func(bp, cp *float32, ldc, acc int) {
+			switch {
+			case inPlace && transA:
+				kern.tileColA(kb, a0, lda, bp, cp, ldc, acc)
+			case inPlace:
+				kern.tileRowA(kb, a0, lda, bp, cp, ldc, acc)
+			default:
+				kern.tile(kb, ap, bp, cp, ldc, acc)
+			}
+		}
+		for jr := 0; jr < nb; jr += nr {
+			bp := &bpack[jr*kb]
+			cols := min(nr, nb-jr)
+			if rows == mr && cols == nr {
+				cp := c[ir*ldc+jr : ir*ldc+jr+(mr-1)*ldc+nr] // bounds the kernel's writes
+				tile(bp, &cp[0], ldc, acc)
+				continue
+			}
+			tile(bp, &tmp[0], nr, 0)
+			for i := 0; i < rows; i++ {
+				row := c[(ir+i)*ldc+jr : (ir+i)*ldc+jr+cols]
+				t := tmp[i*nr : i*nr+cols]
+				if acc != 0 {
+					for j := range row {
+						row[j] += t[j]
+					}
+				} else {
+					copy(row, t)
+				}
+			}
+		}
+	}
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// packA packs op(A)[i0:i0+m, k0:k0+k] into mr-row panels: element (i, kk) goes to
+// dst[(i/mr)·mr·k + kk·mr + i%mr]; rows past m in the last panel are zero. A is stored
+// M×K (row stride lda) or, when trans, K×M.
+func packA(kern *gemmKernel, dst, a []float32, trans bool, lda, i0, m, k0, k int) {
+	if trans {
+		packRows(dst, a, lda, k0, k, i0, m, kern.mr, kern.copyA)
+	} else {
+		packCols(dst, a, lda, k0, k, i0, m, kern.mr, kern.panelA)
+	}
+}
+
+// packB packs op(B)[k0:k0+k, j0:j0+n] into nr-column panels: element (kk, j) goes to
+// dst[(j/nr)·nr·k + kk·nr + j%nr]; columns past n in the last panel are zero. B is stored
+// K×N (row stride ldb) or, when trans, N×K.
+func packB(kern *gemmKernel, dst, b []float32, trans bool, ldb, k0, k, j0, n int) {
+	if trans {
+		packCols(dst, b, ldb, k0, k, j0, n, kern.nr, kern.panelB)
+	} else {
+		packRows(dst, b, ldb, k0, k, j0, n, kern.nr, kern.copyB)
+	}
+}
+
+// packRows packs a matrix stored k-major (src[kk·ld + j]), rows k0…k0+k-1 and columns
+// j0…j0+n-1, into w-wide panels: dst[(j/w)·w·k + kk·w + j%w]. fast, when set, packs the
+// full panels (see gemmKernel.copyA).
+func packRows(dst, src []float32, ld, k0, k, j0, n, w int, fast func(dst, src *float32, ld, k, panels int)) {
+	full := n / w
+	if fast != nil && full > 0 {
+		_ = src[(k0+k-1)*ld+j0+full*w-1] // the panels lie inside src
+		fast(&dst[0], &src[k0*ld+j0], ld, k, full)
+	} else {
+		for kk := 0; kk < k; kk++ { // row by row of src, which is read in order
+			row := src[(k0+kk)*ld+j0 : (k0+kk)*ld+j0+full*w]
+			for p := 0; p < full; p++ {
+				d, s := dst[p*w*k+kk*w:p*w*k+kk*w+w], row[p*w:p*w+w]
+				for c := range d {
+					d[c] = s[c]
+				}
+			}
+		}
+	}
+	if jp := full * w; jp < n {
+		cols := n - jp
+		d := dst[jp*k : jp*k+w*k]
+		for kk := 0; kk < k; kk++ {
+			row := src[(k0+kk)*ld+j0+jp:]
+			copy(d[kk*w:kk*w+cols], row[:cols])
+			clear(d[kk*w+cols : kk*w+w])
+		}
+	}
+}
+
+// packCols packs a matrix stored with k contiguous (src[j·ld + kk]), columns k0…k0+k-1
+// of rows j0…j0+n-1, into w-wide panels: dst[(j/w)·w·k + kk·w + j%w]. fast, when set,
+// transposes a panel (see gemmKernel.panelA).
+func packCols(dst, src []float32, ld, k0, k, j0, n, w int, fast func(dst, src *float32, ld, k, rows int)) {
+	for jp := 0; jp < n; jp += w {
+		cols := min(w, n-jp)
+		d := dst[jp*k : jp*k+w*k]
+		k0 := k0
+		if fast != nil && k >= 16 {
+			k16 := k &^ 15
+			_ = src[(j0+jp+cols-1)*ld+k0+k16-1] // the panel lies inside src
+			fast(&d[0], &src[(j0+jp)*ld+k0], ld, k16, cols)
+			d, k0 = d[k16*w:], k0+k16
+		}
+		kr := len(d) / w // columns left
+		for j := 0; j < cols; j++ {
+			row := src[(j0+jp+j)*ld+k0 : (j0+jp+j)*ld+k0+kr]
+			for kk, v := range row {
+				d[kk*w+j] = v
+			}
+		}
+		for j := cols; j < w; j++ {
+			for kk := 0; kk < kr; kk++ {
+				d[kk*w+j] = 0
+			}
+		}
+	}
+}
+
+// gemmTileGo is the portable micro-kernel, with the semantics every assembly kernel
+// implements (see gemmKernel.tile): it lets the blocked driver run, and be tested, on any
+// CPU. Whether x*y+t is fused depends on the Go compiler and GOAMD64, so its results may
+// differ from the SIMD kernels' by float32 rounding.
+func gemmTileGo(mr, nr int) func(k int, a, b, c *float32, ldc int, acc int) {
+	return func(k int, a, b, c *float32, ldc int, acc int) {
+		as := unsafe.Slice(a, k*mr)
+		bs := unsafe.Slice(b, k*nr)
+		cs := unsafe.Slice(c, (mr-1)*ldc+nr)
+		t := make([]float32, mr*nr)
+		for kk := 0; kk < k; kk++ {
+			ak, bk := as[kk*mr:kk*mr+mr], bs[kk*nr:kk*nr+nr]
+			for i, x := range ak {
+				ti := t[i*nr : i*nr+nr]
+				for j, y := range bk {
+					ti[j] += x * y
+				}
+			}
+		}
+		for i := 0; i < mr; i++ {
+			row, ti := cs[i*ldc:i*ldc+nr], t[i*nr:i*nr+nr]
+			if acc != 0 {
+				for j := range row {
+					row[j] += ti[j]
+				}
+			} else {
+				copy(row, ti)
+			}
+		}
+	}
+}
+
+// gemmKernelGo runs the blocked driver with the portable micro-kernel. It is slower than
+// matmulRef (which is what CPUs without a SIMD kernel use); it exists so the driver's
+// blocking, packing and splitting are tested on every platform.
+var gemmKernelGo = &gemmKernel{name: "go", mr: 4, nr: 8, kc: 64, mc: 32, nc: 64, tile: gemmTileGo(4, 8)}
+
+// gemmWorkersFor returns the number of goroutines for the product p: GOMAXPROCS, fewer when
+// each would get less than gemmGrain multiply-adds.
+func gemmWorkersFor(p MatMulParams) int {
+	return max(1, min(runtime.GOMAXPROCS(0), p.Batch*p.M*p.N*p.K/gemmGrain))
+}

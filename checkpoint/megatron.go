@@ -40,7 +40,7 @@ type MegatronInfo struct {
 	TP, PP                int
 	PaddedVocab, Vocab    int
 	DType                 tensor.DType // the parameters' dtype
-	DistributedOptimizer  bool // the run used Megatron's distributed optimizer (its state is not read)
+	DistributedOptimizer  bool         // the run used Megatron's distributed optimizer (its state is not read)
 	CheckpointVersion     float64
 	TransformerEngineKeys bool // the state dict used Transformer Engine's fused norm names
 }

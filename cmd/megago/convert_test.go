@@ -51,6 +51,19 @@ func TestConvertCommandRoundTrip(t *testing.T) {
 	if m.Layout.TP != 1 || m.Layout.PP != 2 || m.Optimizer != nil {
 		t.Errorf("resharded manifest: %+v", m)
 	}
+
+	// Megatron straight to megago keeps the iteration and the data position.
+	mg := filepath.Join(dir, "from-megatron")
+	if _, stderr, err := run(t, "convert", "-from", "megatron", "-vocab-size", "50", "-tp", "2",
+		filepath.Join(checkpointTestdata, "megatron", "gpt2_tp2"), mg); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if m, err = checkpoint.ReadManifest(filepath.Join(mg, checkpoint.IterDir(7))); err != nil {
+		t.Fatal(err)
+	}
+	if m.Iteration != 7 || m.ConsumedSamples != 56 || m.Layout.TP != 2 {
+		t.Errorf("manifest of the imported Megatron checkpoint: %+v", m)
+	}
 }
 
 func TestConvertCommandUsage(t *testing.T) {

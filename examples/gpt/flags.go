@@ -61,6 +61,9 @@ type config struct {
 	Temperature float64
 	TopK        int
 
+	// Checkpoints (checkpoint.go).
+	checkpointFlags
+
 	// Derived by check: the world size, DP, micro-batches per step and model chunks per
 	// pipeline rank.
 	world, dp, microbatches, chunks int
@@ -133,6 +136,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.GenTokens, "gen-tokens", 100, "tokens to generate after training (0: none)")
 	fs.Float64Var(&c.Temperature, "temperature", 0.7, "sampling temperature (0: greedy)")
 	fs.IntVar(&c.TopK, "top-k", 40, "sample from the k most likely tokens (0: all)")
+
+	c.checkpointFlags.register(fs)
 
 	fs.StringVar(&c.configFile, "config", "", "JSON file of settings named like the flags (flags override it)")
 	return fs

@@ -159,8 +159,15 @@ func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Com
 		return nil, err
 	}
 
+	// Checkpoint: resume from --load (any layout), or take its weights (checkpoint.go).
+	ckpt := newCheckpointer(cfg, mesh, model, train.GPTParts(chunks), trainer)
+	first, err := ckpt.load(work, corp.train.Len())
+	if err != nil {
+		return nil, err
+	}
+
 	// Data: this DP rank's micro-batches in Megatron's order, assembled ahead.
-	sampler := data.NewPretrainingSampler(corp.train.Len(), 0, cfg.MicroBatchSize, mesh.Coord().DP, cfg.dp)
+	sampler := data.NewPretrainingSampler(corp.train.Len(), ckpt.st.ConsumedSamples, cfg.MicroBatchSize, mesh.Coord().DP, cfg.dp)
 	loader := data.NewLoader(work, sampler.Batches(), data.CollateGPT(corp.train), data.LoaderConfig{})
 	defer loader.Close()
 
@@ -175,12 +182,16 @@ func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Com
 		}
 		defer func() { err = cmp.Or(err, rep.close()) }() // writes the loss curve
 		rep.header(cfg, corp, model, params)
+		ckpt.report(rep)
+	}
+	if cfg.EvalOnly {
+		return evalOnly(work, cfg, corp, ckpt, trainer, chunks, dev, rep)
 	}
 
 	// The loop: one optimizer step per iteration over the global batch.
 	sched, dropout := cfg.schedule(), tensor.NewRNG(cfg.Seed).Named("dropout")
 	sum := &summary{ValidLoss: math.NaN(), Entropy: corp.entropy()}
-	for it := range cfg.TrainIters {
+	for it := first; it < cfg.TrainIters; it++ {
 		stop, err := stopRequested(ctx, work, world, dev)
 		if err != nil {
 			return sum, err
@@ -204,6 +215,9 @@ func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Com
 		}
 		sum.Iterations, sum.Losses = it+1, append(sum.Losses, res.Loss)
 		rep.step(it+1, res, time.Since(t0))
+		if err := ckpt.saved(work, it+1, it+1 == cfg.TrainIters, rep); err != nil {
+			return sum, err
+		}
 
 		if cfg.evalAfter(it + 1) {
 			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err != nil {

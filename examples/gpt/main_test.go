@@ -142,6 +142,7 @@ func TestLayoutsMatchOneRank(t *testing.T) {
 		t.Run(strings.Join(layout, " "), func(t *testing.T) {
 			got, out := runTiny(t, tinyArgs(t, layout...))
 			assert.InDeltaSlice(t, ref.Losses, got.Losses, layoutTol, "training losses")
+			t.Logf("largest training-loss difference to one rank: %.2g", maxDiff(ref.Losses, got.Losses))
 			assert.InDelta(t, ref.ValidLoss, got.ValidLoss, layoutTol, "validation loss")
 			assert.Contains(t, out, "generated from the prompt")
 		})
@@ -219,4 +220,12 @@ func TestMixedPrecision(t *testing.T) {
 			assert.False(t, math.IsNaN(sum.ValidLoss))
 		})
 	}
+}
+
+func maxDiff(a, b []float64) float64 {
+	d := 0.0
+	for i := range min(len(a), len(b)) {
+		d = math.Max(d, math.Abs(a[i]-b[i]))
+	}
+	return d
 }

@@ -58,6 +58,7 @@ func (c *config) check(world int) error {
 	errs = append(errs, c.checkLayout(world)...)
 	errs = append(errs, c.checkOptimizer()...)
 	errs = append(errs, c.checkModel()...)
+	errs = append(errs, c.checkpointFlags.check()...)
 	switch c.DistributedBackend {
 	case "tcp", "gloo":
 	case "nccl":

@@ -76,6 +76,7 @@ const gemmGrain = 1 << 20
 // gemmWorker holds one goroutine's packing buffers.
 type gemmWorker struct {
 	apack, bpack []float32
+	cpad         []float32 // a band of C with padded rows (see run)
 	tmp          []float32 // one mr×nr tile
 }
 
@@ -284,6 +285,22 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 		w.bpack = grow(w.bpack, nc*kc)
 	}
 	w.tmp = grow(w.tmp, mr*nr)
+
+	// C's element (i, j) is at cd[(i-ci)·ldc + j-cj]: in place, or, when C's rows are a
+	// multiple of 4 KiB apart and visited once per kc block, in a band with padded rows
+	// (a tile's rows would otherwise share L1 sets, evicting the A panel each visit).
+	cd, ldc, ci, cj := c, N, 0, 0
+	padded := N%1024 == 0 && K > kern.kc
+	if padded {
+		ldc = roundUp(n1-n0, 16) + 16
+		w.cpad = grow(w.cpad, (m1-m0)*ldc)
+		cd, ci, cj = w.cpad, m0, n0
+		if p.Accumulate {
+			for i := m0; i < m1; i++ {
+				copy(cd[(i-m0)*ldc:(i-m0)*ldc+n1-n0], c[i*N+n0:i*N+n1])
+			}
+		}
+	}
 	for pc := 0; pc < K; pc += kern.kc {
 		kb := min(kern.kc, K-pc)
 		acc := 0
@@ -318,8 +335,13 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 					bp = w.bpack
 					packB(kern, bp, b, p.TransB, ldb, pc, kb, jc, nb)
 				}
-				w.macro(kern, c[ic*N+jc:], N, ap, bp, ad, lda, p.TransA, mb, nb, kb, acc)
+				w.macro(kern, cd[(ic-ci)*ldc+jc-cj:], ldc, ap, bp, ad, lda, p.TransA, mb, nb, kb, acc)
 			}
+		}
+	}
+	if padded {
+		for i := m0; i < m1; i++ {
+			copy(c[i*N+n0:i*N+n1], cd[(i-m0)*ldc:(i-m0)*ldc+n1-n0])
 		}
 	}
 }

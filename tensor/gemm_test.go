@@ -126,6 +126,25 @@ func gemmShapes(r *rand.Rand) []MatMulParams {
 	return ps
 }
 
+// checkedCase is a product with its exact result, against which the reference kernel
+// has been checked.
+type checkedCase struct {
+	g           gemmCase
+	want, scale []float64
+}
+
+func newCheckedCases(t *testing.T, r *rand.Rand, ps []MatMulParams) []checkedCase {
+	t.Helper()
+	var cases []checkedCase
+	for _, p := range ps {
+		g := newGemmCase(r, p)
+		want, scale := g.want()
+		checkGemm(t, "reference", g, g.runRef(), want, scale)
+		cases = append(cases, checkedCase{g, want, scale})
+	}
+	return cases
+}
+
 // checkGemm compares got with the exact product: a blocked sum of k products in float32
 // (fused or not) is within (k+2)·u·Σ|a·b| of it (the +2 covers adding the block sum to an
 // accumulated dst).
@@ -143,13 +162,11 @@ func checkGemm(t *testing.T, what string, g gemmCase, got []float32, want, scale
 func TestSgemmMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 1))
 	shapes := gemmShapes(r)
+	cases := newCheckedCases(t, r, shapes)
 	for _, k := range testGemmKernels() {
 		t.Run(k.name, func(t *testing.T) {
-			for _, p := range shapes {
-				g := newGemmCase(r, p)
-				want, scale := g.want()
-				checkGemm(t, "reference", g, g.runRef(), want, scale)
-				checkGemm(t, k.name, g, g.run(k, 1), want, scale)
+			for _, c := range cases {
+				checkGemm(t, k.name, c.g, c.g.run(k, 1), c.want, c.scale)
 			}
 		})
 	}
@@ -169,18 +186,18 @@ func TestSgemmBatchedAndAccumulate(t *testing.T) {
 					MatMulParams{Batch: 2, M: m, N: n, K: k, StrideA: 0, StrideB: 0, TransA: ta, TransB: tb, Accumulate: acc},
 					MatMulParams{Batch: 2, M: m, N: n, K: k, StrideA: m*k + 5, StrideB: k*n + 3, TransA: ta, TransB: tb, Accumulate: acc},
 					MatMulParams{Batch: 1, M: 30, N: 70, K: 50, TransA: ta, TransB: tb, Accumulate: acc},
+					// C's rows 4 KiB apart and K over a kc block: C goes through a padded band.
+					MatMulParams{Batch: 1, M: 3, N: 1024, K: 400, TransA: ta, TransB: tb, Accumulate: acc},
 				)
 			}
 		}
 	}
+	cases := newCheckedCases(t, r, ps)
 	for _, k := range testGemmKernels() {
 		t.Run(k.name, func(t *testing.T) {
-			for _, p := range ps {
-				g := newGemmCase(r, p)
-				want, scale := g.want()
-				checkGemm(t, "reference", g, g.runRef(), want, scale)
-				checkGemm(t, k.name, g, g.run(k, 1), want, scale)
-				checkGemm(t, k.name+"/3 workers", g, g.run(k, 3), want, scale)
+			for _, c := range cases {
+				checkGemm(t, k.name, c.g, c.g.run(k, 1), c.want, c.scale)
+				checkGemm(t, k.name+"/3 workers", c.g, c.g.run(k, 3), c.want, c.scale)
 			}
 		})
 	}

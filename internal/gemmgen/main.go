@@ -313,12 +313,48 @@ func (g *gen) transPrologue(name string, w, shift int) {
 	g.label(name + "_loop")
 }
 
+// packTrans12 is packTrans for 12-row panels by 4×4 transposes within the 128-bit lanes
+// (rows 4g…4g+3 of 16 columns), storing each column's 12 floats as three aligned 16-byte
+// pieces: a 16×16 transpose would waste a quarter of its work on absent rows and store
+// 64 bytes at a 48-byte stride, splitting cache lines.
+func (g *gen) packTrans12(name string) {
+	const w = 12
+	g.transPrologue(name, w, 4)
+	g.p("MOVQ SI, R9")
+	g.loadRows(name+"_h0", "Z", 12, 0, w)
+	for grp := 0; grp < 3; grp++ {
+		r := 4 * grp
+		g.p("VUNPCKLPS Z%d, Z%d, Z12", r+1, r)
+		g.p("VUNPCKHPS Z%d, Z%d, Z13", r+1, r)
+		g.p("VUNPCKLPS Z%d, Z%d, Z14", r+3, r+2)
+		g.p("VUNPCKHPS Z%d, Z%d, Z15", r+3, r+2)
+		g.p("VUNPCKLPD Z14, Z12, Z16") // column 4L
+		g.p("VUNPCKHPD Z14, Z12, Z17") // column 4L+1
+		g.p("VUNPCKLPD Z15, Z13, Z18") // column 4L+2
+		g.p("VUNPCKHPD Z15, Z13, Z19") // column 4L+3
+		for q := 0; q < 4; q++ {
+			for lane := 0; lane < 4; lane++ {
+				off := (4*lane+q)*w*4 + grp*16
+				if lane == 0 {
+					g.p("VMOVUPS X%d, %d(DI)", 16+q, off)
+				} else {
+					g.p("VEXTRACTF32X4 $%d, Z%d, %d(DI)", lane, 16+q, off)
+				}
+			}
+		}
+	}
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $%d, DI", 16*w*4)
+	g.p("DECQ CX")
+	g.p("JNE %s_loop", name)
+	g.label(name + "_done")
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
 // packTrans emits func name(dst, src *float32, ld, k, rows int): it packs a panel of w
-// rows of src (row stride ld floats; w is 32, two halves of 16, or 12) over k columns (a
-// multiple of 16) k-major: dst[kk·w + r] = src[r·ld + kk], rows r ≥ rows zero and not
-// read. The 12-row form stores 16 floats per column, the next column overwriting the
-// extra 4 (the last column of a block stores exactly 12): no masked stores, which are
-// slow on some CPUs.
+// rows of src (row stride ld floats; w a multiple of 16) over k columns (a multiple of
+// 16) k-major: dst[kk·w + r] = src[r·ld + kk], rows r ≥ rows zero and not read.
 func (g *gen) packTrans(name string, w int) {
 	g.transPrologue(name, w, 4)
 	halves := (w + 15) / 16
@@ -330,16 +366,6 @@ func (g *gen) packTrans(name string, w int) {
 		g.loadRows(fmt.Sprintf("%s_h%d", name, h), "Z", 16, 16*h, w)
 		out := g.transpose16()
 		for c := 0; c < 16; c++ {
-			switch {
-			case w == 12 && c < 15: // 16 floats; the next column overwrites the 4 extra
-				g.p("VMOVUPS Z%d, %d(DI)", out[c], c*w*4)
-				continue
-			case w == 12:
-				g.p("VMOVUPS Y%d, %d(DI)", out[c], c*w*4)
-				g.p("VEXTRACTF32X4 $2, Z%d, X%d", out[c], out[0])
-				g.p("VMOVUPS X%d, %d(DI)", out[0], c*w*4+32)
-				continue
-			}
 			g.p("VMOVUPS Z%d, %d(DI)", out[c], c*w*4+h*64)
 		}
 	}
@@ -487,7 +513,7 @@ func main() {
 		g.kernel(k)
 	}
 	g.packTrans("sgemmPackTrans32AVX512", 32)
-	g.packTrans("sgemmPackTrans12AVX512", 12)
+	g.packTrans12("sgemmPackTrans12AVX512")
 	g.packCopy("sgemmPackCopy32AVX512", 32)
 	g.packCopy("sgemmPackCopy12AVX512", 12)
 	g.packTrans8("sgemmPackTrans16AVX2", 16)

@@ -19,10 +19,12 @@ import (
 //
 // Packing absorbs the transposes (all four combinations read their operands in place) and
 // pads edge panels with zeros, so the micro-kernel only ever sees full mr×nr tiles; edge
-// tiles of C go through a small scratch tile. When A is not transposed and a goroutine's
-// band of C is narrow (few B panels would share a packed A), full A panels are read in
-// place instead (tileRowA). Goroutines take whole matrices of a batch, or bands of whole
-// tiles of one matrix along its longer side; each packs what its band needs.
+// tiles of C go through a small scratch tile. Full A panels are read in place instead of
+// packed (tileRowA, tileColA) when that measured faster: A transposed, or A's rows not a
+// multiple of 4 KiB apart, or C narrow (gemmDirectAMaxN). C whose rows are a multiple of
+// 4 KiB apart is computed in a padded band and copied out. Goroutines pull whole matrices
+// of a batch, or bands of whole tiles of one matrix along its longer side; the operand
+// all bands share is packed once, by the goroutines together (sgemmSplit).
 //
 // Numerics: within a kc block each element of C is a chain of fused multiply-adds over k
 // in increasing order, starting from zero; the block's sum is then added to C (or stored,

@@ -1,0 +1,129 @@
+package tensor
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// Packing for the SGEMM of gemm.go: op(A) into mr-row panels and op(B) into nr-column
+// panels, k-major, zero-padded; the assembly fast paths are gemmKernel's panelA, panelB,
+// copyA and copyB.
+
+// packA packs op(A)[i0:i0+m, k0:k0+k] into mr-row panels: element (i, kk) goes to
+// dst[(i/mr)·mr·k + kk·mr + i%mr]; rows past m in the last panel are zero. A is stored
+// M×K (row stride lda) or, when trans, K×M.
+func packA(kern *gemmKernel, dst, a []float32, trans bool, lda, i0, m, k0, k int) {
+	if trans {
+		packRows(dst, a, lda, k0, k, i0, m, kern.mr, kern.copyA)
+	} else {
+		packCols(dst, a, lda, k0, k, i0, m, kern.mr, kern.panelA)
+	}
+}
+
+// packB packs op(B)[k0:k0+k, j0:j0+n] into nr-column panels: element (kk, j) goes to
+// dst[(j/nr)·nr·k + kk·nr + j%nr]; columns past n in the last panel are zero. B is stored
+// K×N (row stride ldb) or, when trans, N×K.
+func packB(kern *gemmKernel, dst, b []float32, trans bool, ldb, k0, k, j0, n int) {
+	if trans {
+		packCols(dst, b, ldb, k0, k, j0, n, kern.nr, kern.panelB)
+	} else {
+		packRows(dst, b, ldb, k0, k, j0, n, kern.nr, kern.copyB)
+	}
+}
+
+// packRows packs a matrix stored k-major (src[kk·ld + j]), rows k0…k0+k-1 and columns
+// j0…j0+n-1, into w-wide panels: dst[(j/w)·w·k + kk·w + j%w]. fast, when set, packs the
+// full panels (see gemmKernel.copyA).
+func packRows(dst, src []float32, ld, k0, k, j0, n, w int, fast func(dst, src *float32, ld, k, panels int)) {
+	full := n / w
+	if fast != nil && full > 0 {
+		_ = src[(k0+k-1)*ld+j0+full*w-1] // the panels lie inside src
+		fast(&dst[0], &src[k0*ld+j0], ld, k, full)
+	} else {
+		for kk := 0; kk < k; kk++ { // row by row of src, which is read in order
+			row := src[(k0+kk)*ld+j0 : (k0+kk)*ld+j0+full*w]
+			for p := 0; p < full; p++ {
+				d, s := dst[p*w*k+kk*w:p*w*k+kk*w+w], row[p*w:p*w+w]
+				for c := range d {
+					d[c] = s[c]
+				}
+			}
+		}
+	}
+	if jp := full * w; jp < n {
+		cols := n - jp
+		d := dst[jp*k : jp*k+w*k]
+		for kk := 0; kk < k; kk++ {
+			row := src[(k0+kk)*ld+j0+jp:]
+			copy(d[kk*w:kk*w+cols], row[:cols])
+			clear(d[kk*w+cols : kk*w+w])
+		}
+	}
+}
+
+// packCols packs a matrix stored with k contiguous (src[j·ld + kk]), columns k0…k0+k-1
+// of rows j0…j0+n-1, into w-wide panels: dst[(j/w)·w·k + kk·w + j%w]. fast, when set,
+// transposes a panel (see gemmKernel.panelA).
+func packCols(dst, src []float32, ld, k0, k, j0, n, w int, fast func(dst, src *float32, ld, k, rows int)) {
+	for jp := 0; jp < n; jp += w {
+		cols := min(w, n-jp)
+		d := dst[jp*k : jp*k+w*k]
+		k0 := k0
+		if fast != nil && k >= 16 {
+			k16 := k &^ 15
+			_ = src[(j0+jp+cols-1)*ld+k0+k16-1] // the panel lies inside src
+			fast(&d[0], &src[(j0+jp)*ld+k0], ld, k16, cols)
+			d, k0 = d[k16*w:], k0+k16
+		}
+		kr := len(d) / w // columns left
+		for j := 0; j < cols; j++ {
+			row := src[(j0+jp+j)*ld+k0 : (j0+jp+j)*ld+k0+kr]
+			for kk, v := range row {
+				d[kk*w+j] = v
+			}
+		}
+		for j := cols; j < w; j++ {
+			for kk := 0; kk < kr; kk++ {
+				d[kk*w+j] = 0
+			}
+		}
+	}
+}
+
+// sharedPack packs all of an operand, n rows (of A) or columns (of B) in w-wide panels
+// for every kc block, by whichever goroutines call pack. Block pc starts at pad·pc, pad
+// being n rounded up to w. The zero value packs nothing.
+type sharedPack struct {
+	data        []float32
+	n, w, kc, k int
+	pad, panels int
+	next, done  atomic.Int64
+	packPanel   func(dst []float32, lo, hi, pc, kb int)
+}
+
+// init sizes *buf for the operand and returns the packed data (filled once pack has
+// returned) and pad. packPanel packs the panels [lo, hi) of block pc into dst.
+func (s *sharedPack) init(buf *[]float32, n, w, kc, k int, packPanel func(dst []float32, lo, hi, pc, kb int)) ([]float32, int) {
+	s.n, s.w, s.kc, s.k, s.packPanel = n, w, kc, k, packPanel
+	s.pad = roundUp(n, w)
+	s.panels = s.pad / w
+	*buf = grow(*buf, s.pad*k)
+	s.data = *buf
+	return s.data, s.pad
+}
+
+// pack packs panels until none is left, then waits until the panels other goroutines
+// took are packed too.
+func (s *sharedPack) pack() {
+	for i := int(s.next.Add(1) - 1); i < s.panels; i = int(s.next.Add(1) - 1) {
+		i0, i1 := i*s.w, min(s.n, (i+1)*s.w)
+		for pc := 0; pc < s.k; pc += s.kc {
+			kb := min(s.kc, s.k-pc)
+			s.packPanel(s.data[s.pad*pc+i0*kb:], i0, i1, pc, kb)
+		}
+		s.done.Add(1)
+	}
+	for s.done.Load() < int64(s.panels) {
+		runtime.Gosched()
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -73,9 +74,9 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*c
 	}
 	gc := data.GPTConfig{SeqLen: c.SeqLength, Seed: c.Seed, Split: c.Split, EOD: tok.Special().EOD,
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}
-	nTrain := c.TrainIters * c.GlobalBatchSize
-	nValid := max(c.EvalIters*c.GlobalBatchSize, 1)
-	if corp.train, err = corp.split(ctx, data.SplitTrain, nTrain, weights, gc); err == nil {
+	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize
+	corp.train, err = corp.split(ctx, data.SplitTrain, nTrain, weights, gc)
+	if err == nil && nValid > 0 {
 		corp.valid, err = corp.split(ctx, data.SplitValid, nValid, weights, gc)
 	}
 	if err != nil {
@@ -182,10 +183,10 @@ func maxTokenID(ds *data.IndexedDataset) int64 {
 
 // The default corpus: a fixed quarter of the non-test, hand-written .go files of the
 // local Go installation's standard library (GOROOT/src without cmd, vendor and testdata
-// trees), one document per file. It is tokenized once and cached under
-// CACHE/gosrc-VERSION-HASH, where HASH covers the Go version, the tokenizer and every
-// selected file's path and contents, so a different installation or tokenizer gets a
-// corpus of its own.
+// trees), one document per file, in a fixed pseudo-random order. It is tokenized once
+// and cached under CACHE/gosrc-VERSION-HASH, where HASH covers the Go version, the
+// tokenizer and every selected file's path and contents, so a different installation or
+// tokenizer gets a corpus of its own.
 const (
 	corpusSample  = 4       // keep the files whose path hashes to 0 mod corpusSample
 	corpusMaxFile = 100_000 // bytes; larger files are mostly tables
@@ -251,12 +252,12 @@ func goInstallation() (root, version string, err error) {
 	return root, version, nil
 }
 
-// goSourceFiles lists the default corpus's files (relative to root/src, sorted) and
-// returns them with the cache key and their total size.
+// goSourceFiles lists the default corpus's files (relative to root/src, in a fixed
+// shuffled order) and returns them with the cache key and their total size.
 func goSourceFiles(root, version string, c *config) (files []string, key string, size int64, err error) {
 	src := filepath.Join(root, "src")
 	h := sha256.New()
-	fmt.Fprintf(h, "megago gosrc v1\n%s\n%s %s %s\n", version, c.TokenizerType, c.VocabFile, c.MergeFile)
+	fmt.Fprintf(h, "megago gosrc v2\n%s\n%s %s %s\n", version, c.TokenizerType, c.VocabFile, c.MergeFile)
 	err = filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -287,13 +288,20 @@ func goSourceFiles(root, version string, c *config) (files []string, key string,
 	if len(files) == 0 {
 		return nil, "", 0, fmt.Errorf("no Go sources under %s for the default corpus; give --data-path", src)
 	}
+	// Megatron's --split takes contiguous runs of documents; in path order the validation
+	// split would be a few packages (syscall tables, time, unicode), so shuffle the files.
+	sort.Slice(files, func(i, j int) bool { return pathHash(files[i], "order") < pathHash(files[j], "order") })
 	return files, hex.EncodeToString(h.Sum(nil))[:12], size, nil
 }
 
-func sampled(rel string) bool {
-	h := fnv.New32a()
-	h.Write([]byte(filepath.ToSlash(rel)))
-	return h.Sum32()%corpusSample == 0
+// sampled reports whether the file at rel belongs to the default corpus.
+func sampled(rel string) bool { return pathHash(rel, "sample")%corpusSample == 0 }
+
+// pathHash is a hash of a file's path (with /) and a purpose.
+func pathHash(rel, purpose string) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s:%s", purpose, filepath.ToSlash(rel))
+	return h.Sum64()
 }
 
 // generated reports whether a Go file says it was generated (tables, syscall numbers).

@@ -10,12 +10,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"megago/data"
 )
 
 // mainEnv makes the test binary run main instead of the tests, so the launch test can
@@ -228,4 +231,25 @@ func maxDiff(a, b []float64) float64 {
 		d = math.Max(d, math.Abs(a[i]-b[i]))
 	}
 	return d
+}
+
+// TestOwnDataBlend trains on two datasets of one's own, blended with Megatron's
+// weight-prefix syntax (--data-path 0.7 A 0.3 B).
+func TestOwnDataBlend(t *testing.T) {
+	dir := t.TempDir()
+	tok := data.GoSourceBPE()
+	var prefixes []string
+	for i, file := range []string{"strings/strings.go", "bytes/bytes.go"} {
+		b, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "src", file))
+		if err != nil {
+			t.Skipf("needs the Go sources: %v", err)
+		}
+		prefix := filepath.Join(dir, fmt.Sprint("part", i))
+		writeDataset(t, prefix, tok.Encode(string(b)))
+		prefixes = append(prefixes, prefix)
+	}
+	sum, out := runTiny(t, tinyArgs(t, "--data-path", "0.7", prefixes[0], "0.3", prefixes[1], "--split", "1,0,0",
+		"--eval-iters", "0", "--train-iters", "3"))
+	assert.Equal(t, 3, sum.Iterations)
+	assert.Contains(t, out, "data: --data-path 0.7 "+prefixes[0]+" 0.3 "+prefixes[1])
 }

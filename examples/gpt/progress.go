@@ -225,9 +225,12 @@ func (r *report) finish(sum *summary, corp *corpus) {
 	r.printf("done: %d iterations in %s (%s tokens, %s tok/s overall)\n", sum.Iterations, clock(sum.Wall),
 		thousands(float64(r.consumed)), thousands(tokS))
 	if !math.IsNaN(sum.ValidLoss) {
-		h := corp.entropy()
-		r.printf("validation loss %.4f (perplexity %.2f): %.2f nats below the unigram entropy of the training tokens, %.3f\n",
-			sum.ValidLoss, math.Exp(sum.ValidLoss), h-sum.ValidLoss, h)
+		h, where := corp.entropy(), "below"
+		if sum.ValidLoss > h {
+			where = "above"
+		}
+		r.printf("validation loss %.4f (perplexity %.2f): %.2f nats %s the unigram entropy of the training tokens, %.3f\n",
+			sum.ValidLoss, math.Exp(sum.ValidLoss), math.Abs(h-sum.ValidLoss), where, h)
 	}
 	r.printf("metrics: %s, TensorBoard: %s, loss curve: %s\n", r.metrics.f.Name(), filepath.Dir(r.tb.Path()), r.plot)
 	r.curve.entropy = corp.entropy()

@@ -59,6 +59,9 @@ func (c *config) check(world int) error {
 	errs = append(errs, c.checkOptimizer()...)
 	errs = append(errs, c.checkModel()...)
 	errs = append(errs, c.checkpointFlags.check()...)
+	if c.EvalOnly && c.EvalIters < 1 {
+		bad("--eval-only needs --eval-iters of at least 1")
+	}
 	switch c.DistributedBackend {
 	case "tcp", "gloo":
 	case "nccl":

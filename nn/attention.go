@@ -190,15 +190,29 @@ func (a *CrossAttention) Params() []*Param { return collect(a.Q, a.KV, a.Proj) }
 // Forward attends x [B, Tq, C] to mem [B, Tk, C] (both [B, T/tp, C] under sequence
 // parallelism) and returns x's shape. m.Causal should be false.
 func (a *CrossAttention) Forward(p *Pass, x, mem *tensor.Tensor, m AttentionMask) *tensor.Tensor {
+	k, v := a.MemoryKV(p, mem)
+	return a.ForwardKV(p, x, k, v, m)
+}
+
+// MemoryKV projects mem [B, Tk, C] to this rank's keys and values, [B, G/tp, Tk, HS]
+// each: what Forward attends to, computed once per encoder output during generation.
+func (a *CrossAttention) MemoryKV(p *Pass, mem *tensor.Tensor) (k, v *tensor.Tensor) {
+	c := a.cfg
+	kv := a.KV.Forward(p, mem) // [B, Tk, G/tp·2·HS]
+	b, tk, gl := kv.Dim(0), kv.Dim(1), c.KVHeads/a.tp.Size()
+	parts := tensor.Split(kv.Reshape(b, tk, gl, 2, c.HeadSize), 3, 1, 1)
+	k = parts[0].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3) // [B, G/tp, Tk, HS]
+	v = parts[1].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3)
+	return k, v
+}
+
+// ForwardKV attends x [B, Tq, C] to the keys and values k, v [B, G/tp, Tk, HS] that
+// MemoryKV made, and returns x's shape.
+func (a *CrossAttention) ForwardKV(p *Pass, x, k, v *tensor.Tensor, m AttentionMask) *tensor.Tensor {
 	c := a.cfg
 	q := a.Q.Forward(p, x) // [B, Tq, NH·HS/tp]
 	b, tq := q.Dim(0), q.Dim(1)
 	q = q.Reshape(b, tq, q.Dim(2)/c.HeadSize, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, Tq, HS]
-	kv := a.KV.Forward(p, mem)                                                // [B, Tk, G/tp·2·HS]
-	tk, gl := kv.Dim(1), c.KVHeads/a.tp.Size()
-	parts := tensor.Split(kv.Reshape(b, tk, gl, 2, c.HeadSize), 3, 1, 1)
-	k := parts[0].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3) // [B, G/tp, Tk, HS]
-	v := parts[1].Reshape(b, tk, gl, c.HeadSize).Permute(0, 2, 1, 3)
 	per := c.Heads / c.KVHeads
 	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp)
 	return a.Proj.Forward(p, out)

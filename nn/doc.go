@@ -38,6 +38,10 @@
 //     MLP drops out the activation before fc2 (MLP.Dropout), as Hugging Face's T5 does.
 //   - generate.go, generate_sample.go: Generate and GenerateOptions (greedy, temperature,
 //     top-k and top-p sampling with a KV cache, under TP).
+//   - t5_generate.go: T5Decoding and GenerateT5: the encoder run once, each decoder
+//     layer's cross-attention keys and values of its output computed once
+//     (CrossAttention.MemoryKV, LayerInput.CrossKV), the decoder one token at a time with
+//     a self-attention KV cache.
 //   - hf.go and *_hf.go: HFConverter (each model's Hugging Face names and layouts) and
 //     LoadGlobal.
 //

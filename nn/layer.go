@@ -62,6 +62,10 @@ type LayerInput struct {
 	Memory *tensor.Tensor
 	// Cache holds this layer's past keys and values during generation (nil otherwise).
 	Cache *KVCache
+	// CrossKV, if not nil, holds the cross-attention's keys and values of the encoder
+	// output (CrossAttention.MemoryKV), computed once for generation; Memory is then
+	// unused.
+	CrossKV *KVCache
 }
 
 // Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.
@@ -70,10 +74,13 @@ func (l *TransformerLayer) Forward(p *Pass, x *tensor.Tensor, in LayerInput) *te
 		return l.Attn.Forward(p, h, in.Self, in.Cache)
 	})
 	if l.Cross != nil {
-		if in.Memory == nil {
+		if in.Memory == nil && in.CrossKV == nil {
 			panic(fmt.Sprintf("nn: %s: decoder layer without encoder memory", l.name))
 		}
 		x = l.residual(p, x, l.NormCross, "cross", func(h *tensor.Tensor) *tensor.Tensor {
+			if in.CrossKV != nil {
+				return l.Cross.ForwardKV(p, h, in.CrossKV.K, in.CrossKV.V, in.Cross)
+			}
 			return l.Cross.Forward(p, h, in.Memory, in.Cross)
 		})
 	}

@@ -63,7 +63,7 @@ func layerRunner(r Recompute) layerFunc {
 // activations are recomputed in backward. With a KV cache (generation, no backward) it
 // runs l directly, since recomputation would append to the cache twice.
 func recomputedLayer(l *TransformerLayer, p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor {
-	if in.Cache != nil {
+	if in.Cache != nil || in.CrossKV != nil {
 		return l.Forward(p, x, in)
 	}
 	ins, rebuild := layerInputs(x, in)

@@ -1,17 +1,25 @@
-// Package cuda will be megago's NVIDIA GPU backend. It is planned and not yet
-// implemented; this comment records what it will contain (see DESIGN.md).
+// Package cuda is megago's NVIDIA GPU backend. Its pieces, in reading order:
 //
-//   - Bindings to libcuda, cuBLASLt, NVRTC and NCCL opened at run time with
-//     github.com/ebitengine/purego, so the module builds with CGO_ENABLED=0
-//     and no CUDA toolkit. A missing library is an error value (ErrNoDevice,
-//     naming the libraries tried), never a crash or a build failure.
-//   - A caching allocator behind tensor's memory scopes.
-//   - cuBLASLt GEMMs and fused kernels written in CUDA C, embedded with
-//     go:embed, compiled by NVRTC on first use and cached on disk. Each fused
-//     kernel has a CPU twin in the CPU backend that GPU tests compare against.
-//   - An NCCL implementation of parallel.Comm, bootstrapped over the same
-//     rendezvous as the TCP transport.
+//   - errors.go, find.go: ErrNoDevice, LoadError and Error; Library and SearchEnv, the
+//     search for libcuda, NVRTC, cuBLASLt and NCCL at run time.
 //
-// Package cuda registers itself with package tensor, as database/sql drivers
-// do.
+// # Finding the libraries
+//
+// Nothing is linked at build time: the module builds with CGO_ENABLED=0 and no CUDA
+// toolkit, and the libraries are opened with github.com/ebitengine/purego when a device
+// is opened. Each library is looked for under the file names of CUDA 13, 12 and 11
+// (libnvrtc.so.13, .so.12, .so.11.2; libcublasLt.so.13/12/11; libnccl.so.2;
+// libcuda.so.1), newest first, in MEGAGO_CUDA_LIBS, CUDA_HOME (and CUDA_PATH,
+// CUDA_ROOT), LD_LIBRARY_PATH, the nvidia/*/lib folders of Python wheels, the system's
+// folders and finally through the system loader (Library.Dirs has the exact order). The
+// driver library is never taken from the toolkit or a wheel, which ship only a stub of
+// it. A library that cannot be found or opened is a *LoadError wrapping ErrNoDevice
+// that lists the names looked for, the folders looked in and why each file found failed
+// to open.
+//
+// # Errors
+//
+// Everything the machine can cause (a missing library or device, a failed CUDA call) is
+// an error value: ErrNoDevice (test with errors.Is) or an *Error naming the library,
+// the function and CUDA's own name and description of the result code.
 package cuda

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"megago"
+	"megago/nn"
+	"megago/optim"
+	"megago/parallel"
+	"megago/tensor"
+)
+
+func init() {
+	register(command{
+		name:    "bench",
+		summary: "time training steps of a GPT (the peer of bench/torch_gpt.py)",
+		usage: `megago bench gpt [flags]
+
+Bench gpt times full training steps (zero grad, forward, cross entropy,
+backward, AdamW update) of a GPT-2 style model on random tokens, on one rank,
+and prints one JSON line with the same fields as PyTorch's bench/torch_gpt.py
+(ms_step_median, ms_fwd_median, ms_bwd_median, ms_update_median, tokens_per_s,
+model_gflop_per_step, gflops, ...) plus peak_rss_mb, so the two can be run
+back to back and divided. Progress goes to stderr.
+
+The model: pre-LayerNorm blocks, tanh GeLU MLP of 4C, learned positions,
+causal attention, final LayerNorm, output layer tied to the word embedding, the
+vocabulary padded to a multiple of --pad-vocab; AdamW (β 0.9/0.999, ε 1e-8)
+over fp32 flat buffers, without gradient clipping. Model FLOPs per step are
+tokens × (6·N + 12·L·T·C) with N = 12·L·C² + Vp·C (BENCHMARKS.md); gflops is
+that divided by the median step time.
+
+The workloads of BENCHMARKS.md:
+
+  megago bench gpt --layers 4 --dim 256 --heads 4 --vocab 8192 --seq 256 --batch 8 --steps 20   # W2
+  megago bench gpt --layers 12 --dim 768 --heads 12 --vocab 50257 --block 1024 --seq 64 --batch 4 --steps 10   # W1
+
+bench/compare.sh runs them beside PyTorch and prints the ratios.`,
+		run: runBench,
+	})
+}
+
+// benchConfig holds the flags of megago bench gpt, named as bench/torch_gpt.py names
+// them.
+type benchConfig struct {
+	Layers, Dim, Heads, Vocab, Seq, Batch int
+	Steps, Warmup, Block, PadVocab        int
+	Threads                               int
+	LR, WD                                float64
+	Seed                                  uint64
+	CPUProfile                            string // a pprof CPU profile of the timed steps
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	workload := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		workload, args = args[0], args[1:]
+	}
+	var c benchConfig
+	fs.IntVar(&c.Layers, "layers", 12, "transformer layers L")
+	fs.IntVar(&c.Dim, "dim", 768, "hidden size C")
+	fs.IntVar(&c.Heads, "heads", 12, "attention heads")
+	fs.IntVar(&c.Vocab, "vocab", 50257, "vocabulary size V")
+	fs.IntVar(&c.Seq, "seq", 64, "sequence length T")
+	fs.IntVar(&c.Batch, "batch", 4, "batch size B")
+	fs.IntVar(&c.Steps, "steps", 10, "timed steps (the median is reported)")
+	fs.IntVar(&c.Warmup, "warmup", 2, "untimed warm-up steps")
+	fs.IntVar(&c.Block, "block", 0, "position table size; 0 means --seq")
+	fs.IntVar(&c.PadVocab, "pad-vocab", 128, "pad the vocabulary to a multiple of this; 1 means no padding")
+	fs.IntVar(&c.Threads, "threads", 2, "threads (GOMAXPROCS); 0 keeps Go's default")
+	fs.Float64Var(&c.LR, "lr", 1e-4, "AdamW learning rate")
+	fs.Float64Var(&c.WD, "wd", 0, "AdamW weight decay")
+	fs.Uint64Var(&c.Seed, "seed", 1337, "seed of the weights and the random tokens")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the timed steps to this file")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if workload != "gpt" {
+		return &usageError{fmt.Errorf("want the workload gpt (megago bench gpt --layers 4 ...), not %q", workload)}
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return &usageError{err}
+	}
+	if c.Threads > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.Threads))
+	}
+	res, err := benchGPT(ctx, c, stderr)
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", line)
+	return err
+}
+
+func (c benchConfig) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", c.Layers}, {"dim", c.Dim}, {"heads", c.Heads}, {"vocab", c.Vocab}, {"seq", c.Seq},
+		{"batch", c.Batch}, {"steps", c.Steps}, {"pad-vocab", c.PadVocab}} {
+		if f.v < 1 {
+			return fmt.Errorf("bench gpt: --%s %d must be at least 1", f.name, f.v)
+		}
+	}
+	switch {
+	case c.Warmup < 0:
+		return fmt.Errorf("bench gpt: --warmup %d must not be negative", c.Warmup)
+	case c.Dim%c.Heads != 0:
+		return fmt.Errorf("bench gpt: --dim %d not divisible by --heads %d", c.Dim, c.Heads)
+	case c.Block != 0 && c.Block < c.Seq:
+		return fmt.Errorf("bench gpt: --block %d shorter than --seq %d", c.Block, c.Seq)
+	case !(c.LR > 0):
+		return fmt.Errorf("bench gpt: --lr %v must be positive", c.LR)
+	}
+	return nil
+}
+
+// benchResult is the JSON line of megago bench gpt: bench/torch_gpt.py's fields, with
+// "system" megago-cpu and the Go version in place of torch's.
+type benchResult struct {
+	System          string  `json:"system"`
+	Megago          string  `json:"megago"`
+	Go              string  `json:"go"`
+	Threads         int     `json:"threads"`
+	Layers          int     `json:"layers"`
+	Dim             int     `json:"dim"`
+	Heads           int     `json:"heads"`
+	Vocab           int     `json:"vocab"`
+	VocabPadded     int     `json:"vocab_padded"`
+	Block           int     `json:"block"`
+	Seq             int     `json:"seq"`
+	Batch           int     `json:"batch"`
+	TokensPerStep   int     `json:"tokens_per_step"`
+	Params          int     `json:"params"`
+	ParamsMatmul    int     `json:"params_matmul"`
+	Steps           int     `json:"steps"`
+	Warmup          int     `json:"warmup"`
+	MsStepMedian    float64 `json:"ms_step_median"`
+	MsStepMin       float64 `json:"ms_step_min"`
+	MsStepMax       float64 `json:"ms_step_max"`
+	MsFwdMedian     float64 `json:"ms_fwd_median"`
+	MsBwdMedian     float64 `json:"ms_bwd_median"`
+	MsUpdateMedian  float64 `json:"ms_update_median"`
+	TokensPerS      float64 `json:"tokens_per_s"`
+	ModelGFLOPPerSt float64 `json:"model_gflop_per_step"`
+	GFLOPS          float64 `json:"gflops"`
+	FirstLoss       float64 `json:"first_loss"`
+	LastLoss        float64 `json:"last_loss"`
+	PeakRSSMB       float64 `json:"peak_rss_mb"`
+}
+
+// benchGPT builds the model and runs c.Warmup+c.Steps timed steps.
+func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult, error) {
+	block := c.Block
+	if block == 0 {
+		block = c.Seq
+	}
+	cfg := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{NumLayers: c.Layers, Hidden: c.Dim, Heads: c.Heads,
+		Vocab: c.Vocab, MaxPosition: block, Bias: true}, VocabMultiple: c.PadVocab}
+	dev := tensor.NewCPU()
+	b := &nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(c.Seed).Named("init"), TP: parallel.Self()}
+	model, err := nn.NewGPT(b, cfg, nn.WholeModel(c.Layers))
+	if err != nil {
+		return nil, err
+	}
+	opt, err := optim.New(model.Params(), optim.Config{Rule: optim.AdamW{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
+		LR: c.LR, WeightDecay: c.WD})
+	if err != nil {
+		return nil, err
+	}
+
+	// Random tokens, one batch per step, drawn before timing as torch_gpt.py does.
+	rng := rand.New(rand.NewPCG(c.Seed, 0))
+	n := c.Warmup + c.Steps
+	ids, labels := make([][]int64, n), make([][]int64, n)
+	for s := range n {
+		ids[s], labels[s] = make([]int64, c.Batch*c.Seq), make([]int64, c.Batch*c.Seq)
+		for i := range c.Batch {
+			row := make([]int64, c.Seq+1)
+			for j := range row {
+				row[j] = rng.Int64N(int64(c.Vocab))
+			}
+			copy(ids[s][i*c.Seq:], row[:c.Seq])
+			copy(labels[s][i*c.Seq:], row[1:])
+		}
+	}
+
+	var tot, fwd, bwd, upd []float64
+	var losses []float64
+	for s := range n {
+		if s == c.Warmup && c.CPUProfile != "" {
+			stop, err := startCPUProfile(c.CPUProfile)
+			if err != nil {
+				return nil, err
+			}
+			defer stop()
+		}
+		scope := dev.NewScope()
+		x := tensor.FromSlice(dev, ids[s], c.Batch, c.Seq)
+		y := tensor.FromSlice(dev, labels[s], c.Batch, c.Seq)
+		t0 := time.Now()
+		opt.ZeroGrad()
+		p := &nn.Pass{Ctx: ctx, Train: true, RNG: tensor.NewRNG(c.Seed).Named("dropout")}
+		loss, _ := model.Loss(p, model.Forward(p, x, nil), y)
+		t1 := time.Now()
+		loss.Backward()
+		t2 := time.Now()
+		if _, err := opt.Step(ctx); err != nil {
+			scope.Close()
+			return nil, fmt.Errorf("bench gpt: step %d: %w", s, err)
+		}
+		t3 := time.Now()
+		lv := loss.Item()
+		scope.Close()
+		losses = append(losses, lv)
+		fmt.Fprintf(progress, "step %d loss %.4f total %.1f ms (fwd %.1f bwd %.1f upd %.1f)\n", s, lv,
+			ms(t3.Sub(t0)), ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t3.Sub(t2)))
+		if s >= c.Warmup {
+			tot, fwd = append(tot, ms(t3.Sub(t0))), append(fwd, ms(t1.Sub(t0)))
+			bwd, upd = append(bwd, ms(t2.Sub(t1))), append(upd, ms(t3.Sub(t2)))
+		}
+	}
+
+	vp := model.Vp
+	nmm := 12*c.Layers*c.Dim*c.Dim + vp*c.Dim
+	tokens := c.Batch * c.Seq
+	flops := float64(tokens) * float64(6*nmm+12*c.Layers*c.Seq*c.Dim)
+	params := 0
+	for _, p := range model.Params() {
+		params += p.Tensor.Numel()
+	}
+	med := median(tot)
+	return &benchResult{
+		System: "megago-cpu", Megago: megago.Version, Go: runtime.Version(), Threads: runtime.GOMAXPROCS(0),
+		Layers: c.Layers, Dim: c.Dim, Heads: c.Heads, Vocab: c.Vocab, VocabPadded: vp, Block: block,
+		Seq: c.Seq, Batch: c.Batch, TokensPerStep: tokens, Params: params, ParamsMatmul: nmm,
+		Steps: c.Steps, Warmup: c.Warmup,
+		MsStepMedian: round2(med), MsStepMin: round2(slices.Min(tot)), MsStepMax: round2(slices.Max(tot)),
+		MsFwdMedian: round2(median(fwd)), MsBwdMedian: round2(median(bwd)), MsUpdateMedian: round2(median(upd)),
+		TokensPerS: round1(float64(tokens) / med * 1e3), ModelGFLOPPerSt: round3(flops / 1e9),
+		GFLOPS:    round2(flops / med / 1e6),
+		FirstLoss: round4(losses[0]), LastLoss: round4(losses[len(losses)-1]),
+		PeakRSSMB: round1(peakRSSMB()),
+	}, nil
+}
+
+// startCPUProfile starts a pprof CPU profile written to path by the returned stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench gpt: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench gpt: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// median returns the median of xs (the mean of the middle two for an even count, as
+// Python's statistics.median does). It panics if xs is empty.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// roundTo rounds x to the nearest multiple of 1/scale, so that JSON prints it short.
+func roundTo(x, scale float64) float64 { return math.Round(x*scale) / scale }
+func round1(x float64) float64         { return roundTo(x, 10) }
+func round2(x float64) float64         { return roundTo(x, 100) }
+func round3(x float64) float64         { return roundTo(x, 1000) }
+func round4(x float64) float64         { return roundTo(x, 10000) }

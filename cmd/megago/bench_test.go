@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestBenchGPT runs a tiny megago bench gpt and checks its JSON line against
+// bench/torch_gpt.py's field names and the model-FLOP formula of BENCHMARKS.md.
+func TestBenchGPT(t *testing.T) {
+	stdout, stderr, err := run(t, "bench", "gpt", "--layers", "2", "--dim", "16", "--heads", "2", "--vocab", "50",
+		"--seq", "8", "--batch", "2", "--steps", "3", "--warmup", "1", "--pad-vocab", "64", "--lr", "1e-2")
+	if err != nil {
+		t.Fatalf("megago bench gpt: %v\n%s", err, stderr)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout)
+	}
+	// The fields of torch_gpt.py's line that do not name PyTorch itself.
+	for _, k := range []string{"system", "threads", "layers", "dim", "heads", "vocab", "vocab_padded", "block",
+		"seq", "batch", "tokens_per_step", "params", "params_matmul", "steps", "warmup", "ms_step_median",
+		"ms_step_min", "ms_step_max", "ms_fwd_median", "ms_bwd_median", "ms_update_median", "tokens_per_s",
+		"model_gflop_per_step", "gflops", "first_loss", "last_loss"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("JSON has no field %q", k)
+		}
+	}
+	// L=2, C=16, Vp=64, T=8, 16 tokens: N = 12·2·16² + 64·16 = 7168 weights in matrix
+	// multiplies; FLOPs = 16·(6·7168 + 12·2·8·16) = 737,280.
+	want := map[string]float64{"vocab_padded": 64, "params_matmul": 7168, "tokens_per_step": 16, "block": 8,
+		"model_gflop_per_step": 0.001} // 737,280 rounded to 3 decimals of a GFLOP
+	for k, v := range want {
+		if res[k] != v {
+			t.Errorf("%s = %v, want %v", k, res[k], v)
+		}
+	}
+	// GPT-2's params: wte 64·16 + wpe 8·16 + 2 layers·(12C²+13C) + final norm 2C.
+	if got, want := res["params"], float64(64*16+8*16+2*(12*16*16+13*16)+2*16); got != want {
+		t.Errorf("params = %v, want %v", got, want)
+	}
+	// At initialization (std 0.02) the logits are near zero: the loss is about ln 50.
+	if l := res["first_loss"].(float64); math.Abs(l-math.Log(50)) > 0.05 {
+		t.Errorf("first loss %v, want about ln 50 = %.4f", l, math.Log(50))
+	}
+	if n := strings.Count(stderr, "\n"); n != 4 {
+		t.Errorf("progress has %d lines, want one per step (4):\n%s", n, stderr)
+	}
+	for _, k := range []string{"ms_step_median", "tokens_per_s", "gflops", "peak_rss_mb"} {
+		if v, _ := res[k].(float64); !(v > 0) {
+			t.Errorf("%s = %v, want > 0", k, res[k])
+		}
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench"},
+		{"bench", "bert"},
+		{"bench", "gpt", "--dim", "10", "--heads", "3"},
+		{"bench", "gpt", "--seq", "16", "--block", "8"},
+		{"bench", "gpt", "--steps", "0"},
+	} {
+		if _, _, err := run(t, args...); err == nil {
+			t.Errorf("megago %s succeeded, want an error", strings.Join(args, " "))
+		}
+	}
+}

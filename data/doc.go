@@ -53,8 +53,13 @@
 // SentencePiece's Viterbi, checked against python3-sentencepiece), NullTokenizer, and
 // "gosource-bpe" (GoSourceBPE: the 8192-id example vocabulary in data/vocab, trained on
 // Go standard-library sources). BPETrainer and TrainBPE make a GPT-2-format vocabulary
-// from any corpus; GPT2BPE.WriteFiles writes it for Megatron as well. Tokenizers are
-// immutable after construction and safe for concurrent use.
+// from any corpus; GPT2BPE.WriteFiles writes it for Megatron as well. AddSpecialTokens
+// appends special tokens a vocabulary lacks (AddedTokens: encoded where their names
+// occur in text); ForT5 appends what T5 span corruption needs — a pad token, the
+// sentinels <extra_id_0>, <extra_id_1>, ... in order, EOS being the EOD — and is what
+// TokenizerConfig.VocabExtraIDs (--vocab-extra-ids) does for tokenizers Megatron does not
+// extend (GPT-2 BPE, gosource-bpe, NullTokenizer). Tokenizers are immutable after
+// construction and safe for concurrent use.
 //
 // # Datasets
 //
@@ -71,7 +76,10 @@
 // until their context ends, so no communicator is needed. BlendedDataset mixes datasets
 // by Megatron's greedy weights (BlendSizes, BlendIndices). BERTDataset builds sentence
 // pairs [CLS] A [SEP] B [SEP] with a sentence-order target and whole-word n-gram
-// masking (15%, 80/10/10); T5Dataset does span corruption with sentinels. Random
+// masking (15%, 80/10/10); T5Dataset does span corruption with sentinels. T5's
+// decoder starts with BOS, or with the padding id when the tokenizer has no BOS — T5's
+// SentencePiece vocabularies and ForT5's have none — as Hugging Face's T5 does
+// (decoder_start_token_id = pad_token_id; Megatron requires a BOS). Random
 // choices come from PCG streams keyed by (seed, purpose, index) — not NumPy's MT19937,
 // so permutations differ from Megatron's while every other property holds — and
 // BERT/T5 masking is keyed by the global sample index, so a sample does not depend on

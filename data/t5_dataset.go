@@ -32,8 +32,10 @@ type T5Config struct {
 	// IsContinuation reports whether a token continues the word before it, for
 	// whole-word masking; nil makes every token a word.
 	IsContinuation func(id int32) bool
-	// Special gives BOS, EOS, the padding id and the sentinels, which bound the number of
-	// spans per sample; all are required.
+	// Special gives EOS, the padding id and the sentinels (which bound the number of spans
+	// per sample), all required, and BOS, the decoder's start: when it is -1 (T5's
+	// SentencePiece vocabularies have none) the padding id starts the decoder, as Hugging
+	// Face's T5 does (decoder_start_token_id = pad_token_id).
 	Special SpecialIDs
 	// Name identifies the source in the cache key (see GPTConfig.Name).
 	Name string
@@ -65,9 +67,9 @@ func (c T5Config) Validate() error {
 		return fmt.Errorf("data: T5Config.MaxSpan = %d, want ≥ 1", c.MaxSpan)
 	case !(c.ShortSeqProb >= 0 && c.ShortSeqProb <= 1):
 		return fmt.Errorf("data: T5Config.ShortSeqProb = %v, want in [0, 1]", c.ShortSeqProb)
-	case c.Special.BOS < 0 || c.Special.EOS < 0 || c.Special.Pad < 0 || len(c.Special.Sentinels) == 0:
-		return fmt.Errorf("data: T5Config.Special needs BOS, EOS, Pad and sentinels, got %d, %d, %d and %d sentinels",
-			c.Special.BOS, c.Special.EOS, c.Special.Pad, len(c.Special.Sentinels))
+	case c.Special.EOS < 0 || c.Special.Pad < 0 || len(c.Special.Sentinels) == 0:
+		return fmt.Errorf("data: T5Config.Special needs EOS, Pad and sentinels, got %d, %d and %d sentinels",
+			c.Special.EOS, c.Special.Pad, len(c.Special.Sentinels))
 	}
 	_, err := ParseSplit(c.Split)
 	return err
@@ -87,11 +89,12 @@ type T5Dataset struct {
 //
 // Each masked span (whole words, never overlapping) is replaced in the encoder input by
 // one sentinel, sentinels being used in order; with spans in order of position,
-// Labels = Σ (sentinel_k + span_k) + [EOS] and DecInput = [BOS] + Σ (sentinel_k + span_k),
-// that is Labels shifted right by one.
+// Labels = Σ (sentinel_k + span_k) + [EOS] and DecInput = [start] + Σ (sentinel_k + span_k),
+// that is Labels shifted right by one, where start is BOS, or Pad when there is no BOS
+// (see T5Config.Special).
 type T5Sample struct {
 	EncTokens      []int32   // [Te] the corrupted text, then padding
-	DecInput       []int32   // [Td] [BOS] + Σ(sentinel + span), then padding
+	DecInput       []int32   // [Td] [start] + Σ(sentinel + span), then padding
 	Labels         []int32   // [Td] Σ(sentinel + span) + [EOS], then −1
 	LossMask       []float32 // [Td] 1 on real labels
 	EncPaddingMask []int32   // [Te] 1 on real tokens
@@ -111,6 +114,15 @@ func NewT5Dataset(ctx context.Context, src TokenSource, part Split, numSamples i
 		return nil, err
 	}
 	return &T5Dataset{src: src, cfg: cfg, rows: rows}, nil
+}
+
+// DecoderStart returns the first decoder input of every sample: BOS, or Pad when the
+// tokenizer has no BOS.
+func (d *T5Dataset) DecoderStart() int32 {
+	if d.cfg.Special.BOS >= 0 {
+		return d.cfg.Special.BOS
+	}
+	return d.cfg.Special.Pad
 }
 
 // Len returns the number of samples.
@@ -148,7 +160,7 @@ func (d *T5Dataset) Sample(i int) T5Sample {
 	sp, Te, Td := d.cfg.Special, d.cfg.EncSeqLen, d.cfg.DecSeqLen
 	enc := make([]int32, 0, Te)
 	dec := make([]int32, 0, Td)
-	dec = append(dec, sp.BOS)
+	dec = append(dec, d.DecoderStart())
 	next := 0
 	for k, span := range spans {
 		sentinel := sp.Sentinels[k]

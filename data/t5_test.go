@@ -3,6 +3,7 @@ package data
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -132,6 +133,44 @@ func TestT5FewSentinels(t *testing.T) {
 		}
 		if n > 2 || n == 0 {
 			t.Fatalf("sample %d has %d sentinels, want 1 or 2", i, n)
+		}
+	}
+}
+
+// Without a BOS id (T5's SentencePiece vocabularies) the padding id starts the decoder;
+// the samples are otherwise those with a BOS. EOS and Pad remain required.
+func TestT5DecoderStartWithoutBOS(t *testing.T) {
+	src := sentenceSource(4, 60, 6)
+	withBOS := testT5Config()
+	noBOS := withBOS
+	noBOS.Special.BOS = -1
+	a, err := NewT5Dataset(context.Background(), src, SplitTrain, 0, withBOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewT5Dataset(context.Background(), src, SplitTrain, 0, noBOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.DecoderStart() != withBOS.Special.BOS || b.DecoderStart() != testPad {
+		t.Fatalf("decoder starts %d and %d, want BOS %d and pad %d", a.DecoderStart(), b.DecoderStart(), withBOS.Special.BOS, testPad)
+	}
+	for i := range a.Len() {
+		sa, sb := a.Sample(i), b.Sample(i)
+		if sb.DecInput[0] != testPad || !slices.Equal(sa.DecInput[1:], sb.DecInput[1:]) || !slices.Equal(sa.Labels, sb.Labels) ||
+			!slices.Equal(sa.EncTokens, sb.EncTokens) {
+			t.Fatalf("sample %d: without BOS %v, with %v", i, sb.DecInput, sa.DecInput)
+		}
+	}
+	for _, edit := range []func(*SpecialIDs){
+		func(s *SpecialIDs) { s.Pad = -1 },
+		func(s *SpecialIDs) { s.EOS = -1 },
+		func(s *SpecialIDs) { s.Sentinels = nil },
+	} {
+		cfg := noBOS
+		edit(&cfg.Special)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "needs EOS, Pad and sentinels") {
+			t.Errorf("special %+v: got %v", cfg.Special, err)
 		}
 	}
 }

@@ -45,14 +45,20 @@ type TokenizerConfig struct {
 	VocabSize int    // NullTokenizer's vocabulary size
 	// VocabExtraIDs is Megatron's --vocab-extra-ids: the number of T5 sentinels
 	// <extra_id_0>, <extra_id_1>, ... added after a WordPiece or SentencePiece vocabulary
-	// (T5 uses 100).
+	// (T5 uses 100). Other tokenizers, which Megatron does not extend, get ForT5's
+	// additions: a pad token if they have none, EOS = EOD, and the sentinels in order.
 	VocabExtraIDs int
 }
 
-// NewTokenizer builds the tokenizer cfg names, reading its files. Errors name the file.
+// NewTokenizer builds the tokenizer cfg names, reading its files, with cfg.VocabExtraIDs
+// sentinels (see TokenizerConfig). Errors name the file.
 func NewTokenizer(cfg TokenizerConfig) (Tokenizer, error) {
 	if f, ok := tokenizerTypes[cfg.Type]; ok {
-		return f(cfg)
+		t, err := f(cfg)
+		if err != nil || cfg.VocabExtraIDs <= 0 || len(t.Special().Sentinels) > 0 {
+			return t, err
+		}
+		return ForT5(t, cfg.VocabExtraIDs)
 	}
 	names := make([]string, 0, len(tokenizerTypes))
 	for n := range tokenizerTypes {

@@ -2,6 +2,14 @@
 //
 //   - errors.go, find.go: ErrNoDevice, LoadError and Error; Library and SearchEnv, the
 //     search for libcuda, NVRTC, cuBLASLt and NCCL at run time.
+//   - driver.go, driver_ops.go, args.go: the driver API (Driver, GPU with its primary
+//     context, streams, events, memory, modules, kernel launches with KernelArgs, CUDA
+//     graphs).
+//   - nvrtc.go: NVRTC, the run-time compiler (Compile, CompileError).
+//   - cublaslt.go, gemm.go: cuBLASLt; Gemm describes a batched product with its epilogue
+//     (bias, GeLU, their gradients) in row-major terms and GemmRunner runs it, choosing
+//     and caching an algorithm per shape and pointer alignment.
+//   - nccl.go: NCCL's communicator calls.
 //
 // # Finding the libraries
 //
@@ -16,6 +24,15 @@
 // it. A library that cannot be found or opened is a *LoadError wrapping ErrNoDevice
 // that lists the names looked for, the folders looked in and why each file found failed
 // to open.
+//
+// # Calling C without cgo
+//
+// Each library's functions are bound with purego.RegisterFunc to Go func fields of the
+// library's type; a missing required symbol makes the load fail with a *LoadError naming
+// it (a library too old), optional ones (cuMemAllocAsync, CUDA graphs, cubin output of
+// NVRTC) are used when present. CUDA's current context belongs to an OS thread, so every
+// driver call happens between GPU.Bind (which locks the goroutine to its thread and makes
+// the context current) and the release it returns.
 //
 // # Errors
 //

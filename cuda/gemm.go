@@ -43,9 +43,9 @@ type ltLayout struct {
 // ltCall is a Gemm as the column-major cuBLASLt call that computes it: Dᵀ = op(B)ᵀ·op(A)ᵀ,
 // so cuBLAS's A is megago's B and the other way round.
 type ltCall struct {
-	m, n, k    int // cuBLAS's: m = N, n = M
-	opA, opB   int32
-	a, b, d    ltLayout
+	m, n, k   int // cuBLAS's: m = N, n = M
+	opA, opB  int32
+	a, b, d   ltLayout
 	batch     int32
 	epilogue  Epilogue
 	auxLD     int64

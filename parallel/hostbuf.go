@@ -28,78 +28,95 @@ func writeHost(t *tensor.Tensor, b []byte) { t.Device().Backend().WriteHost(t.Sp
 // reduceInto sets acc = op(acc, x) element-wise for elements of dtype dt stored as
 // little-endian bytes. BF16 and F16 are widened to float32, combined and rounded back
 // (so a chain of reductions rounds after each step, as a ring does on the wire).
-func reduceInto(dt tensor.DType, op Op, acc, x []byte) {
-	if len(acc) != len(x) {
-		panic(fmt.Sprintf("parallel: reduce: %d bytes with %d", len(acc), len(x)))
+func reduceInto(dt tensor.DType, op Op, acc, x []byte) { reduceTo(dt, op, acc, acc, x) }
+
+// reduceTo sets dst = op(a, x) element-wise, as reduceInto does; dst may be a or x (the
+// same bytes, not a shifted overlap).
+func reduceTo(dt tensor.DType, op Op, dst, a, x []byte) {
+	if len(a) != len(x) || len(dst) != len(x) {
+		panic(fmt.Sprintf("parallel: reduce: %d bytes with %d into %d", len(a), len(x), len(dst)))
 	}
-	if op == Sum && (dt == tensor.F32 || dt == tensor.F64) && sumFast(dt, acc, x) {
+	if op == Sum && (dt == tensor.F32 || dt == tensor.F64) && sumFast(dt, dst, a, x) {
 		return
 	}
 	le := binary.LittleEndian
 	switch dt {
 	case tensor.F64:
-		for i := 0; i < len(acc); i += 8 {
-			a, b := math.Float64frombits(le.Uint64(acc[i:])), math.Float64frombits(le.Uint64(x[i:]))
-			le.PutUint64(acc[i:], math.Float64bits(combineFloat(op, a, b)))
+		for i := 0; i < len(a); i += 8 {
+			u, v := math.Float64frombits(le.Uint64(a[i:])), math.Float64frombits(le.Uint64(x[i:]))
+			le.PutUint64(dst[i:], math.Float64bits(combineFloat(op, u, v)))
 		}
 	case tensor.F32:
-		for i := 0; i < len(acc); i += 4 {
-			a, b := math.Float32frombits(le.Uint32(acc[i:])), math.Float32frombits(le.Uint32(x[i:]))
-			le.PutUint32(acc[i:], math.Float32bits(combineFloat(op, a, b)))
+		for i := 0; i < len(a); i += 4 {
+			u, v := math.Float32frombits(le.Uint32(a[i:])), math.Float32frombits(le.Uint32(x[i:]))
+			le.PutUint32(dst[i:], math.Float32bits(combineFloat(op, u, v)))
 		}
 	case tensor.BF16:
-		for i := 0; i < len(acc); i += 2 {
-			a, b := tensor.BFloat16(le.Uint16(acc[i:])).Float32(), tensor.BFloat16(le.Uint16(x[i:])).Float32()
-			le.PutUint16(acc[i:], uint16(tensor.BF16FromFloat32(combineFloat(op, a, b))))
+		for i := 0; i < len(a); i += 2 {
+			u, v := tensor.BFloat16(le.Uint16(a[i:])).Float32(), tensor.BFloat16(le.Uint16(x[i:])).Float32()
+			le.PutUint16(dst[i:], uint16(tensor.BF16FromFloat32(combineFloat(op, u, v))))
 		}
 	case tensor.F16:
-		for i := 0; i < len(acc); i += 2 {
-			a, b := tensor.Float16(le.Uint16(acc[i:])).Float32(), tensor.Float16(le.Uint16(x[i:])).Float32()
-			le.PutUint16(acc[i:], uint16(tensor.F16FromFloat32(combineFloat(op, a, b))))
+		for i := 0; i < len(a); i += 2 {
+			u, v := tensor.Float16(le.Uint16(a[i:])).Float32(), tensor.Float16(le.Uint16(x[i:])).Float32()
+			le.PutUint16(dst[i:], uint16(tensor.F16FromFloat32(combineFloat(op, u, v))))
 		}
 	case tensor.I32:
-		for i := 0; i < len(acc); i += 4 {
-			a, b := int32(le.Uint32(acc[i:])), int32(le.Uint32(x[i:]))
-			le.PutUint32(acc[i:], uint32(combineInt(op, int64(a), int64(b))))
+		for i := 0; i < len(a); i += 4 {
+			u, v := int32(le.Uint32(a[i:])), int32(le.Uint32(x[i:]))
+			le.PutUint32(dst[i:], uint32(combineInt(op, int64(u), int64(v))))
 		}
 	case tensor.I64:
-		for i := 0; i < len(acc); i += 8 {
-			a, b := int64(le.Uint64(acc[i:])), int64(le.Uint64(x[i:]))
-			le.PutUint64(acc[i:], uint64(combineInt(op, a, b)))
+		for i := 0; i < len(a); i += 8 {
+			u, v := int64(le.Uint64(a[i:])), int64(le.Uint64(x[i:]))
+			le.PutUint64(dst[i:], uint64(combineInt(op, u, v)))
 		}
 	default:
 		panic(fmt.Sprintf("parallel: reduce: unknown dtype %v", dt))
 	}
 }
 
-// sumFast adds x into acc viewed as float32 or float64 slices, on little-endian machines
-// where both are aligned for the type; it reports whether it did. The result is the same
-// as the byte-wise loop's.
-func sumFast(dt tensor.DType, acc, x []byte) bool {
-	if !littleEndian || len(acc) == 0 {
+// sumFast sets dst = a + x viewed as float32 or float64 slices, on little-endian
+// machines where all three are aligned for the type; it reports whether it did. The
+// result is the same as the byte-wise loop's.
+func sumFast(dt tensor.DType, dst, a, x []byte) bool {
+	if !littleEndian || len(a) == 0 {
 		return false
 	}
-	pa, px := uintptr(unsafe.Pointer(&acc[0])), uintptr(unsafe.Pointer(&x[0]))
 	if dt == tensor.F32 {
-		if pa%4 != 0 || px%4 != 0 {
+		d, ok1 := floats[float32](dst)
+		u, ok2 := floats[float32](a)
+		v, ok3 := floats[float32](x)
+		if !ok1 || !ok2 || !ok3 {
 			return false
 		}
-		a := unsafe.Slice((*float32)(unsafe.Pointer(&acc[0])), len(acc)/4)
-		b := unsafe.Slice((*float32)(unsafe.Pointer(&x[0])), len(x)/4)
-		for i := range a {
-			a[i] += b[i]
+		u, v = u[:len(d)], v[:len(d)]
+		for i := range d {
+			d[i] = u[i] + v[i]
 		}
 		return true
 	}
-	if pa%8 != 0 || px%8 != 0 {
+	d, ok1 := floats[float64](dst)
+	u, ok2 := floats[float64](a)
+	v, ok3 := floats[float64](x)
+	if !ok1 || !ok2 || !ok3 {
 		return false
 	}
-	a := unsafe.Slice((*float64)(unsafe.Pointer(&acc[0])), len(acc)/8)
-	b := unsafe.Slice((*float64)(unsafe.Pointer(&x[0])), len(x)/8)
-	for i := range a {
-		a[i] += b[i]
+	u, v = u[:len(d)], v[:len(d)]
+	for i := range d {
+		d[i] = u[i] + v[i]
 	}
 	return true
+}
+
+// floats views b as a slice of T if it is aligned for T.
+func floats[T float32 | float64](b []byte) ([]T, bool) {
+	var z T
+	sz := int(unsafe.Sizeof(z))
+	if uintptr(unsafe.Pointer(&b[0]))%uintptr(sz) != 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/sz), true
 }
 
 // littleEndian reports whether the machine stores integers little-endian, as the wire

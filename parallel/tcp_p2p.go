@@ -29,16 +29,17 @@ func (c *tcpComm) Send(ctx context.Context, t *tensor.Tensor, to int) error {
 	defer o.end()
 	seq := c.sendSeq[to].Add(1) - 1
 	segs := c.segments(t)
+	x := newRingTensor(t)
 	for k, sg := range segs {
 		var flags uint8
 		if k == len(segs)-1 {
 			flags = flagLast
 		}
-		p := c.t.readElems(t, sg[0], sg[1])
-		if err := o.send(to, kindP2P, flags, seq, p); err != nil {
+		p := x.read(&c.t.pool, sg[0], sg[1])
+		if err := o.send(to, kindP2P, flags, seq, p.p); err != nil {
 			return err
 		}
-		c.t.pool.put(p)
+		p.release(&c.t.pool)
 	}
 	return nil
 }
@@ -54,6 +55,7 @@ func (c *tcpComm) Recv(ctx context.Context, t *tensor.Tensor, from int) error {
 	defer o.end()
 	seq := c.recvSeq[from].Add(1) - 1
 	segs := c.segments(t)
+	x := newRingTensor(t)
 	for k, sg := range segs {
 		f, err := o.recv(from, kindP2P)
 		if err != nil {
@@ -66,7 +68,7 @@ func (c *tcpComm) Recv(ctx context.Context, t *tensor.Tensor, from int) error {
 			return o.fail(from, fmt.Errorf("message #%d: got %v data (frame of %d bytes, last %t), want %v×%d %v (frame %d of %d bytes, last %t)",
 				h.seq, tensor.DType(h.dtype), h.length, h.flags&flagLast != 0, t.DType(), t.Numel(), t.Shape(), k, n, last))
 		}
-		writeElems(t, sg[0], sg[1], f.p)
+		x.write(sg[0], sg[1], f.p)
 		c.t.pool.put(f.p)
 	}
 	return nil
@@ -89,10 +91,10 @@ func (c *tcpComm) Split(ctx context.Context, name string, color, key int) (Comm,
 	defer o.end()
 	if n > 1 {
 		err := o.ring(ringPass{numel: n, esz: 16, base: c.rank, steps: n - 1,
-			load: func(a, b int) []byte { return append(c.t.pool.get(0), pairs[16*a:16*b]...) },
-			recv: func(_, a, b int, p []byte) []byte {
+			load: func(a, b int) outBuf { return outBuf{p: pairs[16*a : 16*b]} },
+			recv: func(_, a, b int, p []byte) outBuf {
 				copy(pairs[16*a:16*b], p)
-				return p
+				return outBuf{p: p, pooled: true}
 			}})
 		if err != nil {
 			return nil, err

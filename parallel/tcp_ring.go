@@ -7,24 +7,60 @@ import (
 	"megago/tensor"
 )
 
-// Data moves segment by segment between tensors and the wire: a segment is read from
-// its tensor into a pooled buffer just before it is sent, and written to its tensor as
-// soon as it has arrived (and been reduced), so a call needs memory for the segments in
-// flight, not for a host copy of its tensors.
+// Data moves between tensors and the wire without staging when a tensor's storage is host
+// memory (tensor.HostBytes): a rank sends straight from its tensor, reduces each segment
+// it receives into the tensor in place and copies gathered segments into it. Tensors whose
+// backend keeps them elsewhere are staged segment by segment through pooled buffers
+// (ReadHost, WriteHost). Either way a call needs memory for the segments in flight, not
+// for a copy of its tensors.
 
-// readElems reads elements [a, b) of t into a pooled buffer.
-func (t *tcpTransport) readElems(x *tensor.Tensor, a, b int) []byte {
-	buf := t.pool.get((b - a) * x.DType().Size())
-	if b > a {
-		x.Device().Backend().ReadHost(subSpan(x, a, b), buf)
-	}
-	return buf
+// ringTensor is a tensor as the collectives read and write it.
+type ringTensor struct {
+	t    *tensor.Tensor
+	host []byte // t's own bytes, or nil when its backend's memory is opaque
+	esz  int    // bytes per element
 }
 
-// writeElems writes p to elements [a, b) of t.
-func writeElems(x *tensor.Tensor, a, b int, p []byte) {
+func newRingTensor(t *tensor.Tensor) ringTensor {
+	return ringTensor{t: t, host: t.HostBytes(), esz: t.DType().Size()}
+}
+
+// at returns elements [a, b) of x's host memory, which must exist.
+func (x ringTensor) at(a, b int) []byte { return x.host[a*x.esz : b*x.esz] }
+
+// outBuf is a buffer to send: a pooled one, which the sender puts back, or a tensor's own
+// memory.
+type outBuf struct {
+	p      []byte
+	pooled bool
+}
+
+// read returns elements [a, b) of x for sending: its own memory, or a pooled copy.
+func (x ringTensor) read(pool *bufPool, a, b int) outBuf {
+	if x.host != nil {
+		return outBuf{p: x.at(a, b)}
+	}
+	p := pool.get((b - a) * x.esz)
 	if b > a {
-		x.Device().Backend().WriteHost(subSpan(x, a, b), p)
+		x.t.Device().Backend().ReadHost(subSpan(x.t, a, b), p)
+	}
+	return outBuf{p: p, pooled: true}
+}
+
+// write copies p to elements [a, b) of x.
+func (x ringTensor) write(a, b int, p []byte) {
+	switch {
+	case x.host != nil:
+		copy(x.at(a, b), p)
+	case b > a:
+		x.t.Device().Backend().WriteHost(subSpan(x.t, a, b), p)
+	}
+}
+
+// release puts b back in the pool if it came from there.
+func (b outBuf) release(pool *bufPool) {
+	if b.pooled {
+		pool.put(b.p)
 	}
 }
 
@@ -43,17 +79,18 @@ func subSpan(t *tensor.Tensor, a, b int) tensor.Span {
 type ringPass struct {
 	numel, esz  int
 	base, steps int
-	// load returns a pooled buffer holding this rank's elements [a, b), sent at step 0.
-	load func(a, b int) []byte
+	// load returns this rank's elements [a, b), sent at step 0.
+	load func(a, b int) outBuf
 	// recv handles elements [a, b) received at step s in p (a pooled buffer) and returns
-	// the buffer to send on at step s+1: p itself or another pooled buffer. What it does
-	// not return it puts back in the pool.
-	recv func(s, a, b int, p []byte) []byte
-	// overwrite is the first step whose recv writes where load reads (chunk base), or
-	// 0 if none does. The data it receives depends on what load read, through the
-	// network; the step also waits for the loads, so that the ordering is visible to
-	// the race detector too (writev does not tell it).
-	overwrite int
+	// what to send on at step s+1: p itself, another pooled buffer or tensor memory.
+	// What it does not return of p it puts back in the pool.
+	recv func(s, a, b int, p []byte) outBuf
+	// rewrite, when positive, says that the recv of step s ≥ rewrite writes the memory
+	// sent at step s−rewrite (AllReduce sends from its tensor and later receives into
+	// it): that step waits until the sender has handed those segments to the kernel.
+	// The data it receives depends on them, through the network, so the wait is short;
+	// it makes the order explicit, for the race detector too (writev does not tell it).
+	rewrite int
 }
 
 // ring runs rp. A segment is sent, by a goroutine of its own, as soon as the previous
@@ -73,18 +110,18 @@ func (o *tcpOp) ring(rp ringPass) error {
 		return lo + k*m/nseg, lo + (k+1)*m/nseg
 	}
 
-	ready := make(chan []byte, rp.steps*nseg) // buffers to send on, in order
+	ready := make(chan outBuf, rp.steps*nseg) // buffers to send on, in order
 	sent := make(chan error, 1)
-	loaded := make(chan struct{})
+	stepSent := make([]chan struct{}, rp.steps) // closed when step s has been sent
+	for s := range stepSent {
+		stepSent[s] = make(chan struct{})
+	}
 	go func() {
 		for s := range rp.steps {
 			for k := range nseg {
-				var buf []byte
+				var buf outBuf
 				if s == 0 {
 					buf = rp.load(seg(rp.base, k))
-					if k == nseg-1 {
-						close(loaded)
-					}
 				} else {
 					select {
 					case buf = <-ready:
@@ -93,20 +130,21 @@ func (o *tcpOp) ring(rp ringPass) error {
 						return
 					}
 				}
-				if err := o.send(right, kindColl, 0, o.seq, buf); err != nil {
+				if err := o.send(right, kindColl, 0, o.seq, buf.p); err != nil {
 					sent <- err
 					return
 				}
-				c.t.pool.put(buf)
+				buf.release(&c.t.pool)
 			}
+			close(stepSent[s])
 		}
 		sent <- nil
 	}()
 
 	for s := range rp.steps {
-		if s == rp.overwrite && s > 0 {
+		if rp.rewrite > 0 && s >= rp.rewrite {
 			select {
-			case <-loaded:
+			case <-stepSent[s-rp.rewrite]:
 			case <-o.failed:
 				return o.err
 			}
@@ -121,7 +159,7 @@ func (o *tcpOp) ring(rp ringPass) error {
 			if s < rp.steps-1 {
 				ready <- next
 			} else {
-				c.t.pool.put(next)
+				next.release(&c.t.pool)
 			}
 		}
 	}
@@ -157,23 +195,25 @@ func (c *tcpComm) AllReduce(ctx context.Context, t *tensor.Tensor, op Op) error 
 		return err
 	}
 	defer o.end()
-	dt := t.DType()
+	dt, x, pool := t.DType(), newRingTensor(t), &c.t.pool
 	step := stepOp(op)
-	return o.ring(ringPass{numel: t.Numel(), esz: dt.Size(), base: c.rank, steps: 2 * (n - 1), overwrite: n - 1,
-		load: func(a, b int) []byte { return c.t.readElems(t, a, b) },
-		recv: func(s, a, b int, p []byte) []byte {
+	return o.ring(ringPass{numel: t.Numel(), esz: x.esz, base: c.rank, steps: 2 * (n - 1), rewrite: n - 1,
+		load: func(a, b int) outBuf { return x.read(pool, a, b) },
+		recv: func(s, a, b int, p []byte) outBuf {
 			if s >= n-1 { // all-gather half: p holds final values
-				writeElems(t, a, b, p)
-				return p
+				x.write(a, b, p)
+				return outBuf{p: p, pooled: true}
 			}
-			acc := c.t.readElems(t, a, b)
-			reduceInto(dt, step, acc, p)
-			c.t.pool.put(p)
+			acc := x.read(pool, a, b)
+			reduceInto(dt, step, acc.p, p)
+			pool.put(p)
 			if s == n-2 { // acc is now fully reduced
 				if op == Avg {
-					finishAvg(dt, acc, n)
+					finishAvg(dt, acc.p, n)
 				}
-				writeElems(t, a, b, acc)
+				if acc.pooled {
+					x.write(a, b, acc.p)
+				}
 			}
 			return acc
 		}})
@@ -194,22 +234,29 @@ func (c *tcpComm) ReduceScatter(ctx context.Context, dst, src *tensor.Tensor, op
 		return err
 	}
 	defer o.end()
-	dt := src.DType()
+	dt, x, y, pool := src.DType(), newRingTensor(src), newRingTensor(dst), &c.t.pool
 	step := stepOp(op)
 	off := c.rank * dst.Numel() // of dst's elements in src
-	return o.ring(ringPass{numel: src.Numel(), esz: dt.Size(), base: c.rank - 1, steps: n - 1,
-		load: func(a, b int) []byte { return c.t.readElems(src, a, b) },
-		recv: func(s, a, b int, p []byte) []byte {
-			acc := c.t.readElems(src, a, b)
-			reduceInto(dt, step, acc, p)
-			c.t.pool.put(p)
-			if s == n-2 {
+	return o.ring(ringPass{numel: src.Numel(), esz: x.esz, base: c.rank - 1, steps: n - 1,
+		load: func(a, b int) outBuf { return x.read(pool, a, b) },
+		recv: func(s, a, b int, p []byte) outBuf {
+			mine := x.read(pool, a, b)
+			last := s == n-2
+			acc := p // op(mine, p), into dst itself at the last step when it can be
+			if last && y.host != nil {
+				acc = y.at(a-off, b-off)
+			}
+			reduceTo(dt, step, acc, mine.p, p)
+			mine.release(pool)
+			if last {
 				if op == Avg {
 					finishAvg(dt, acc, n)
 				}
-				writeElems(dst, a-off, b-off, acc)
+				if y.host == nil {
+					y.write(a-off, b-off, acc)
+				}
 			}
-			return acc
+			return outBuf{p: p, pooled: true}
 		}})
 }
 
@@ -226,16 +273,17 @@ func (c *tcpComm) AllGather(ctx context.Context, dst, src *tensor.Tensor) error 
 		return err
 	}
 	defer o.end()
+	x, y, pool := newRingTensor(src), newRingTensor(dst), &c.t.pool
 	off := c.rank * src.Numel() // of src's elements in dst
-	return o.ring(ringPass{numel: dst.Numel(), esz: src.DType().Size(), base: c.rank, steps: n - 1,
-		load: func(a, b int) []byte {
-			p := c.t.readElems(src, a-off, b-off)
-			writeElems(dst, a, b, p)
+	return o.ring(ringPass{numel: dst.Numel(), esz: x.esz, base: c.rank, steps: n - 1,
+		load: func(a, b int) outBuf {
+			p := x.read(pool, a-off, b-off)
+			y.write(a, b, p.p)
 			return p
 		},
-		recv: func(_, a, b int, p []byte) []byte {
-			writeElems(dst, a, b, p)
-			return p
+		recv: func(_, a, b int, p []byte) outBuf {
+			y.write(a, b, p)
+			return outBuf{p: p, pooled: true}
 		}})
 }
 
@@ -255,15 +303,16 @@ func (c *tcpComm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) err
 	}
 	defer o.end()
 	segs := c.segments(t)
+	x := newRingTensor(t)
 	pos := (c.rank - root + n) % n
 	right, left := (c.rank+1)%n, (c.rank+n-1)%n
 	if pos == 0 {
 		for _, sg := range segs {
-			p := c.t.readElems(t, sg[0], sg[1])
-			if err := o.send(right, kindColl, 0, o.seq, p); err != nil {
+			p := x.read(&c.t.pool, sg[0], sg[1])
+			if err := o.send(right, kindColl, 0, o.seq, p.p); err != nil {
 				return err
 			}
-			c.t.pool.put(p)
+			p.release(&c.t.pool)
 		}
 		return nil
 	}
@@ -292,11 +341,11 @@ func (c *tcpComm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) err
 		sent <- nil
 	}
 	for _, sg := range segs {
-		f, err := o.recvColl(left, (sg[1]-sg[0])*t.DType().Size())
+		f, err := o.recvColl(left, (sg[1]-sg[0])*x.esz)
 		if err != nil {
 			return err
 		}
-		writeElems(t, sg[0], sg[1], f.p)
+		x.write(sg[0], sg[1], f.p)
 		if forward {
 			ready <- f.p
 		} else {

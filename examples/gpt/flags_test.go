@@ -117,7 +117,7 @@ func TestConfigFile(t *testing.T) {
 	assert.Equal(t, 3e-4, c.LR)
 	assert.True(t, c.BF16)
 	assert.Equal(t, "98,2,0", c.Split)
-	prefixes, weights, err := c.blend()
+	prefixes, weights, err := c.Blend()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, prefixes)
 	assert.Equal(t, []float64{0.3, 0.7}, weights)
@@ -141,7 +141,7 @@ func TestDataPathMegatronStyle(t *testing.T) {
 	} {
 		c, err := parseConfig(args, 0, io.Discard)
 		require.NoError(t, err, strings.Join(args, " "))
-		prefixes, weights, err := c.blend()
+		prefixes, weights, err := c.Blend()
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a", "b"}, prefixes)
 		assert.Equal(t, []float64{0.3, 0.7}, weights)

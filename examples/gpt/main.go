@@ -13,9 +13,12 @@
 //
 // This file reads top to bottom as a training loop of your own would: settings, data,
 // ranks, then on each rank the mesh, the model, the optimizer, the data loader, the loop
-// and text generation. The helpers sit beside it: flags.go (settings), data.go (the
-// default corpus and datasets), progress.go (what is printed), metrics.go (JSON lines),
-// tensorboard.go (event files), plot.go (the loss curve) and sample.go (generation).
+// and text generation. The helpers sit beside it: flags.go and settings.go (settings),
+// data.go (datasets), progress.go (what is printed) and sample.go (generation). What the
+// examples share is in examples/internal: settings (Megatron's flags, --config files and
+// their checks), corpus (the default corpus), report (progress lines, metrics.jsonl,
+// TensorBoard files, the loss curve), ckpt (--save, --load) and ranks (TCP processes,
+// goroutine ranks).
 package main
 
 import (
@@ -30,7 +33,12 @@ import (
 	"syscall"
 	"time"
 
+	"megago/checkpoint"
 	"megago/data"
+	"megago/examples/internal/ckpt"
+	"megago/examples/internal/ranks"
+	"megago/examples/internal/report"
+	"megago/examples/internal/settings"
 	"megago/nn"
 	"megago/parallel"
 	"megago/tensor"
@@ -71,61 +79,37 @@ type summary struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (*summary, error) {
 	// Settings, all checked before any work. Under megago launch (or torchrun, srun) the
 	// environment describes a TCP job and this process is one of its ranks.
-	var tcp *parallel.TCPConfig
-	if getenv("RANK") != "" || getenv("SLURM_PROCID") != "" {
-		t, err := parallel.ConfigFromEnv(getenv)
-		if err != nil {
-			return nil, err
-		}
-		tcp = &t
-	}
-	cfg, err := parseConfig(args, tcpWorld(tcp), stdout)
+	tcp, err := ranks.FromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	if tcp != nil && tcp.Rank != 0 {
-		stdout = io.Discard // rank 0 reports; errors still reach stderr
+	cfg, err := parseConfig(args, settings.TCPWorld(tcp), stdout)
+	if err != nil {
+		return nil, err
 	}
+	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
 
 	// Data: the same samples on every rank. One process per host writes the cache.
-	builder := tcp == nil || tcp.LocalRank == 0 || (tcp.LocalRank < 0 && tcp.Rank == 0)
-	corp, err := loadCorpus(ctx, cfg, builder, stdout)
+	corp, err := loadCorpus(ctx, cfg, ranks.Builder(tcp), stdout)
 	if err != nil {
 		return nil, err
 	}
 	defer corp.Close()
 
 	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
-	switch {
-	case tcp != nil:
-		world, err := parallel.NewTCP(ctx, *tcp)
-		if err != nil {
-			return nil, err
+	var sum *summary
+	err = ranks.Run(ctx, tcp, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
+		s, err := pretrain(ctx, cfg, corp, world, out)
+		if world.Rank() == 0 {
+			sum = s
 		}
-		if c, ok := world.(io.Closer); ok {
-			defer c.Close()
-		}
-		return pretrain(ctx, cfg, corp, world, stdout)
-	case cfg.world > 1:
-		var sum *summary
-		err := parallel.RunLocal(cfg.world, func(world parallel.Comm) error {
-			out := io.Discard
-			if world.Rank() == 0 {
-				out = stdout
-			}
-			s, err := pretrain(ctx, cfg, corp, world, out)
-			if world.Rank() == 0 {
-				sum = s
-			}
-			return err
-		})
-		return sum, err
-	}
-	return pretrain(ctx, cfg, corp, parallel.Self(), stdout)
+		return err
+	})
+	return sum, err
 }
 
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
-func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
+func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
 	// iterations, on every rank at once (stopRequested).
 	work := context.WithoutCancel(ctx)
@@ -140,17 +124,17 @@ func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Com
 	// Model: this rank's pipeline chunks, its TP shard of each layer. Weights are drawn
 	// by global coordinates, so every layout starts from the same model.
 	dev := tensor.NewCPU()
-	build := &nn.Builder{Dev: dev, DType: cfg.dtype(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
-		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.recompute()}
+	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
+		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute()}
 	model := cfg.modelConfig(corp.tok.VocabSize())
-	chunks, err := train.NewGPTChunks(build, model, mesh, cfg.chunks)
+	chunks, err := train.NewGPTChunks(build, model, mesh, cfg.Chunks)
 	if err != nil {
 		return nil, err
 	}
 
 	// Optimizer: AdamW over flat buffers, gradients averaged over DP (bucket by bucket
 	// during backward), the pipeline schedule, and the loss scaler for fp16.
-	ocfg, err := cfg.optimConfig()
+	ocfg, err := cfg.OptimConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -159,82 +143,82 @@ func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Com
 		return nil, err
 	}
 
-	// Checkpoint: resume from --load (any layout), or take its weights (checkpoint.go).
-	ckpt := newCheckpointer(cfg, mesh, model, train.GPTParts(chunks), trainer)
-	first, err := ckpt.load(work, corp.train.Len())
+	// Checkpoint: resume from --load (any layout), or take its weights.
+	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.GPTModel(model), train.GPTParts(chunks), trainer, cfg.Seed, cfg.GlobalBatchSize)
+	first, err := saver.Load(work, corp.train.Len())
 	if err != nil {
 		return nil, err
 	}
 
 	// Data: this DP rank's micro-batches in Megatron's order, assembled ahead.
-	sampler := data.NewPretrainingSampler(corp.train.Len(), ckpt.st.ConsumedSamples, cfg.MicroBatchSize, mesh.Coord().DP, cfg.dp)
+	sampler := data.NewPretrainingSampler(corp.train.Len(), saver.State.ConsumedSamples, cfg.MicroBatchSize, mesh.Coord().DP, cfg.DP)
 	loader := data.NewLoader(work, sampler.Batches(), data.CollateGPT(corp.train), data.LoaderConfig{})
 	defer loader.Close()
 
-	params, err := countParams(work, mesh, chunks, dev)
+	params, err := ranks.CountParams(work, mesh, train.GPTParts(chunks).Params(), dev)
 	if err != nil {
 		return nil, err
 	}
-	var rep *report
+	var rep *report.Report
 	if world.Rank() == 0 {
 		if rep, err = newReport(stdout, cfg, cfg.GlobalBatchSize*cfg.SeqLength, cfg.flopsPerIteration(model)); err != nil {
 			return nil, err
 		}
-		defer func() { err = cmp.Or(err, rep.close()) }() // writes the loss curve
-		rep.header(cfg, corp, model, params)
-		ckpt.report(rep)
+		defer func() { err = cmp.Or(err, rep.Close()) }() // writes the loss curve
+		header(rep, cfg, corp, model, params)
+		saver.Report(rep)
 	}
 	if cfg.EvalOnly {
-		return evalOnly(work, cfg, corp, ckpt, trainer, chunks, dev, rep)
+		return evalOnly(work, cfg, corp, mesh, saver, trainer, chunks, dev, rep)
 	}
 
 	// The loop: one optimizer step per iteration over the global batch.
-	sched, dropout := cfg.schedule(), tensor.NewRNG(cfg.Seed).Named("dropout")
+	sched, dropout := cfg.Schedule(), tensor.NewRNG(cfg.Seed).Named("dropout")
 	sum := &summary{ValidLoss: math.NaN(), Entropy: corp.entropy()}
 	for it := first; it < cfg.TrainIters; it++ {
-		stop, err := stopRequested(ctx, work, world, dev)
+		stop, err := ranks.StopRequested(ctx, work, world, dev)
 		if err != nil {
 			return sum, err
 		}
 		if stop {
 			sum.Interrupted = true
-			rep.printf("interrupted: stopping after iteration %d on every rank\n", it)
+			rep.Printf("interrupted: stopping after iteration %d on every rank\n", it)
 			break
 		}
 		t0 := time.Now()
-		batches, err := nextBatches(loader, cfg.microbatches)
+		batches, err := nextBatches(loader, cfg.Microbatches)
 		if err != nil {
 			return sum, err
 		}
 		pass := func(micro int) *nn.Pass {
-			return train.PassFor(work, mesh, dropout, it, micro, cfg.MicroBatchSize, cfg.microbatches)
+			return train.PassFor(work, mesh, dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
 		}
 		res, err := trainer.Step(work, sched, train.GPTForward(chunks, pass, batches.tensors(dev)))
 		if err != nil {
 			return sum, fmt.Errorf("iteration %d: %w", it+1, err)
 		}
 		sum.Iterations, sum.Losses = it+1, append(sum.Losses, res.Loss)
-		rep.step(it+1, res, time.Since(t0))
-		if err := ckpt.saved(work, it+1, it+1 == cfg.TrainIters, rep); err != nil {
+		rep.Step(it+1, res, time.Since(t0))
+		if err := saver.Saved(work, it+1, it+1 == cfg.TrainIters, rep); err != nil {
 			return sum, err
 		}
 
-		if cfg.evalAfter(it + 1) {
+		if cfg.EvalAfter(it + 1) {
 			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err != nil {
 				return sum, err
 			}
-			rep.eval(it+1, sum.ValidLoss)
+			eval(rep, it+1, sum.ValidLoss)
 		}
 	}
 	sum.Wall = time.Since(start)
-	rep.finish(sum, corp)
+	finish(rep, sum, corp)
 
 	// Text generation from the trained model, unless interrupted.
 	if !sum.Interrupted && cfg.GenTokens > 0 {
 		if sum.Generated, err = generate(work, cfg, corp.tok, mesh, chunks, build); err != nil {
 			return sum, err
 		}
-		rep.generated(cfg.Prompt, sum.Generated)
+		printGenerated(rep, cfg.Prompt, sum.Generated)
 	}
 	// Leave together, so no process closes its connections while others still use them.
 	return sum, world.Barrier(work)
@@ -242,20 +226,20 @@ func pretrain(ctx context.Context, cfg *config, corp *corpus, world parallel.Com
 
 // validate returns the mean loss over --eval-iters global batches of the validation
 // split, the same batches every time, averaged over every rank.
-func validate(ctx context.Context, cfg *config, corp *corpus, mesh *parallel.Mesh, trainer *train.Trainer, chunks []*nn.GPT, dev *tensor.Device) (float64, error) {
-	sampler := data.NewPretrainingSampler(corp.valid.Len(), 0, cfg.MicroBatchSize, mesh.Coord().DP, cfg.dp)
+func validate(ctx context.Context, cfg *config, corp *trainingData, mesh *parallel.Mesh, trainer *train.Trainer, chunks []*nn.GPT, dev *tensor.Device) (float64, error) {
+	sampler := data.NewPretrainingSampler(corp.valid.Len(), 0, cfg.MicroBatchSize, mesh.Coord().DP, cfg.DP)
 	collate := data.CollateGPT(corp.valid)
 	pass := func(int) *nn.Pass { return nn.Eval(ctx) }
 	total := 0.0
 	for k := range cfg.EvalIters {
-		batches := make(gptBatches, cfg.microbatches)
+		batches := make(gptBatches, cfg.Microbatches)
 		for i := range batches {
 			var err error
-			if batches[i], err = collate(ctx, sampler.Batch(k*cfg.microbatches+i)); err != nil {
+			if batches[i], err = collate(ctx, sampler.Batch(k*cfg.Microbatches+i)); err != nil {
 				return 0, err
 			}
 		}
-		loss, err := trainer.Eval(ctx, cfg.schedule(), train.GPTForward(chunks, pass, batches.tensors(dev)))
+		loss, err := trainer.Eval(ctx, cfg.Schedule(), train.GPTForward(chunks, pass, batches.tensors(dev)))
 		if err != nil {
 			return 0, fmt.Errorf("validation: %w", err)
 		}
@@ -264,17 +248,12 @@ func validate(ctx context.Context, cfg *config, corp *corpus, mesh *parallel.Mes
 	return total / float64(cfg.EvalIters), nil
 }
 
-// stopRequested reports whether any rank's ctx has ended (Ctrl-C): a MAX all-reduce over
-// the world, so that every rank stops after the same iteration.
-func stopRequested(ctx, work context.Context, world parallel.Comm, dev *tensor.Device) (bool, error) {
-	flag := 0.0
-	if ctx.Err() != nil {
-		flag = 1
+// evalOnly reports the validation loss of the loaded model (--eval-only).
+func evalOnly(ctx context.Context, cfg *config, corp *trainingData, mesh *parallel.Mesh, c *ckpt.Checkpointer, trainer *train.Trainer, chunks []*nn.GPT, dev *tensor.Device, rep *report.Report) (*summary, error) {
+	loss, err := validate(ctx, cfg, corp, mesh, trainer, chunks, dev)
+	if err != nil {
+		return nil, err
 	}
-	v := tensor.Scalar(dev, tensor.F64, flag)
-	defer v.Release()
-	if err := world.AllReduce(work, v, parallel.Max); err != nil {
-		return false, err
-	}
-	return v.Item() > 0, nil
+	eval(rep, c.Loaded, loss)
+	return &summary{ValidLoss: loss, Entropy: corp.entropy()}, mesh.World().Barrier(ctx)
 }

@@ -9,7 +9,6 @@ import (
 	"megago/data"
 	"megago/nn"
 	"megago/parallel"
-	"megago/tensor"
 	"megago/train"
 )
 
@@ -20,7 +19,7 @@ import (
 // group. The first TP group (PP stage 0, DP rank 0) generates and shares the text.
 func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (string, error) {
 	m := chunks[0]
-	if cfg.PP > 1 || cfg.chunks > 1 || cfg.SequenceParallel {
+	if cfg.PP > 1 || cfg.Chunks > 1 || cfg.SequenceParallel {
 		var err error
 		if m, err = wholeModel(ctx, cfg, mesh, chunks, b); err != nil {
 			return "", err
@@ -104,8 +103,8 @@ func ownerStage(name string, cfg *config) (int, error) {
 			break
 		}
 		for stage := range cfg.PP {
-			for chunk := range cfg.chunks {
-				first, n, err := train.ChunkLayers(cfg.NumLayers, cfg.PP, stage, cfg.chunks, chunk)
+			for chunk := range cfg.Chunks {
+				first, n, err := train.ChunkLayers(cfg.NumLayers, cfg.PP, stage, cfg.Chunks, chunk)
 				if err != nil {
 					return 0, err
 				}
@@ -116,24 +115,4 @@ func ownerStage(name string, cfg *config) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("generation: no pipeline stage holds parameter %s", name)
-}
-
-// countParams returns the parameters of the whole model: this rank's shards summed
-// over its model-parallel group, each TP-replicated parameter counted once and a tied
-// embedding's copy not at all.
-func countParams(ctx context.Context, mesh *parallel.Mesh, chunks []*nn.GPT, dev *tensor.Device) (int64, error) {
-	n := 0.0
-	for _, c := range chunks {
-		for _, p := range c.Params() {
-			if !p.Shared && (!p.TPReplicated || mesh.Coord().TP == 0) {
-				n += float64(p.Numel())
-			}
-		}
-	}
-	v := tensor.Scalar(dev, tensor.F64, n)
-	defer v.Release()
-	if err := mesh.MP().AllReduce(ctx, v, parallel.Sum); err != nil {
-		return 0, err
-	}
-	return int64(v.Item()), nil
 }

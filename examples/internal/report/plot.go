@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -14,14 +14,16 @@ import (
 	"golang.org/x/image/math/fixed"
 )
 
-// lossCurve is what the loss plot shows: the training loss of every iteration, the
-// validation losses, and the unigram entropy as a reference line.
-type lossCurve struct {
-	trainIter []int
-	train     []float64
-	validIter []int
-	valid     []float64
-	entropy   float64 // 0: no reference line
+// Curve is what the loss plot shows: the training loss of every iteration, the
+// validation losses, and a reference line (the unigram entropy, say).
+type Curve struct {
+	Title          string // above the plot
+	TrainIter      []int
+	Train          []float64
+	ValidIter      []int
+	Valid          []float64
+	Reference      float64 // dashed line; 0: none
+	ReferenceLabel string  // written on the dashed line
 }
 
 // Plot colours.
@@ -32,65 +34,66 @@ var (
 	colTrainRaw   = color.RGBA{170, 200, 235, 255}
 	colTrain      = color.RGBA{31, 119, 180, 255}
 	colValid      = color.RGBA{214, 39, 40, 255}
-	colEntropy    = color.RGBA{120, 120, 120, 255}
+	colReference  = color.RGBA{120, 120, 120, 255}
 )
 
+// The plot's size and margins in pixels.
 const (
-	plotW, plotH                       = 900, 520
+	PlotW, PlotH                       = 900, 520
 	padLeft, padRight, padTop, padBott = 70, 20, 36, 50
 )
 
-// writePNG draws the curve into a PNG file at path.
-func (c *lossCurve) writePNG(path string) error {
-	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
+// WritePNG draws the curve into a PNG file at path.
+func (c *Curve) WritePNG(path string) error {
+	img := image.NewRGBA(image.Rect(0, 0, PlotW, PlotH))
 	draw.Draw(img, img.Bounds(), &image.Uniform{colBackground}, image.Point{}, draw.Src)
-	if len(c.train) == 0 {
+	if len(c.Train) == 0 {
 		return writeImage(path, img)
 	}
-	x0, x1 := 0.0, float64(max(c.trainIter[len(c.trainIter)-1], 1))
+	x0, x1 := 0.0, float64(max(c.TrainIter[len(c.TrainIter)-1], 1))
 	y0, y1 := c.yRange()
-	px := func(x float64) int { return padLeft + int((x-x0)/(x1-x0)*float64(plotW-padLeft-padRight)) }
-	py := func(y float64) int { return plotH - padBott - int((y-y0)/(y1-y0)*float64(plotH-padTop-padBott)) }
+	px := func(x float64) int { return padLeft + int((x-x0)/(x1-x0)*float64(PlotW-padLeft-padRight)) }
+	py := func(y float64) int { return PlotH - padBott - int((y-y0)/(y1-y0)*float64(PlotH-padTop-padBott)) }
 
 	for _, t := range ticks(y0, y1, 6) {
-		hline(img, padLeft, plotW-padRight, py(t), colGrid, 1)
+		hline(img, padLeft, PlotW-padRight, py(t), colGrid, 1)
 		label(img, padLeft-8, py(t)+4, fmt.Sprintf("%g", t), colAxis, alignRight)
 	}
 	for _, t := range ticks(x0, x1, 8) {
-		vline(img, px(t), padTop, plotH-padBott, colGrid)
-		label(img, px(t), plotH-padBott+18, fmt.Sprintf("%g", t), colAxis, alignCenter)
+		vline(img, px(t), padTop, PlotH-padBott, colGrid)
+		label(img, px(t), PlotH-padBott+18, fmt.Sprintf("%g", t), colAxis, alignCenter)
 	}
-	if c.entropy > y0 && c.entropy < y1 {
-		hline(img, padLeft, plotW-padRight, py(c.entropy), colEntropy, 6)
-		label(img, plotW-padRight-4, py(c.entropy)-5, fmt.Sprintf("unigram entropy %.2f", c.entropy), colEntropy, alignRight)
+	if c.Reference > y0 && c.Reference < y1 {
+		hline(img, padLeft, PlotW-padRight, py(c.Reference), colReference, 6)
+		label(img, PlotW-padRight-4, py(c.Reference)-5, c.ReferenceLabel, colReference, alignRight)
 	}
-	polyline(img, c.trainIter, c.train, px, py, colTrainRaw)
-	polyline(img, c.trainIter, smooth(c.train, max(len(c.train)/50, 1)), px, py, colTrain)
-	polyline(img, c.validIter, c.valid, px, py, colValid)
-	for i := range c.valid {
-		dot(img, px(float64(c.validIter[i])), py(c.valid[i]), colValid)
+	polyline(img, c.TrainIter, c.Train, px, py, colTrainRaw)
+	polyline(img, c.TrainIter, smooth(c.Train, max(len(c.Train)/50, 1)), px, py, colTrain)
+	polyline(img, c.ValidIter, c.Valid, px, py, colValid)
+	for i := range c.Valid {
+		dot(img, px(float64(c.ValidIter[i])), py(c.Valid[i]), colValid)
 	}
 	// Axes, title and legend.
-	hline(img, padLeft, plotW-padRight, plotH-padBott, colAxis, 1)
-	vline(img, padLeft, padTop, plotH-padBott, colAxis)
-	label(img, (padLeft+plotW-padRight)/2, plotH-12, "iteration", colAxis, alignCenter)
+	hline(img, padLeft, PlotW-padRight, PlotH-padBott, colAxis, 1)
+	vline(img, padLeft, padTop, PlotH-padBott, colAxis)
+	label(img, (padLeft+PlotW-padRight)/2, PlotH-12, "iteration", colAxis, alignCenter)
 	label(img, 8, padTop-10, "loss (nats)", colAxis, alignLeft)
-	label(img, plotW/2, 18, "megago GPT: training loss (blue, smoothed) and validation loss (red)", colAxis, alignCenter)
+	label(img, PlotW/2, 18, c.Title, colAxis, alignCenter)
 	return writeImage(path, img)
 }
 
 // yRange covers every point, with a little room.
-func (c *lossCurve) yRange() (lo, hi float64) {
+func (c *Curve) yRange() (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
-	for _, s := range [][]float64{c.train, c.valid} {
+	for _, s := range [][]float64{c.Train, c.Valid} {
 		for _, v := range s {
 			if !math.IsNaN(v) && !math.IsInf(v, 0) {
 				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
 		}
 	}
-	if c.entropy > 0 {
-		lo, hi = math.Min(lo, c.entropy), math.Max(hi, c.entropy)
+	if c.Reference > 0 {
+		lo, hi = math.Min(lo, c.Reference), math.Max(hi, c.Reference)
 	}
 	if !(hi > lo) {
 		lo, hi = lo-1, lo+1

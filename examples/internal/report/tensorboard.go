@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"bufio"
@@ -52,16 +52,16 @@ func maskCRC(b []byte) uint32 {
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 
-// tbWriter appends scalars to one event file.
-type tbWriter struct {
+// TB appends scalars to one TensorBoard event file.
+type TB struct {
 	f   *os.File
 	w   *bufio.Writer
 	now func() time.Time
 }
 
-// newTBWriter creates dir and an event file in it named as TensorFlow names them
+// NewTB creates dir and an event file in it named as TensorFlow names them
 // (events.out.tfevents.SECONDS.HOST), and writes the file-version event.
-func newTBWriter(dir string) (*tbWriter, error) {
+func NewTB(dir string) (*TB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func newTBWriter(dir string) (*tbWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tbWriter{f: f, w: bufio.NewWriter(f), now: time.Now}
+	t := &TB{f: f, w: bufio.NewWriter(f), now: time.Now}
 	ev := appendEventHeader(nil, now, 0)
 	ev = protowire.AppendTag(ev, eventFileVersion, protowire.BytesType)
 	ev = protowire.AppendString(ev, "brain.Event:2")
@@ -83,10 +83,10 @@ func newTBWriter(dir string) (*tbWriter, error) {
 }
 
 // Path returns the event file's path.
-func (t *tbWriter) Path() string { return t.f.Name() }
+func (t *TB) Path() string { return t.f.Name() }
 
 // Scalar writes one scalar at a step.
-func (t *tbWriter) Scalar(tag string, step int, v float64) error {
+func (t *TB) Scalar(tag string, step int, v float64) error {
 	var val []byte
 	val = protowire.AppendTag(val, valueTag, protowire.BytesType)
 	val = protowire.AppendString(val, tag)
@@ -109,7 +109,7 @@ func appendEventHeader(b []byte, at time.Time, step int) []byte {
 }
 
 // record writes one TFRecord.
-func (t *tbWriter) record(data []byte) error {
+func (t *TB) record(data []byte) error {
 	var head [12]byte
 	binary.LittleEndian.PutUint64(head[:8], uint64(len(data)))
 	binary.LittleEndian.PutUint32(head[8:], maskCRC(head[:8]))
@@ -124,10 +124,10 @@ func (t *tbWriter) record(data []byte) error {
 }
 
 // Flush writes buffered events to the file, so TensorBoard sees them while training.
-func (t *tbWriter) Flush() error { return t.w.Flush() }
+func (t *TB) Flush() error { return t.w.Flush() }
 
 // Close flushes and closes the file.
-func (t *tbWriter) Close() error {
+func (t *TB) Close() error {
 	err := t.w.Flush()
 	if e := t.f.Close(); err == nil {
 		err = e

@@ -1,0 +1,114 @@
+package ckpt
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"megago/checkpoint"
+	"megago/examples/internal/report"
+	"megago/parallel"
+	"megago/train"
+)
+
+// Flags are the checkpoint settings.
+type Flags struct {
+	Save         string
+	SaveInterval int
+	Load         string
+	Finetune     bool
+	EvalOnly     bool
+}
+
+// Register adds the flags to fs; evalOnly says what --eval-only reports.
+func (c *Flags) Register(fs *flag.FlagSet, evalOnly string) {
+	fs.StringVar(&c.Save, "save", "", "directory to save checkpoints to (iter_NNNNNNN/ and latest_checkpointed_iteration.txt)")
+	fs.IntVar(&c.SaveInterval, "save-interval", 0, "iterations between checkpoints (0: only at the end of the run)")
+	fs.StringVar(&c.Load, "load", "", "directory of a checkpoint to resume from (any TP, PP and DP)")
+	fs.BoolVar(&c.Finetune, "finetune", false, "load only the weights of --load and start at iteration 0 with a new optimizer")
+	fs.BoolVar(&c.EvalOnly, "eval-only", false, "load --load, report "+evalOnly+", and stop")
+}
+
+// Check reports settings that cannot work together.
+func (c *Flags) Check() []string {
+	var errs []string
+	switch {
+	case c.SaveInterval < 0:
+		errs = append(errs, fmt.Sprintf("--save-interval must not be negative, got %d", c.SaveInterval))
+	case c.SaveInterval > 0 && c.Save == "":
+		errs = append(errs, "--save-interval needs --save")
+	}
+	if (c.Finetune || c.EvalOnly) && c.Load == "" {
+		errs = append(errs, "--finetune and --eval-only need --load")
+	}
+	return errs
+}
+
+// Checkpointer saves and restores one rank's training state.
+type Checkpointer struct {
+	f           *Flags
+	mesh        *parallel.Mesh
+	globalBatch int
+	// State is what is saved: its ConsumedSamples is where the data loader starts.
+	State *checkpoint.State
+	// Loaded is the iteration of the checkpoint loaded (0: none).
+	Loaded int
+	note   string // what was loaded, for the report
+}
+
+// New returns the Checkpointer of a model (model names its architecture and
+// configuration) trained by trainer with parts, seed and globalBatch samples per
+// iteration.
+func New(f *Flags, mesh *parallel.Mesh, model checkpoint.Model, parts train.Parts, trainer *train.Trainer, seed uint64, globalBatch int) *Checkpointer {
+	return &Checkpointer{f: f, mesh: mesh, globalBatch: globalBatch, State: &checkpoint.State{Model: model,
+		Params: parts.Params(), Optimizer: trainer.Optimizer(), Seed: seed}}
+}
+
+// Load restores --load (the weights only with --finetune or --eval-only) and returns the
+// iteration to start from. samples is the size of the training split.
+func (c *Checkpointer) Load(ctx context.Context, samples int) (int, error) {
+	if c.f.Load == "" {
+		return 0, nil
+	}
+	weightsOnly := c.f.Finetune || c.f.EvalOnly
+	m, err := checkpoint.Load(ctx, c.f.Load, c.mesh, c.State, checkpoint.LoadOptions{WeightsOnly: weightsOnly})
+	if err != nil {
+		return 0, err
+	}
+	c.Loaded = m.Iteration
+	what := "resumed from"
+	switch {
+	case weightsOnly:
+		what = "loaded the weights of"
+		c.State.Iteration, c.State.ConsumedSamples = 0, 0
+	case m.Seed != c.State.Seed:
+		return 0, fmt.Errorf("--load %s was trained with --seed %d; resume it with the same seed", c.f.Load, m.Seed)
+	case c.State.ConsumedSamples > samples:
+		return 0, fmt.Errorf("--load %s has consumed %d samples, more than the %d of the training split", c.f.Load, c.State.ConsumedSamples, samples)
+	}
+	c.note = fmt.Sprintf("checkpoint: %s %s, iteration %d (saved at TP %d × PP %d × DP %d)\n", what, c.f.Load,
+		m.Iteration, m.Layout.TP, m.Layout.PP, m.Layout.DP)
+	return c.State.Iteration, nil
+}
+
+// Report prints what was loaded, if anything.
+func (c *Checkpointer) Report(rep *report.Report) {
+	if c.note != "" {
+		rep.Printf("%s", c.note)
+	}
+}
+
+// Saved records that iteration it (1-based) is done and saves at --save-interval, or
+// always when last, saying so on rep.
+func (c *Checkpointer) Saved(ctx context.Context, it int, last bool, rep *report.Report) error {
+	c.State.Iteration = it
+	c.State.ConsumedSamples += c.globalBatch
+	if c.f.Save == "" || !last && (c.f.SaveInterval == 0 || it%c.f.SaveInterval != 0) {
+		return nil
+	}
+	if err := checkpoint.Save(ctx, c.f.Save, c.mesh, c.State); err != nil {
+		return fmt.Errorf("saving iteration %d: %w", it, err)
+	}
+	rep.Printf("checkpoint: saved iteration %d to %s\n", it, c.f.Save)
+	return nil
+}

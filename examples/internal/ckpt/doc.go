@@ -1,0 +1,18 @@
+// Package ckpt is the checkpointing of megago's example programs, with Megatron's
+// flags: --save and --save-interval write the whole training state (model, optimizer,
+// schedule, loss scaler, data position) every so many iterations and at the end;
+// --load resumes from it — at any TP, PP and DP, the checkpoint is resharded on
+// loading — --finetune takes only its weights, and --eval-only has the example report
+// the loaded model's validation numbers. A run stopped by Ctrl-C is not saved: its last
+// --save-interval checkpoint is the one to resume.
+//
+// # Reading order
+//
+// Flags (Register, Check), then Checkpointer (New, Load, Report, Saved), the per-rank
+// state that package checkpoint saves and loads.
+//
+// # Errors
+//
+// Flag combinations that cannot work are returned by Check as messages; loading and
+// saving return checkpoint's errors wrapped with what was being done.
+package ckpt

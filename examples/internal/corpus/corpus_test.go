@@ -1,0 +1,98 @@
+package corpus
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"megago/data"
+)
+
+func TestLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"empty", "", nil},
+		{"no final newline", "a\nb", []string{"a\n", "b"}},
+		{"blank lines go with the line before", "package p\n\n\nfunc f() {\n\t\n}\n", []string{"package p\n\n\n", "func f() {\n\t\n", "}\n"}},
+		{"leading blank line", "\nx\n", []string{"\n", "x\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Lines(tc.text)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.text, strings.Join(got, ""), "the sentences concatenate to the text")
+		})
+	}
+}
+
+func TestExtend(t *testing.T) {
+	base := data.GoSourceBPE()
+	v := int32(base.VocabSize())
+	tok := Extend(base, CLS, SEP, Mask, Pad, Sentinel(0), Sentinel(1))
+	assert.Equal(t, int(v)+6, tok.VocabSize())
+	s := tok.Special()
+	assert.Equal(t, []int32{v, v + 1, v + 2, v + 3}, []int32{s.CLS, s.SEP, s.Mask, s.Pad})
+	assert.Equal(t, []int32{v + 4, v + 5}, s.Sentinels)
+	assert.Equal(t, base.Special().EOD, s.EOD, "the base's special ids stay")
+	assert.Equal(t, int32(-1), s.BOS)
+
+	ids := append(append([]int32{s.CLS}, tok.Encode("func f()")...), s.Mask, s.SEP)
+	assert.Equal(t, "[CLS]func f()[MASK][SEP]", tok.Decode(ids))
+	assert.Equal(t, base.Encode("x := 1"), tok.Encode("x := 1"))
+	assert.Equal(t, "", tok.Name(5))
+
+	assert.Panics(t, func() { Extend(base, CLS, CLS) })
+	assert.Panics(t, func() { Extend(base, Sentinel(1)) }, "sentinels in order")
+	assert.Panics(t, func() { Extend(base, "[UNK]") })
+	assert.Panics(t, func() { tok.Decode([]int32{v + 6}) })
+}
+
+// TestUnigram: the entropy of counts {a: 2, b: 1, c: 1} is 1.5·ln 2 nats.
+func TestUnigram(t *testing.T) {
+	src := &data.MemorySource{Seqs: [][]int32{{7, 3}, {7, 5}}}
+	var u Unigram
+	u.Add(src, 0, 2)
+	assert.Equal(t, int64(4), u.Total)
+	assert.InDelta(t, 1.5*math.Ln2, u.Entropy(), 1e-12)
+	assert.Equal(t, int32(7), u.MostFrequent())
+	assert.Equal(t, int32(-1), (&Unigram{}).MostFrequent())
+}
+
+// TestBuildSentences: a corpus of two files, one document each and one sequence per
+// line, whose tokens decode back to the files.
+func TestBuildSentences(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{"a/a.go": "package a\n\nfunc A() {}\n", "b/b.go": "package b\nvar x = 1\n"}
+	var names []string
+	for name, text := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "src", filepath.Dir(name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "src", name), []byte(text), 0o644))
+		names = append(names, name)
+	}
+	tok := data.GoSourceBPE()
+	prefix := filepath.Join(t.TempDir(), "c")
+	require.NoError(t, buildSentences(context.Background(), prefix, root, names, Spec{Tokenizer: tok, Sentences: Lines}, io.Discard))
+	ds, err := Open([]string{prefix}, tok.VocabSize(), "gosource-bpe")
+	require.NoError(t, err)
+	defer ds[0].Close()
+	require.Equal(t, 2, ds[0].NumDocuments())
+	for d, name := range names {
+		lo, hi := ds[0].Document(d)
+		assert.Equal(t, len(Lines(files[name])), hi-lo, name)
+		var text string
+		for k := lo; k < hi; k++ {
+			text += tok.Decode(ds[0].AppendTokens(nil, k, 0, ds[0].SequenceLen(k)))
+		}
+		assert.Equal(t, files[name], text)
+	}
+	_, err = Open([]string{prefix}, 10, "tiny")
+	assert.ErrorContains(t, err, "the tiny tokenizer has 10 ids")
+}

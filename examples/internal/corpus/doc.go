@@ -1,0 +1,32 @@
+// Package corpus is the data side that megago's example programs share: the default
+// corpus (the local Go installation's standard-library sources, tokenized once and
+// cached as a Megatron indexed dataset), opening datasets of one's own with a check of
+// their ids against the tokenizer, unigram statistics of a split (its entropy, the loss
+// of a model that ignores context, and its most frequent token, the trivial baseline of
+// masked-token accuracy), and Extended, a tokenizer with the special tokens BERT and T5
+// need appended to a vocabulary that lacks them.
+//
+// # Reading order
+//
+//   - gosource.go: GoSource and Spec, the default corpus: one document per file, either
+//     one sequence per document (GPT) or one sequence per sentence (BERT, T5), split by
+//     Spec.Sentences (Lines splits Go source into lines).
+//   - open.go: Open (indexed datasets checked against the vocabulary), Unigram,
+//     WaitForFile.
+//   - special.go: Extend and Extended.
+//
+// # Invariants
+//
+// The cached corpus lives in CACHE/gosrc[-UNIT]-VERSION-HASH, where HASH covers the Go
+// version, the tokenizer, the sentence splitting and every selected file's path and
+// contents, so a different installation or tokenizer gets a corpus of its own. One
+// process per host builds it (writing under temporary names renamed into place); the
+// others wait for its index file. Everything here is safe for concurrent reads once
+// built.
+//
+// # Errors
+//
+// A missing Go installation, unreadable sources, a dataset that cannot be opened or that
+// holds ids outside the vocabulary are errors that name the file and say what to do
+// (give --data-path, check --tokenizer-type).
+package corpus

@@ -1,0 +1,110 @@
+package corpus
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"megago/data"
+)
+
+// Open opens the indexed datasets at prefixes and checks that every token id fits the
+// tokenizer's vocabulary of vocab ids (tokType names it in the error). On an error it
+// closes what it opened.
+func Open(prefixes []string, vocab int, tokType string) ([]*data.IndexedDataset, error) {
+	var out []*data.IndexedDataset
+	fail := func(err error) ([]*data.IndexedDataset, error) {
+		for _, ds := range out {
+			ds.Close()
+		}
+		return nil, err
+	}
+	for _, p := range prefixes {
+		ds, err := data.OpenIndexed(p, data.ReadMmap)
+		if err != nil {
+			return fail(fmt.Errorf("--data-path: %w", err))
+		}
+		out = append(out, ds)
+		if id := maxTokenID(ds); id >= int64(vocab) {
+			return fail(fmt.Errorf("--data-path %s holds token id %d, but the %s tokenizer has %d ids: the dataset was made with another vocabulary (--tokenizer-type, --vocab-file)",
+				p, id, tokType, vocab))
+		}
+	}
+	return out, nil
+}
+
+// maxTokenID returns the largest token id in ds (-1 if it is empty).
+func maxTokenID(ds *data.IndexedDataset) int64 {
+	m := int64(-1)
+	var buf []int32
+	for i := range ds.NumSequences() {
+		buf = ds.AppendTokens(buf[:0], i, 0, ds.SequenceLen(i))
+		for _, id := range buf {
+			m = max(m, int64(id))
+		}
+	}
+	return m
+}
+
+// Unigram counts token ids: of a training split, for the reference numbers a trained
+// model must beat. The zero value is empty and ready to use.
+type Unigram struct {
+	Counts []int64 // per token id
+	Total  int64
+}
+
+// Add counts the tokens of sequences [first, last) of src.
+func (u *Unigram) Add(src data.TokenSource, first, last int) {
+	var buf []int32
+	for i := first; i < last; i++ {
+		buf = src.AppendTokens(buf[:0], i, 0, src.SequenceLen(i))
+		for _, id := range buf {
+			if int(id) >= len(u.Counts) {
+				u.Counts = append(u.Counts, make([]int64, int(id)+1-len(u.Counts))...)
+			}
+			u.Counts[id]++
+		}
+		u.Total += int64(len(buf))
+	}
+}
+
+// Entropy returns the unigram entropy of the counted tokens in nats: the loss of the
+// best model that ignores context.
+func (u *Unigram) Entropy() float64 {
+	h := 0.0
+	for _, k := range u.Counts {
+		if k > 0 {
+			p := float64(k) / float64(u.Total)
+			h -= p * math.Log(p)
+		}
+	}
+	return h
+}
+
+// MostFrequent returns the most frequent token id (the smallest of equals), -1 if none
+// was counted.
+func (u *Unigram) MostFrequent() int32 {
+	best := -1
+	for id, k := range u.Counts {
+		if k > 0 && (best < 0 || k > u.Counts[best]) {
+			best = id
+		}
+	}
+	return int32(best)
+}
+
+// WaitForFile polls for path until it exists or ctx ends.
+func WaitForFile(ctx context.Context, path string) error {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s (built by local rank 0): %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,12 @@
+// Package ranks starts the ranks of megago's example programs and holds the little they
+// do together outside training: the ranks are the processes of a TCP job (under megago
+// launch, torchrun or srun, described by the environment), goroutines of this process
+// (--ranks N), or just this process; Run starts whichever the settings ask for.
+// StopRequested turns Ctrl-C on any rank into a stop after the same iteration on every
+// rank, and CountParams counts a model's parameters over its model-parallel group.
+//
+// # Errors
+//
+// A malformed launcher environment, a failed rendezvous and failed collectives are
+// returned; a rank's error ends Run with that error.
+package ranks

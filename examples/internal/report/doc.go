@@ -1,0 +1,26 @@
+// Package report is what megago's example programs show and write while they train: a
+// progress line every --log-interval iterations (and a live bar on a terminal), metrics
+// as JSON lines (metrics.jsonl), TensorBoard event files written without TensorFlow, and
+// the loss curve as a PNG (loss.png).
+//
+// # Reading order
+//
+//   - report.go: Report (New, Printf, Step, Eval, Done, Close) and Options; Thousands and
+//     Clock, the number formats of the progress lines.
+//   - metrics.go: Metrics, the JSON-lines writer, and Record, a JSON object whose keys keep
+//     their order.
+//   - tensorboard.go: TB, the event-file writer (TFRecord framing, Event protocol buffers).
+//   - plot.go: Curve, the loss plot.
+//
+// # Invariants
+//
+// Only rank 0 reports: the other ranks hold a nil *Report, whose methods do nothing, so a
+// training loop calls them unconditionally. A Report belongs to one goroutine. Files are
+// flushed at every progress line, so TensorBoard and tail -f see a run while it trains.
+//
+// # Errors
+//
+// New returns the errors of creating the output directory and files; Close returns the
+// first error of writing the plot and closing the files. Write errors in between are
+// reported by Close (buffered writers keep the first one).
+package report

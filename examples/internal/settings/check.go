@@ -1,0 +1,348 @@
+package settings
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"megago/data"
+	"megago/nn"
+	"megago/optim"
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// The settings' checks and what the run derives from them: the world layout, the
+// pipeline schedule, the optimizer and data configurations.
+
+// Check fills the derived settings and returns every common setting that cannot work,
+// one message each. world is the TCP world size, or 0 to use --ranks. model returns
+// the example's model configuration for nn's own checks (TransformerConfig.Validate),
+// which run only when the flags' sizes divide as TP needs. An example appends its own
+// messages and returns Error(messages).
+func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	positive := map[string]int{"--num-layers": c.NumLayers, "--hidden-size": c.HiddenSize,
+		"--num-attention-heads": c.NumAttentionHeads, "--seq-length": c.SeqLength,
+		"--micro-batch-size": c.MicroBatchSize, "--train-iters": c.TrainIters, "--log-interval": c.LogInterval,
+		"--tensor-model-parallel-size": c.TP, "--pipeline-model-parallel-size": c.PP, "--ranks": c.Ranks,
+		"--make-vocab-size-divisible-by": c.MakeVocabSizeDivisibleBy}
+	for _, name := range sortedKeys(positive) {
+		if positive[name] < 1 {
+			bad("%s must be at least 1, got %d", name, positive[name])
+		}
+	}
+	errs = append(errs, NonNegative(map[string]int{"--eval-interval": c.EvalInterval, "--eval-iters": c.EvalIters,
+		"--lr-decay-iters": c.LRDecayIters, "--lr-warmup-iters": c.LRWarmupIters,
+		"--global-batch-size": c.GlobalBatchSize, "--ffn-hidden-size": c.FFNHiddenSize,
+		"--num-layers-per-virtual-pipeline-stage": c.LayersPerVirtualStage,
+		"--max-position-embeddings":               c.MaxPositionEmbeddings})...)
+	if len(errs) > 0 { // the rest divides by these
+		return errs
+	}
+	if c.MaxPositionEmbeddings == 0 {
+		c.MaxPositionEmbeddings = c.SeqLength
+	}
+	if c.MaxPositionEmbeddings < c.SeqLength {
+		bad("--max-position-embeddings %d is less than --seq-length %d", c.MaxPositionEmbeddings, c.SeqLength)
+	}
+	errs = append(errs, c.checkLayout(world)...)
+	errs = append(errs, c.checkOptimizer()...)
+	errs = append(errs, c.checkModel(model)...)
+	errs = append(errs, c.Flags.Check()...)
+	if c.EvalOnly && c.EvalIters < 1 {
+		bad("--eval-only needs --eval-iters of at least 1")
+	}
+	switch c.DistributedBackend {
+	case "tcp", "gloo":
+	case "nccl":
+		bad("--distributed-backend nccl requires the cuda package, which is not implemented yet; use tcp")
+	default:
+		bad("--distributed-backend %q: want tcp, gloo (same as tcp) or nccl", c.DistributedBackend)
+	}
+	switch c.RecomputeGranularity {
+	case "", "none", "full", "selective":
+	default:
+		bad("--recompute-granularity %q: want full or selective", c.RecomputeGranularity)
+	}
+	if _, err := data.ParseSplit(c.Split); err != nil {
+		bad("--split: %v", err)
+	}
+	if _, _, err := c.Blend(); err != nil {
+		bad("--data-path: %v", err)
+	}
+	return errs
+}
+
+// checkLayout checks the parallel sizes against the world and the batch sizes.
+func (c *Common) checkLayout(world int) []string {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	c.World = c.Ranks
+	if world > 0 {
+		if c.Ranks > 1 {
+			bad("--ranks %d cannot be used under a launcher (WORLD_SIZE=%d is set): each process is one rank", c.Ranks, world)
+		}
+		c.World = world
+	}
+	if c.World%(c.TP*c.PP) != 0 {
+		bad("%d ranks do not divide into TP=%d × PP=%d", c.World, c.TP, c.PP)
+		return errs
+	}
+	c.DP = c.World / (c.TP * c.PP)
+	if c.GlobalBatchSize == 0 {
+		c.GlobalBatchSize = c.MicroBatchSize * c.DP
+	}
+	if c.GlobalBatchSize%(c.MicroBatchSize*c.DP) != 0 {
+		bad("--global-batch-size %d is not a multiple of micro-batch size %d × DP %d", c.GlobalBatchSize, c.MicroBatchSize, c.DP)
+		return errs
+	}
+	c.Microbatches = c.GlobalBatchSize / (c.MicroBatchSize * c.DP)
+	c.Chunks = 1
+	if n := c.LayersPerVirtualStage; n > 0 {
+		if c.PP < 2 {
+			bad("--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size of at least 2")
+		} else if c.NumLayers%(c.PP*n) != 0 || c.NumLayers/(c.PP*n) < 2 {
+			bad("--num-layers %d must be a multiple of PP %d × %d layers per virtual stage, with at least 2 chunks per rank", c.NumLayers, c.PP, n)
+		} else {
+			c.Chunks = c.NumLayers / (c.PP * n)
+			if _, err := c.Schedule().Plan(c.PP, 0); err != nil {
+				bad("%v (micro-batches per iteration: global batch %d / (micro-batch %d × DP %d))", err, c.GlobalBatchSize, c.MicroBatchSize, c.DP)
+			}
+		}
+	} else if c.NumLayers%c.PP != 0 {
+		bad("--num-layers %d is not divisible by --pipeline-model-parallel-size %d", c.NumLayers, c.PP)
+	}
+	if c.SequenceParallel && c.SeqLength%c.TP != 0 {
+		bad("--sequence-parallel: --seq-length %d is not divisible by TP %d", c.SeqLength, c.TP)
+	}
+	return errs
+}
+
+// checkOptimizer checks the learning-rate schedule and precision settings.
+func (c *Common) checkOptimizer() []string {
+	var errs []string
+	if c.BF16 && c.FP16 {
+		errs = append(errs, "--bf16 and --fp16 are exclusive")
+	}
+	if c.Set["lr-warmup-iters"] && c.Set["lr-warmup-fraction"] {
+		errs = append(errs, "--lr-warmup-iters and --lr-warmup-fraction are exclusive")
+	}
+	if c.Set["micro-batch-size"] && c.Set["batch-size"] {
+		errs = append(errs, "--batch-size is an alias of --micro-batch-size: give one of them")
+	}
+	if c.LRWarmupFraction < 0 || c.LRWarmupFraction > 1 {
+		errs = append(errs, fmt.Sprintf("--lr-warmup-fraction %g is outside [0, 1]", c.LRWarmupFraction))
+	}
+	if _, err := c.OptimConfig(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	return errs
+}
+
+// checkModel checks the model against the TP size, in the flags' words, then
+// everything else nn checks.
+func (c *Common) checkModel(model func() nn.TransformerConfig) []string {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if c.HiddenSize%c.NumAttentionHeads != 0 {
+		bad("--hidden-size %d is not divisible by --num-attention-heads %d", c.HiddenSize, c.NumAttentionHeads)
+	}
+	if c.NumAttentionHeads%c.TP != 0 {
+		bad("--num-attention-heads %d is not divisible by --tensor-model-parallel-size %d", c.NumAttentionHeads, c.TP)
+	}
+	if ffn := cmp.Or(c.FFNHiddenSize, 4*c.HiddenSize); ffn%c.TP != 0 {
+		bad("the MLP hidden size %d (--ffn-hidden-size, default 4 × hidden) is not divisible by --tensor-model-parallel-size %d", ffn, c.TP)
+	}
+	for name, p := range map[string]float64{"--hidden-dropout": c.HiddenDropout, "--attention-dropout": c.AttentionDropout} {
+		if p < 0 || p >= 1 {
+			bad("%s %g is outside [0, 1)", name, p)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	mc := model()
+	mc.TP = c.TP
+	if err := mc.Validate(); err != nil {
+		return []string{err.Error()}
+	}
+	return nil
+}
+
+// NonNegative returns a message for each flag of values (name → value) that is
+// negative, in the order of the names.
+func NonNegative(values map[string]int) []string {
+	var errs []string
+	for _, name := range sortedKeys(values) {
+		if values[name] < 0 {
+			errs = append(errs, fmt.Sprintf("%s must not be negative, got %d", name, values[name]))
+		}
+	}
+	return errs
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Error returns the messages as one error (nil for none).
+func Error(errs []string) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(errs) == 1 {
+		return errors.New(errs[0])
+	}
+	return errors.New("invalid settings:\n  " + strings.Join(errs, "\n  "))
+}
+
+// Schedule returns the pipeline schedule of one training iteration: gradient
+// accumulation over the micro-batches on one stage, 1F1B on several, interleaved 1F1B
+// with virtual stages.
+func (c *Common) Schedule() parallel.Schedule {
+	switch {
+	case c.Chunks > 1:
+		return parallel.Interleaved{M: c.Microbatches, V: c.Chunks}
+	case c.PP > 1:
+		return parallel.OneFOneB{M: c.Microbatches}
+	}
+	return parallel.NoPipelining{M: c.Microbatches}
+}
+
+// Recompute returns the --recompute-granularity setting.
+func (c *Common) Recompute() nn.Recompute {
+	switch c.RecomputeGranularity {
+	case "full":
+		return nn.RecomputeFull
+	case "selective":
+		return nn.RecomputeSelective
+	}
+	return nn.RecomputeNone
+}
+
+// OptimConfig returns AdamW with Megatron's learning-rate schedule.
+func (c *Common) OptimConfig() (optim.Config, error) {
+	decay := map[string]optim.DecayStyle{"constant": optim.DecayConstant, "linear": optim.DecayLinear,
+		"cosine": optim.DecayCosine, "inverse-square-root": optim.DecayInverseSqrt}
+	style, ok := decay[c.LRDecayStyle]
+	if !ok {
+		return optim.Config{}, fmt.Errorf("--lr-decay-style %q: want constant, linear, cosine or inverse-square-root", c.LRDecayStyle)
+	}
+	decayIters := c.LRDecayIters
+	if decayIters == 0 {
+		decayIters = c.TrainIters
+	}
+	warmup := c.WarmupIters()
+	sched, err := optim.NewSchedule(optim.ScheduleConfig{MaxLR: c.LR, MinLR: c.MinLR, WarmupSteps: warmup,
+		DecaySteps: decayIters, Decay: style, StartWD: c.WeightDecay, EndWD: c.WeightDecay})
+	if err != nil {
+		return optim.Config{}, fmt.Errorf("learning-rate schedule: %w", err)
+	}
+	cfg := optim.Config{Rule: optim.AdamW{Beta1: c.AdamBeta1, Beta2: c.AdamBeta2, Eps: c.AdamEps},
+		Schedule: sched, ClipGrad: c.ClipGrad, Distributed: c.DistributedOptimizer}
+	if c.FP16 {
+		if c.LossScale > 0 {
+			cfg.Scaler = optim.ConstantScaler{Value: c.LossScale}
+		} else if cfg.Scaler, err = optim.NewDynamicScaler(optim.DynamicScalerConfig{InitialScale: c.InitialLossScale}); err != nil {
+			return optim.Config{}, err
+		}
+	}
+	return cfg, cfg.Validate()
+}
+
+// Blend returns the --data-path prefixes and their weights (all 1 when none are given).
+func (c *Common) Blend() (prefixes []string, weights []float64, err error) {
+	words := c.DataPath
+	if len(words) == 0 {
+		return nil, nil, nil
+	}
+	if _, err := strconv.ParseFloat(words[0], 64); err != nil { // prefixes only
+		return words, nil, nil
+	}
+	if len(words)%2 != 0 {
+		return nil, nil, fmt.Errorf("%q: want weight-prefix pairs", strings.Join(words, " "))
+	}
+	for i := 0; i < len(words); i += 2 {
+		w, err := strconv.ParseFloat(words[i], 64)
+		if err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return nil, nil, fmt.Errorf("weight %q of %s: want a positive number", words[i], words[i+1])
+		}
+		weights = append(weights, w)
+		prefixes = append(prefixes, words[i+1])
+	}
+	return prefixes, weights, nil
+}
+
+// Cache returns --cache-dir or the user cache directory's megago folder.
+func (c *Common) Cache() (string, error) {
+	if c.CacheDir != "" {
+		return c.CacheDir, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory (%v): set --cache-dir", err)
+	}
+	return filepath.Join(d, "megago"), nil
+}
+
+// TCPWorld returns the world size of a TCP job, or 0 for none.
+func TCPWorld(t *parallel.TCPConfig) int {
+	if t == nil {
+		return 0
+	}
+	return t.WorldSize
+}
+
+// DType returns the parameters' and activations' dtype.
+func (c *Common) DType() tensor.DType {
+	switch {
+	case c.BF16:
+		return tensor.BF16
+	case c.FP16:
+		return tensor.F16
+	}
+	return tensor.F32
+}
+
+// WarmupIters returns the learning-rate warmup in iterations.
+func (c *Common) WarmupIters() int {
+	if c.Set["lr-warmup-iters"] {
+		return c.LRWarmupIters
+	}
+	decay := c.LRDecayIters
+	if decay == 0 {
+		decay = c.TrainIters
+	}
+	return int(math.Round(c.LRWarmupFraction * float64(decay)))
+}
+
+// EvalAfter reports whether to validate after iteration it (1-based): every
+// --eval-interval iterations and after the last.
+func (c *Common) EvalAfter(it int) bool {
+	return c.EvalIters > 0 && (it == c.TrainIters || c.EvalInterval > 0 && it%c.EvalInterval == 0)
+}
+
+// FLOPs returns the model FLOPs of one iteration of a transformer with a vocabulary
+// (padded) of vp ids, as BENCHMARKS.md counts them: tokens × (6·N + 12·L·T·C), with
+// N = L·(4C² + 2C·F) + Vp·C the weights used in matrix multiplies (12·L·C² + Vp·C when
+// F = 4C) and attention over the full T×T square.
+func (c *Common) FLOPs(vp int) float64 {
+	l, t, ch := float64(c.NumLayers), float64(c.SeqLength), float64(c.HiddenSize)
+	f := float64(cmp.Or(c.FFNHiddenSize, 4*c.HiddenSize))
+	n := l*(4*ch*ch+2*ch*f) + float64(vp)*ch
+	tokens := float64(c.GlobalBatchSize * c.SeqLength)
+	return tokens * (6*n + 12*l*t*ch)
+}

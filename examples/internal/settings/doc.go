@@ -1,0 +1,20 @@
+// Package settings holds the settings megago's example programs share, named after
+// Megatron-LM's flags (--num-layers, --tensor-model-parallel-size, --data-path, ...):
+// Common registers them, parses them from the command line and from a JSON file given
+// by --config (keys named like the flags, with hyphens or Megatron's underscores; flags
+// override the file), checks them before any work starts, and derives what a run needs
+// from them: the world layout (DP, micro-batches per step, model chunks per pipeline
+// rank), the pipeline schedule, the optimizer with Megatron's learning-rate schedule,
+// the dtype, the data blend and the cache directory.
+//
+// # Reading order
+//
+//   - flags.go: Common, Defaults, Register and Parse; --data-path takes Megatron's list of
+//     words ("--data-path 0.3 A 0.7 B").
+//   - check.go: Check, Error and NonNegative, then what the settings derive.
+//
+// # Errors
+//
+// Every setting that cannot work is a message of Check, all of them reported together
+// by Error, before any work starts; -help prints the usage and returns ErrHelp.
+package settings

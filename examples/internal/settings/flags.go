@@ -1,0 +1,299 @@
+package settings
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"megago/data"
+	"megago/examples/internal/ckpt"
+)
+
+// Common holds the settings every example shares, named after Megatron's flags. Flags
+// override the JSON file given by --config, which overrides the defaults. An example
+// embeds it in its own settings, registers its own flags beside Register's, and adds its
+// own checks to Check's.
+type Common struct {
+	// Model.
+	NumLayers, HiddenSize, NumAttentionHeads, FFNHiddenSize    int
+	SeqLength, MaxPositionEmbeddings, MakeVocabSizeDivisibleBy int
+	HiddenDropout, AttentionDropout, InitMethodStd             float64
+
+	// Batches and iterations.
+	MicroBatchSize, GlobalBatchSize, TrainIters int
+
+	// Optimizer and precision.
+	LR, MinLR                   float64
+	LRDecayStyle                string
+	LRDecayIters, LRWarmupIters int
+	LRWarmupFraction            float64
+	WeightDecay, ClipGrad       float64
+	AdamBeta1, AdamBeta2        float64
+	AdamEps                     float64
+	BF16, FP16                  bool
+	LossScale, InitialLossScale float64
+
+	// Parallelism.
+	TP, PP, LayersPerVirtualStage int
+	SequenceParallel              bool
+	RecomputeGranularity          string
+	DistributedBackend            string
+	DistributedOptimizer          bool
+	Ranks                         int
+
+	// Data.
+	DataPath                            []string
+	Split                               string
+	TokenizerType, VocabFile, MergeFile string
+	CacheDir                            string
+	Seed                                uint64
+
+	// Logging and evaluation.
+	EvalInterval, EvalIters, LogInterval int
+	TensorboardDir, OutDir               string
+
+	// Checkpoints.
+	ckpt.Flags
+
+	// Derived by Check: the world size, DP, micro-batches per step and model chunks per
+	// pipeline rank.
+	World, DP, Microbatches, Chunks int
+	// Set holds the flags given on the command line or in the --config file.
+	Set map[string]bool
+
+	configFile string
+}
+
+// Defaults returns the settings of a small model that trains in minutes on a laptop's
+// CPU (the GPT example's); examples change what they need before Register.
+func Defaults() Common {
+	return Common{NumLayers: 4, HiddenSize: 128, NumAttentionHeads: 4, SeqLength: 128, MakeVocabSizeDivisibleBy: 128,
+		InitMethodStd: 0.02, MicroBatchSize: 4, TrainIters: 600,
+		LR: 2e-3, MinLR: 1e-4, LRDecayStyle: "cosine", LRWarmupFraction: 0.05, WeightDecay: 0.1, ClipGrad: 1,
+		AdamBeta1: 0.9, AdamBeta2: 0.95, AdamEps: 1e-8, InitialLossScale: 1 << 32,
+		TP: 1, PP: 1, DistributedBackend: "tcp", Ranks: 1,
+		Split: data.DefaultSplit, TokenizerType: "gosource-bpe", Seed: 1234,
+		EvalInterval: 200, EvalIters: 20, LogInterval: 50, OutDir: "out"}
+}
+
+// Register registers the common flags on fs, with c's values as their defaults.
+// evalOnly says what --eval-only reports.
+func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
+	fs.IntVar(&c.NumLayers, "num-layers", c.NumLayers, "transformer layers (L)")
+	fs.IntVar(&c.HiddenSize, "hidden-size", c.HiddenSize, "hidden size (C)")
+	fs.IntVar(&c.NumAttentionHeads, "num-attention-heads", c.NumAttentionHeads, "attention heads (NH)")
+	fs.IntVar(&c.FFNHiddenSize, "ffn-hidden-size", c.FFNHiddenSize, "MLP hidden size (0: 4 × hidden size)")
+	fs.IntVar(&c.SeqLength, "seq-length", c.SeqLength, "tokens per sample (T)")
+	fs.IntVar(&c.MaxPositionEmbeddings, "max-position-embeddings", c.MaxPositionEmbeddings, "learned positions (0: seq-length)")
+	fs.IntVar(&c.MakeVocabSizeDivisibleBy, "make-vocab-size-divisible-by", c.MakeVocabSizeDivisibleBy, "pad the vocabulary to a multiple of this × TP")
+	fs.Float64Var(&c.HiddenDropout, "hidden-dropout", c.HiddenDropout, "dropout on hidden states (Megatron's default is 0.1; a short run sees each token about once)")
+	fs.Float64Var(&c.AttentionDropout, "attention-dropout", c.AttentionDropout, "dropout on attention probabilities")
+	fs.Float64Var(&c.InitMethodStd, "init-method-std", c.InitMethodStd, "std of the weight initialization")
+
+	fs.IntVar(&c.MicroBatchSize, "micro-batch-size", c.MicroBatchSize, "samples per micro-batch per data-parallel rank (B)")
+	fs.IntVar(&c.MicroBatchSize, "batch-size", c.MicroBatchSize, "alias of --micro-batch-size")
+	fs.IntVar(&c.GlobalBatchSize, "global-batch-size", c.GlobalBatchSize, "samples per iteration over all ranks (0: micro-batch size × DP)")
+	fs.IntVar(&c.TrainIters, "train-iters", c.TrainIters, "iterations (optimizer steps)")
+
+	fs.Float64Var(&c.LR, "lr", c.LR, "peak learning rate")
+	fs.Float64Var(&c.MinLR, "min-lr", c.MinLR, "learning rate at the end of the decay")
+	fs.StringVar(&c.LRDecayStyle, "lr-decay-style", c.LRDecayStyle, "constant, linear, cosine or inverse-square-root")
+	fs.IntVar(&c.LRDecayIters, "lr-decay-iters", c.LRDecayIters, "iterations over which the learning rate decays (0: train-iters)")
+	fs.IntVar(&c.LRWarmupIters, "lr-warmup-iters", c.LRWarmupIters, "iterations of linear warmup")
+	fs.Float64Var(&c.LRWarmupFraction, "lr-warmup-fraction", c.LRWarmupFraction, "warmup as a fraction of lr-decay-iters (used when lr-warmup-iters is 0)")
+	fs.Float64Var(&c.WeightDecay, "weight-decay", c.WeightDecay, "AdamW weight decay (not on biases and norms)")
+	fs.Float64Var(&c.ClipGrad, "clip-grad", c.ClipGrad, "clip gradients to this global L2 norm (0: off)")
+	fs.Float64Var(&c.AdamBeta1, "adam-beta1", c.AdamBeta1, "AdamW β1")
+	fs.Float64Var(&c.AdamBeta2, "adam-beta2", c.AdamBeta2, "AdamW β2")
+	fs.Float64Var(&c.AdamEps, "adam-eps", c.AdamEps, "AdamW ε")
+	fs.BoolVar(&c.BF16, "bf16", c.BF16, "bfloat16 parameters and activations with fp32 master weights")
+	fs.BoolVar(&c.FP16, "fp16", c.FP16, "float16 parameters and activations with fp32 master weights and loss scaling")
+	fs.Float64Var(&c.LossScale, "loss-scale", c.LossScale, "constant fp16 loss scale (0: dynamic)")
+	fs.Float64Var(&c.InitialLossScale, "initial-loss-scale", c.InitialLossScale, "initial dynamic fp16 loss scale")
+
+	fs.IntVar(&c.TP, "tensor-model-parallel-size", c.TP, "tensor-parallel size (TP)")
+	fs.IntVar(&c.PP, "pipeline-model-parallel-size", c.PP, "pipeline-parallel size (PP)")
+	fs.IntVar(&c.LayersPerVirtualStage, "num-layers-per-virtual-pipeline-stage", c.LayersPerVirtualStage, "layers per model chunk: the interleaved 1F1B schedule (0: plain 1F1B)")
+	fs.BoolVar(&c.SequenceParallel, "sequence-parallel", c.SequenceParallel, "split activations along the sequence between TP regions")
+	fs.StringVar(&c.RecomputeGranularity, "recompute-granularity", c.RecomputeGranularity, "activation recomputation: full or selective (default none)")
+	fs.StringVar(&c.DistributedBackend, "distributed-backend", c.DistributedBackend, "tcp (gloo is accepted as tcp) or nccl, for runs under megago launch")
+	fs.BoolVar(&c.DistributedOptimizer, "use-distributed-optimizer", c.DistributedOptimizer, "shard optimizer state over data-parallel ranks (ZeRO-1)")
+	fs.IntVar(&c.Ranks, "ranks", c.Ranks, "ranks to run as goroutines in this process (TP × PP × DP)")
+
+	fs.Var((*dataPath)(&c.DataPath), "data-path", "indexed dataset prefixes, each optionally preceded by a blend weight: [W1] PREFIX1 [W2 PREFIX2 ...] (default: the Go standard library's sources)")
+	fs.StringVar(&c.Split, "split", c.Split, "train,valid,test proportions of the documents")
+	fs.StringVar(&c.TokenizerType, "tokenizer-type", c.TokenizerType, "gosource-bpe, gpt2, GPT2BPETokenizer, NullTokenizer, ...")
+	fs.StringVar(&c.VocabFile, "vocab-file", c.VocabFile, "vocabulary file of the tokenizer")
+	fs.StringVar(&c.MergeFile, "merge-file", c.MergeFile, "BPE merges file of the tokenizer")
+	fs.StringVar(&c.CacheDir, "cache-dir", c.CacheDir, "where the default corpus and dataset indices are cached (default: the user cache dir/megago)")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed (initialization, dropout, data order)")
+
+	fs.IntVar(&c.EvalInterval, "eval-interval", c.EvalInterval, "iterations between validation runs (0: only at the end)")
+	fs.IntVar(&c.EvalIters, "eval-iters", c.EvalIters, "global batches per validation run (0: no validation)")
+	fs.IntVar(&c.LogInterval, "log-interval", c.LogInterval, "iterations per progress line")
+	fs.StringVar(&c.TensorboardDir, "tensorboard-dir", c.TensorboardDir, "TensorBoard event files (default: OUT-DIR/tensorboard)")
+	fs.StringVar(&c.OutDir, "out-dir", c.OutDir, "where metrics.jsonl, loss.png and the TensorBoard files go")
+
+	c.Flags.Register(fs, evalOnly)
+	fs.StringVar(&c.configFile, "config", "", "JSON file of settings named like the flags (flags override it)")
+}
+
+// dataPath is --data-path: Megatron takes a list ("--data-path 0.3 A 0.7 B"); here the
+// flag may be repeated, hold several space-separated words, or be followed by words
+// that do not start with "-" (see splitListArgs).
+type dataPath []string
+
+func (d *dataPath) String() string { return strings.Join(*d, " ") }
+
+func (d *dataPath) Set(s string) error {
+	*d = append(*d, strings.Fields(s)...)
+	return nil
+}
+
+// ErrHelp is returned for -h and --help, after the usage was printed.
+var ErrHelp = flag.ErrHelp
+
+// Parse parses args (and the --config file they name) into the flags of fs, on which
+// c's flags are registered; usage is the text printed above the flags for -help. It
+// fills c.Set. Every error is a usage error; for -help it prints the usage to stdout
+// and returns ErrHelp.
+func (c *Common) Parse(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) error {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	args = splitListArgs(args, "data-path")
+	if file := configFileArg(args); file != "" {
+		if err := loadConfigFile(fs, file); err != nil {
+			return err
+		}
+	}
+	fs.SetOutput(io.Discard) // errors are returned, the usage printed only for -help
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return ErrHelp
+		}
+		return fmt.Errorf("%w (-help lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags start with -)", fs.Arg(0))
+	}
+	c.Set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.Set[f.Name] = true })
+	return nil
+}
+
+// splitListArgs rewrites "--name a b c" (Megatron's nargs='*') into "--name=a b c".
+func splitListArgs(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a != "-"+name && a != "--"+name {
+			out = append(out, a)
+			continue
+		}
+		var words []string
+		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			i++
+			words = append(words, args[i])
+		}
+		if len(words) == 0 {
+			out = append(out, a) // let the flag package report the missing value
+			continue
+		}
+		out = append(out, "--"+name+"="+strings.Join(words, " "))
+	}
+	return out
+}
+
+// configFileArg returns the value of --config in args, or "".
+func configFileArg(args []string) string {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return ""
+		case a == "-config" || a == "--config":
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+		case strings.HasPrefix(a, "-config=") || strings.HasPrefix(a, "--config="):
+			return a[strings.Index(a, "=")+1:]
+		}
+	}
+	return ""
+}
+
+// loadConfigFile sets the flags of fs from a JSON object whose keys are flag names
+// (hyphens or Megatron's underscores) and whose values are strings, numbers, booleans
+// or, for data-path, lists.
+func loadConfigFile(fs *flag.FlagSet, file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return fmt.Errorf("--config %s: not a JSON object: %w", file, err)
+	}
+	for key, raw := range m {
+		name := strings.ReplaceAll(key, "_", "-")
+		f := fs.Lookup(name)
+		if f == nil || name == "config" {
+			return fmt.Errorf("--config %s: unknown key %q (keys are flag names, e.g. \"num-layers\")", file, key)
+		}
+		vals, err := jsonValues(raw)
+		if err != nil {
+			return fmt.Errorf("--config %s: key %q: %w", file, key, err)
+		}
+		for _, v := range vals {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("--config %s: key %q: %w", file, key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// jsonValues returns a JSON scalar as the string a flag parses, or each element of a
+// list.
+func jsonValues(raw json.RawMessage) ([]string, error) {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	scalar := func(v any) (string, error) {
+		switch v := v.(type) {
+		case string:
+			return v, nil
+		case json.Number:
+			return v.String(), nil
+		case bool:
+			return strconv.FormatBool(v), nil
+		}
+		return "", fmt.Errorf("want a string, number or boolean, got %s", raw)
+	}
+	if list, ok := v.([]any); ok {
+		out := make([]string, len(list))
+		for i, e := range list {
+			s, err := scalar(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = s
+		}
+		return out, nil
+	}
+	s, err := scalar(v)
+	return []string{s}, err
+}

@@ -1,0 +1,63 @@
+package settings
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func parse(t *testing.T, args ...string) (*Common, error) {
+	t.Helper()
+	c := Defaults()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	c.Register(fs, "nothing")
+	return &c, c.Parse(fs, args, "usage\n", io.Discard)
+}
+
+func TestConfigFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "run.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"num_layers": 6, "hidden-size": 96, "bf16": true,
+		"data-path": ["0.3", "a", "0.7", "b"]}`), 0o644))
+	c, err := parse(t, "--config", file, "--hidden-size", "64")
+	require.NoError(t, err)
+	assert.Equal(t, 6, c.NumLayers, "underscores name flags too")
+	assert.Equal(t, 64, c.HiddenSize, "flags override the file")
+	assert.True(t, c.BF16)
+	assert.True(t, c.Set["num-layers"] && c.Set["hidden-size"] && !c.Set["lr"])
+	prefixes, weights, err := c.Blend()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, prefixes)
+	assert.Equal(t, []float64{0.3, 0.7}, weights)
+
+	_, err = parse(t, "unexpected")
+	assert.ErrorContains(t, err, `unexpected argument "unexpected"`)
+	var out strings.Builder
+	c2 := Defaults()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	c2.Register(fs, "nothing")
+	assert.ErrorIs(t, c2.Parse(fs, []string{"-help"}, "Usage: test\n", &out), ErrHelp)
+	assert.Contains(t, out.String(), "Usage: test\n")
+	assert.Contains(t, out.String(), "-tensor-model-parallel-size")
+}
+
+// TestFLOPs checks FLOPs against BENCHMARKS.md's W2 row: L=4, C=256, V=8192, batch
+// 8 × 256: 70.87 model GFLOP per step.
+func TestFLOPs(t *testing.T) {
+	c, err := parse(t, "--num-layers", "4", "--hidden-size", "256", "--seq-length", "256", "--micro-batch-size", "8")
+	require.NoError(t, err)
+	c.GlobalBatchSize = 8
+	assert.InDelta(t, 70.87e9, c.FLOPs(8192), 0.01e9)
+}
+
+func TestNonNegative(t *testing.T) {
+	assert.Equal(t, []string{"--a must not be negative, got -1", "--c must not be negative, got -3"},
+		NonNegative(map[string]int{"--c": -3, "--b": 0, "--a": -1}))
+	assert.NoError(t, Error(nil))
+	assert.EqualError(t, Error([]string{"x", "y"}), "invalid settings:\n  x\n  y")
+}

@@ -36,6 +36,9 @@
 //   - bert.go, t5.go: the BERT encoder with its pre-training heads and the T5
 //     encoder-decoder. T5 runs with TP and DP only: NewT5 rejects a pipeline stage. Its
 //     MLP drops out the activation before fc2 (MLP.Dropout), as Hugging Face's T5 does.
+//   - bert_classify.go: BERTClassifier, a BERT encoder with a sequence-classification
+//     head (pooler, dropout, linear over N classes: BertForSequenceClassification) whose
+//     parameters are named as BERT's, so pre-trained weights load into it by name.
 //   - generate.go, generate_sample.go: Generate and GenerateOptions (greedy, temperature,
 //     top-k and top-p sampling with a KV cache, under TP).
 //   - t5_generate.go: T5Decoding and GenerateT5: the encoder run once, each decoder

@@ -12,7 +12,7 @@ import (
 )
 
 // benchSizes are the message sizes of BenchmarkAllReduce, in bytes.
-var benchSizes = []int{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}
+var benchSizes = []int{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 32 << 20, 64 << 20}
 
 func benchSizeName(n int) string {
 	if n >= 1<<20 {
@@ -24,9 +24,10 @@ func benchSizeName(n int) string {
 // benchRanks is the group size of BenchmarkAllReduce.
 const benchRanks = 2
 
-// reportBusBandwidth reports GB/s of bus bandwidth for an all-reduce of size bytes over
-// n ranks done b.N times: 2(n−1)/n · size per call, as nccl-tests count it (each rank
-// sends and receives that much in a ring); with n = 1 (the copy), size per call.
+// reportBusBandwidth reports GB/s (10⁹ bytes a second) of bus bandwidth for an
+// all-reduce of size bytes over n ranks done b.N times: 2(n−1)/n · size / t, as
+// nccl-tests define it (a ring all-reduce sends and receives that much on every rank,
+// so bus bandwidth is the rate of each link of the ring); with n = 1 (the copy), size / t.
 func reportBusBandwidth(b *testing.B, n, size int) {
 	factor := 1.0
 	if n > 1 {
@@ -36,11 +37,24 @@ func reportBusBandwidth(b *testing.B, n, size int) {
 }
 
 // BenchmarkAllReduce measures a float32 sum all-reduce over 2 ranks on the in-process
-// and TCP (loopback) transports, and one TCP stream over loopback copying the same
-// bytes, the rate the TCP ring is compared with. Each reports bus bandwidth in GB/s,
-// after one untimed warm-up call (the TCP ranks are goroutines of this process).
+// ("local") and TCP transports, and beside them ("copy") one TCP stream over loopback,
+// the rate the TCP ring is compared with. Each reports bus bandwidth in GB/s (see
+// reportBusBandwidth), timed after one untimed warm-up call.
 //
-//	go test -run XXX -bench AllReduce ./parallel/
+// What is compared. The TCP ranks are goroutines of this process joined over loopback
+// with the default TCPConfig (1 MiB segments) and default socket settings, reducing
+// tensors in place. The copy writes a size-byte buffer into one loopback connection
+// (default settings) with one Write call and reads it with io.ReadFull on another
+// goroutine: what the kernel alone delivers through one socket, with no framing, no
+// reduction and no tensor. Both run in the same process on the same cores, one after the
+// other. With 2 ranks bus bandwidth is size / t and each rank sends and receives size
+// bytes a call, so a ring at half the copy's rate moves as many bytes a second through
+// the loopback device, in total, as the copy: 0.5× is parity in kernel work, reached
+// when the copy leaves cores idle. On a machine busy with other work the ring, needing
+// twice the CPU time of the copy, loses more of its rate; compare on an idle machine or
+// under a real-time policy (chrt -f 10).
+//
+//	go test -run XXX -bench 'AllReduce/(tcp|copy)' ./parallel/
 func BenchmarkAllReduce(b *testing.B) {
 	b.Run("local", func(b *testing.B) {
 		for _, size := range benchSizes {

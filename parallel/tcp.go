@@ -38,10 +38,14 @@ import (
 // a pipelined chain from the root; Barrier is a dissemination barrier. Data moves in
 // segments: a rank sends segment k of a step, from a goroutine of its own, as soon as it
 // has received (and reduced) segment k of the previous step, so both directions of every
-// link are busy, and it reads and writes its tensors a segment at a time, so a call needs
-// memory for the segments in flight only. Each chunk is reduced along the ring in a fixed
-// order, so results are the same from run to run and on every rank (they may differ in
-// the last bits from RunLocal's rank-order sums).
+// link are busy. Tensors in host memory (tensor.HostBytes) are sent from, reduced into
+// and received into in place; others are staged a segment at a time through ReadHost
+// and WriteHost; either way a call needs memory for the segments in flight only. Each
+// chunk is reduced along the ring in a fixed order, so results are the same from run to
+// run and on every rank (they may differ in the last bits from RunLocal's rank-order
+// sums). After a collective has failed, a send of it still in progress may read its
+// tensor while the caller has it back; what it sends goes to a failed group, which
+// ignores it.
 //
 // Failures. Every blocking call honours its context and TCPConfig.Timeout. A broken
 // connection fails the calls that need it with an *Error naming that peer. The rank that

@@ -125,6 +125,7 @@ func Backward(outs, grads []*Tensor) {
 
 func runBackward(outs, grads []*Tensor) {
 	pending := map[*node][]*Tensor{}
+	temps := newGradTemps(outs[0].st.dev)
 	var roots []*node
 	hooks := hookCounts(outs)
 	for i, o := range outs {
@@ -143,7 +144,7 @@ func runBackward(outs, grads []*Tensor) {
 		if o.fn.freed {
 			panic(fmt.Sprintf("tensor: Backward: the graph through %s was already freed by an earlier backward", o.fn.op))
 		}
-		addPending(pending, o, g)
+		addPending(pending, temps, o, g)
 		roots = append(roots, o.fn)
 	}
 	order := topoOrder(roots)
@@ -157,16 +158,23 @@ func runBackward(outs, grads []*Tensor) {
 			}
 			continue // reachable, but no gradient flowed into it
 		}
+		held := make([]bool, len(gys))
 		for i, g := range gys {
-			if g == nil {
+			if held[i] = g != nil; !held[i] {
 				gys[i] = zerosForOutput(n, i)
 			}
 		}
 		gxs := n.backward(gys)
+		for i, g := range gys {
+			temps.consumed(g, held[i])
+		}
 		ins := n.inputs
 		n.freed, n.backward, n.inputs = true, nil, nil
 		for i, x := range ins {
 			if i >= len(gxs) || gxs[i] == nil || !needsGrad(x) {
+				if i < len(gxs) && gxs[i] != nil {
+					temps.consumed(gxs[i], false)
+				}
 				hooks.done(x, false)
 				continue
 			}
@@ -177,13 +185,15 @@ func runBackward(outs, grads []*Tensor) {
 			switch {
 			case x.fn == nil:
 				accumulateLeaf(x, g)
+				temps.consumed(g, false)
 				hooks.done(x, true)
 			case x.fn.freed: // a gradient into a graph an earlier backward freed would be lost
 				panic(fmt.Sprintf("tensor: Backward: the graph through %s was already freed by an earlier backward", x.fn.op))
 			default:
-				addPending(pending, x, g)
+				addPending(pending, temps, x, g)
 			}
 		}
+		temps.flush()
 	}
 }
 
@@ -194,22 +204,29 @@ func zerosForOutput(n *node, i int) *Tensor {
 	return Zeros(n.dev, n.outTypes[i], s...)
 }
 
-func addPending(pending map[*node][]*Tensor, x *Tensor, g *Tensor) {
+// addPending adds g to the gradient waiting for output x of x.fn.
+func addPending(pending map[*node][]*Tensor, temps *gradTemps, x *Tensor, g *Tensor) {
 	gs := pending[x.fn]
 	if gs == nil {
 		gs = make([]*Tensor, x.fn.nout)
 		pending[x.fn] = gs
 	}
 	if g.dtype != x.dtype {
-		g = castRaw(g, x.dtype)
+		c := castRaw(g, x.dtype)
+		temps.consumed(g, false)
+		g = c
 	}
 	if gs[x.outIdx] == nil {
 		gs[x.outIdx] = g
+		temps.hold(g)
 		return
 	}
 	sum := empty(g.st.dev, g.dtype, g.shape)
 	g.st.dev.backend.Binary(OpAdd, sum.Span(), gs[x.outIdx].Span(), g.Span())
+	temps.consumed(gs[x.outIdx], true)
+	temps.consumed(g, false)
 	gs[x.outIdx] = sum
+	temps.hold(sum)
 }
 
 // accumulateLeaf adds g into leaf x's gradient. The gradient's storage belongs to x's own
@@ -227,7 +244,9 @@ func accumulateLeaf(x *Tensor, g *Tensor) {
 		dev.backend.Fill(x.grad.Span(), 0)
 	}
 	if g.dtype != x.dtype {
-		g = castRaw(g, x.dtype)
+		c := castRaw(g, x.dtype)
+		defer c.Release()
+		g = c
 	}
 	dev.backend.Binary(OpAdd, x.grad.Span(), x.grad.Span(), g.Span())
 }

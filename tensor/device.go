@@ -17,7 +17,8 @@ type Device struct {
 	free   map[poolKey][]Buffer
 	scopes []*Scope
 	stats  PoolStats
-	noGrad int // > 0 while inside NoGrad
+	noGrad int    // > 0 while inside NoGrad
+	allocs uint64 // storages handed out so far; each storage's gen
 }
 
 type poolKey struct {
@@ -92,7 +93,8 @@ func (d *Device) alloc(dt DType, n int, unscoped bool) *storage {
 	}
 	d.stats.InUse += bytes
 	d.stats.Peak = max(d.stats.Peak, d.stats.InUse)
-	st := &storage{dev: d, buf: buf, dt: dt, n: n}
+	d.allocs++
+	st := &storage{dev: d, buf: buf, dt: dt, n: n, gen: d.allocs}
 	if !unscoped && len(d.scopes) > 0 {
 		s := d.scopes[len(d.scopes)-1]
 		st.scope = s
@@ -126,6 +128,14 @@ func (d *Device) releaseLocked(st *storage) {
 	st.buf = nil
 }
 
+// allocCount returns the number of storages handed out so far: storages allocated after
+// a call have a larger gen.
+func (d *Device) allocCount() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.allocs
+}
+
 // storage is one allocation; views of it share it.
 type storage struct {
 	dev      *Device
@@ -133,6 +143,7 @@ type storage struct {
 	dt       DType
 	n        int
 	scope    *Scope // nil when not owned by a scope
+	gen      uint64 // the device's allocation count when st was handed out
 	released bool
 }
 

@@ -6,7 +6,9 @@ import "fmt"
 // mappings of package parallel and fused kernels implement it. Forward runs with gradient
 // recording off and may keep what Backward needs in the Function's own fields; Backward
 // receives one gradient per output (zeros for outputs that received none) and returns one
-// gradient per input, nil where no gradient flows.
+// gradient per input, nil where no gradient flows. The gradients Backward receives are valid
+// only during the call: the engine returns their storage to the pool once no gradient still
+// waiting in the pass shares it (Backward may return them, or views of them, as its results).
 type Function interface {
 	Forward(in []*Tensor) []*Tensor
 	Backward(gradOut []*Tensor) []*Tensor

@@ -233,8 +233,9 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		lv := loss.Item()
 		scope.Close()
 		losses = append(losses, lv)
-		fmt.Fprintf(progress, "step %d loss %.4f total %.1f ms (fwd %.1f bwd %.1f upd %.1f)\n", s, lv,
-			ms(t3.Sub(t0)), ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t3.Sub(t2)))
+		st := dev.Stats()
+		fmt.Fprintf(progress, "step %d loss %.4f total %.1f ms (fwd %.1f bwd %.1f upd %.1f) | tensors: peak %.0f MB, pool %.0f MB\n",
+			s, lv, ms(t3.Sub(t0)), ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t3.Sub(t2)), mb(st.Peak), mb(st.Reserved))
 		if s >= c.Warmup {
 			tot, fwd = append(tot, ms(t3.Sub(t0))), append(fwd, ms(t1.Sub(t0)))
 			bwd, upd = append(bwd, ms(t2.Sub(t1))), append(upd, ms(t3.Sub(t2)))
@@ -276,6 +277,8 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
+
+func mb(bytes int64) float64 { return float64(bytes) / (1 << 20) }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 

@@ -26,123 +26,93 @@ type CrossEntropyOptions struct {
 
 // VocabParallelCrossEntropy returns the per-token cross entropy [B, T] of logits
 // [B, T, Vp/tp], this rank's slice of the vocabulary, against targets [B, T] (global ids).
-// The softmax is taken over the whole vocabulary with three all-reduces over the TP group,
-// as Megatron does: the row maximum (MAX), then the sum of exponentials, the target logit
+// The softmax is taken over the whole vocabulary with all-reduces over the TP group, as
+// Megatron does: the row maximum (MAX), then the sum of exponentials, the target logit
 // (0 on ranks that do not own the target) and, for label smoothing, the sum of logits
-// (one SUM). Arithmetic is in float64; the result has the logits' dtype. Ignored tokens
-// get loss 0. It panics if a target is outside [0, V) and not ignored.
+// (one SUM). The per-row work runs in the device's fused kernels
+// (tensor.Backend.VocabCrossEntropyStats, VocabCrossEntropyLoss and
+// VocabCrossEntropyBackward): one pass over the logits forward, one backward writing the
+// logits' gradient directly. F64 logits are computed in float64; F32 logits (BF16 and F16
+// widened) in float32 with float64 row sums, the loss within about one float32 ulp (see
+// the CPU backend's precision notes in tensor/cpu_ce.go). The result has the logits'
+// dtype. Ignored tokens get loss 0 and no gradient. It panics if a target is outside
+// [0, V) and not ignored.
 func VocabParallelCrossEntropy(p *Pass, tp parallel.Comm, logits, targets *tensor.Tensor, o CrossEntropyOptions) *tensor.Tensor {
+	f := newVocabCE(p, tp, logits, targets, o)
+	return tensor.Apply("VocabParallelCrossEntropy", f, logits)[0]
+}
+
+// newVocabCE checks the arguments of VocabParallelCrossEntropy and returns its function.
+func newVocabCE(p *Pass, tp parallel.Comm, logits, targets *tensor.Tensor, o CrossEntropyOptions) *vocabCE {
 	shape := logits.Shape()
 	if len(shape) < 1 || !targets.Shape().Equal(shape[:len(shape)-1]) {
 		panic(fmt.Sprintf("nn: VocabParallelCrossEntropy: logits %v with targets %v", shape, targets.Shape()))
 	}
-	f := &vocabCE{p: p, tp: tp, o: o, targets: tensor.ToSlice[int64](targets)}
-	return tensor.Apply("VocabParallelCrossEntropy", f, logits)[0]
+	w := logits.Dim(-1)
+	kp := tensor.VocabCrossEntropyParams{Start: tp.Rank() * w, Vocab: w * tp.Size(), Ignore: o.Ignore,
+		IgnoreIndex: o.IgnoreIndex, LabelSmoothing: o.LabelSmoothing}
+	if o.Vocab > 0 {
+		kp.Vocab = o.Vocab
+	}
+	for i, t := range tensor.ToSlice[int64](targets) {
+		if (t < 0 || t >= int64(kp.Vocab)) && !(o.Ignore && t == o.IgnoreIndex) {
+			panic(fmt.Sprintf("nn: VocabParallelCrossEntropy: target %d at position %d outside [0, %d)", t, i, kp.Vocab))
+		}
+	}
+	return &vocabCE{p: p, tp: tp, kp: kp, targets: targets}
 }
 
 type vocabCE struct {
 	p       *Pass
 	tp      parallel.Comm
-	o       CrossEntropyOptions
-	targets []int64
+	kp      tensor.VocabCrossEntropyParams
+	targets *tensor.Tensor // [B, T]
 
-	logits    *tensor.Tensor
-	x         []float64 // local logits, [N, W]
-	max, sexp []float64 // per row, global
+	logits *tensor.Tensor // [B, T, Vp/tp]
+	// stats holds each row's global statistics, F64 [4, B·T]: the maximum logit M,
+	// Σ e^(x−M), the target's logit and Σ x, over the whole vocabulary.
+	stats *tensor.Tensor
 }
 
-// columns returns the global vocabulary size and this rank's first column and width.
-func (f *vocabCE) columns() (v, start, w int) {
-	w = f.logits.Dim(-1)
-	start = f.tp.Rank() * w
-	v = w * f.tp.Size()
-	if f.o.Vocab > 0 {
-		v = f.o.Vocab
-	}
-	return v, start, w
-}
-
-func (f *vocabCE) ignored(t int64) bool { return f.o.Ignore && t == f.o.IgnoreIndex }
-
-func (f *vocabCE) allReduce(v []float64, op parallel.Op) {
-	if f.tp.Size() == 1 {
-		return
-	}
-	t := tensor.FromSlice(f.logits.Device(), v)
+func (f *vocabCE) allReduce(t *tensor.Tensor, op parallel.Op) {
 	if err := f.tp.AllReduce(f.p.Ctx, t, op); err != nil {
 		panic(err)
 	}
-	copy(v, tensor.ToSlice[float64](t))
 }
 
 func (f *vocabCE) Forward(in []*tensor.Tensor) []*tensor.Tensor {
-	f.logits = in[0]
-	f.x = tensor.ToSlice[float64](in[0])
-	v, start, w := f.columns()
-	n := len(f.targets)
-	local := max(0, min(w, v-start)) // columns of this rank inside the true vocabulary
-	f.max = make([]float64, n)
-	for i := range f.max {
-		m := math.Inf(-1)
-		for _, x := range f.x[i*w : i*w+local] {
-			m = max(m, x)
-		}
-		f.max[i] = m
+	x := in[0]
+	f.logits = x
+	dev := x.Device()
+	f.stats = tensor.Empty(dev, tensor.F64, 4, x.Numel()/max(x.Dim(-1), 1))
+	dev.Backend().VocabCrossEntropyStats(f.stats.Span(), x.Span(), f.targets.Span(), f.kp)
+	if f.tp.Size() > 1 {
+		f.combine()
 	}
-	f.allReduce(f.max, parallel.Max)
-	sums := make([]float64, 3*n) // Σ exp, target logit, Σ logits; all relative to the max
-	for i, t := range f.targets {
-		if f.ignored(t) {
-			continue
-		}
-		if t < 0 || t >= int64(v) {
-			panic(fmt.Sprintf("nn: VocabParallelCrossEntropy: target %d at position %d outside [0, %d)", t, i, v))
-		}
-		row := f.x[i*w : i*w+local]
-		for _, x := range row {
-			sums[i] += math.Exp(x - f.max[i])
-			sums[2*n+i] += x - f.max[i]
-		}
-		if c := int(t) - start; c >= 0 && c < local {
-			sums[n+i] = row[c] - f.max[i]
-		}
-	}
-	f.allReduce(sums, parallel.Sum)
-	f.sexp = sums[:n]
-	eps := f.o.LabelSmoothing
-	loss := make([]float64, n)
-	for i, t := range f.targets {
-		if f.ignored(t) {
-			continue
-		}
-		lse := math.Log(f.sexp[i])
-		loss[i] = (1-eps)*(lse-sums[n+i]) + eps*(lse-sums[2*n+i]/float64(v))
-	}
-	out := tensor.FromSlice(in[0].Device(), loss, in[0].Shape()[:in[0].Rank()-1]...)
-	return []*tensor.Tensor{out.Cast(in[0].DType())}
+	loss := tensor.Empty(dev, x.DType(), x.Shape()[:x.Rank()-1]...) // [B, T]
+	dev.Backend().VocabCrossEntropyLoss(loss.Span(), f.stats.Span(), f.targets.Span(), f.kp)
+	return []*tensor.Tensor{loss}
+}
+
+// combine turns this rank's statistics (over its own columns, Σ e^(x−m) relative to its
+// own maximum m) into the global ones: M = MAX of the maxima, each rank's Σ e^(x−m)
+// rescaled by e^(m−M), then one SUM of Σ e^(x−M), the target logit and Σ x.
+func (f *vocabCE) combine() {
+	m := f.stats.Narrow(0, 0, 1) // [1, N] views of stats
+	s := f.stats.Narrow(0, 1, 1)
+	local := m.Clone()
+	f.allReduce(m, parallel.Max)
+	scale := tensor.Exp(tensor.Sub(local, m))
+	s.CopyFrom(tensor.Mul(s, scale))
+	f.allReduce(f.stats.Narrow(0, 1, 3), parallel.Sum)
 }
 
 func (f *vocabCE) Backward(g []*tensor.Tensor) []*tensor.Tensor {
-	gl := tensor.ToSlice[float64](g[0])
-	v, start, w := f.columns()
-	local := max(0, min(w, v-start))
-	eps := f.o.LabelSmoothing
-	dx := make([]float64, len(f.x))
-	for i, t := range f.targets {
-		if f.ignored(t) {
-			continue
-		}
-		row, drow := f.x[i*w:i*w+local], dx[i*w:i*w+local]
-		for j, x := range row {
-			q := math.Exp(x-f.max[i])/f.sexp[i] - eps/float64(v)
-			if int64(start+j) == t {
-				q -= 1 - eps
-			}
-			drow[j] = gl[i] * q
-		}
-	}
-	d := tensor.FromSlice(f.logits.Device(), dx, f.logits.Shape()...).Cast(f.logits.DType())
-	return []*tensor.Tensor{d}
+	x := f.logits
+	dx := tensor.Empty(x.Device(), x.DType(), x.Shape()...) // [B, T, Vp/tp]
+	x.Device().Backend().VocabCrossEntropyBackward(dx.Span(), x.Span(), f.targets.Span(), f.stats.Span(),
+		g[0].Span(), f.kp)
+	return []*tensor.Tensor{dx}
 }
 
 // MeanLoss averages per-token losses [B, T] over the tokens whose target is not ignored

@@ -3,6 +3,7 @@ package nn
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -194,5 +195,50 @@ func TestVocabParallelCrossEntropyRejectsBadTargets(t *testing.T) {
 		require.PanicsWithValue(t, "nn: VocabParallelCrossEntropy: "+tc.want, func() {
 			VocabParallelCrossEntropy(Eval(context.Background()), parallel.Self(), logits, tensor.FromSlice(dev, tc.targets, 1, 2), tc.o)
 		}, name)
+	}
+}
+
+func TestVocabParallelCrossEntropyF32WideRows(t *testing.T) {
+	// Float32 logits whose rows span several of the kernels' column blocks on each rank
+	// (a ramp along the row gives the ranks different maxima), against the float64
+	// reference. Tolerances: each e^(x−M) is computed in float32 from x−M rounded to
+	// float32, |x−M| ≤ 14 here (relative error ≤ 8.5·2⁻²³); the loss sees a
+	// softmax-weighted average of that, then its own float32 rounding.
+	const b, tt, w, vocab = 2, 3, 8400, 8390
+	const lossTol, gradTol = 1e-6, 1.5e-6
+	logits, targets := ceProblem(b, tt, w, vocab, true)
+	for i := range logits {
+		logits[i] = float64(float32(logits[i] + 2*float64(i%w)/w))
+	}
+	g := seqValues(b*tt, 24)
+	o := CrossEntropyOptions{Vocab: vocab, Ignore: true, IgnoreIndex: -100, LabelSmoothing: 0.1}
+	wantLoss, wantGrad := ceReference(logits, targets, b, tt, w, vocab, g, o)
+	for _, tp := range []int{1, 2} {
+		t.Run(fmt.Sprintf("tp%d", tp), func(t *testing.T) {
+			onRanks(t, tp, func(c parallel.Comm, dev *tensor.Device) (struct{}, error) {
+				lo, width := c.Rank()*w/tp, w/tp
+				x := tensor.FromSlice(dev, cols(logits, w, lo, width), b, tt, width).Cast(tensor.F32).SetRequiresGrad(true)
+				loss := VocabParallelCrossEntropy(Eval(context.Background()), c, x, tensor.FromSlice(dev, targets, b, tt), o)
+				for i, got := range tensor.ToSlice[float64](loss) {
+					if d := got - wantLoss[i]; d > lossTol*(1+wantLoss[i]) || d < -lossTol*(1+wantLoss[i]) {
+						t.Errorf("rank %d row %d: loss %.9g, want %.9g", c.Rank(), i, got, wantLoss[i])
+					}
+				}
+				tensor.Sum(tensor.Mul(loss, tensor.FromSlice(dev, g, b, tt).Cast(tensor.F32))).Backward()
+				want := cols(wantGrad, w, lo, width)
+				for i, got := range tensor.ToSlice[float64](x.Grad()) {
+					row := i / width
+					tol := gradTol * (math.Abs(want[i]) + math.Abs(g[row])*o.LabelSmoothing/vocab)
+					if int64(lo+i%width) == targets[row] {
+						tol = gradTol * math.Abs(g[row]) // p − 1, formed in float64
+					}
+					if d := got - want[i]; d > tol || d < -tol {
+						t.Errorf("rank %d row %d column %d: gradient %.9g, want %.9g", c.Rank(), row, lo+i%width, got, want[i])
+						return struct{}{}, nil
+					}
+				}
+				return struct{}{}, nil
+			})
+		})
 	}
 }

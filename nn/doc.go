@@ -19,7 +19,8 @@
 //     a layer every TP rank holds whole.
 //   - embedding.go: VocabParallelEmbedding and the replicated Embedding.
 //   - cross_entropy.go: VocabParallelCrossEntropy (softmax over the vocabulary split over
-//     TP, label smoothing over the global vocabulary) and MeanLoss.
+//     TP, label smoothing over the global vocabulary; the per-row work in the backend's
+//     fused kernels) and MeanLoss.
 //   - norm.go: LayerNorm and RMSNorm, and the layout-independent dropout helpers.
 //   - rope.go: rotary position embeddings (Hugging Face's rotate_half form);
 //     relative_bias.go: T5's relative position bias.

@@ -114,6 +114,17 @@ type CrossEntropyParams struct {
 	LabelSmoothing float64
 }
 
+// VocabCrossEntropyParams describes the vocabulary-parallel cross entropy kernels. This
+// rank's logits [N, W] are the columns [Start, Start+W) of the global logits, whose first
+// Vocab columns are the classes and the rest padding (excluded from the softmax, zero
+// gradient); targets [N] (I32 or I64) are global class ids.
+type VocabCrossEntropyParams struct {
+	Start, Vocab   int
+	IgnoreIndex    int64 // rows whose target equals it get loss 0 and no gradient ...
+	Ignore         bool  // ... when Ignore is set
+	LabelSmoothing float64
+}
+
 // OptimSegment is a run of elements [Off, Off+N) of the spans an optimizer kernel updates
 // that share one learning rate and weight decay (one parameter, or the part of it in a
 // shard). Elements outside every segment are left as they are.
@@ -217,6 +228,22 @@ type Backend interface {
 	CrossEntropy(loss, lse, logits, targets Span, p CrossEntropyParams)
 	// CrossEntropyBackward sets dlogits from the per-row loss gradient dloss [N].
 	CrossEntropyBackward(dlogits, logits, targets, lse, dloss Span, p CrossEntropyParams)
+
+	// VocabCrossEntropyStats writes each row's statistics over this rank's class columns
+	// (those below p.Vocab) into stats (F64 [4, N]): row 0 the largest logit m (−Inf when
+	// the rank holds no class), row 1 Σ e^(x−m), row 2 the target's logit when this rank
+	// holds the target (else 0), row 3 Σ x. Ignored rows get zeros. Ranks combine them
+	// into the global statistics by a MAX of row 0 (M), rescaling row 1 by e^(m−M), and a
+	// SUM of rows 1-3. It panics if a target is outside [0, p.Vocab) and not ignored.
+	VocabCrossEntropyStats(stats, logits, targets Span, p VocabCrossEntropyParams)
+	// VocabCrossEntropyLoss sets loss[r] (N, any float dtype) from the global statistics
+	// [4, N] (M, S, target logit x_t, Σ x): M + ln S − (1−ε)·x_t − ε·Σx/Vocab with ε the
+	// label smoothing, 0 for ignored rows.
+	VocabCrossEntropyLoss(loss, stats, targets Span, p VocabCrossEntropyParams)
+	// VocabCrossEntropyBackward sets dlogits [N, W] = dloss[r]·(e^(x−M)/S − ε/Vocab −
+	// (1−ε)·[column is the target]) on class columns, 0 on padding columns and ignored
+	// rows, from the global statistics [4, N] and dloss [N] (any float dtype).
+	VocabCrossEntropyBackward(dlogits, logits, targets, stats, dloss Span, p VocabCrossEntropyParams)
 
 	// AdamStep updates, in one pass over each segment, param and the moments m and v
 	// (one dtype, F32 or F64) from grad (any float dtype, read as grad·p.GradScale), with

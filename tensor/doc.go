@@ -16,7 +16,8 @@
 //     functions (Function, Apply) and activation recomputation (Checkpoint);
 //     grad_hook.go: SetGradHook, called when a backward pass has finished a leaf's
 //     gradient (data-parallel reduction overlapping backward).
-//   - ops_*.go: the ops, each with its backward; cpu*.go: the CPU kernels.
+//   - ops_*.go: the ops, each with its backward; cpu*.go: the CPU kernels (cpu_ce.go:
+//     the vocabulary-parallel cross entropy, with its work split and precision notes).
 //   - rng.go: RNG (Philox-4x32-10 keys), Region, Random and its distributions.
 //
 // # Layout and views
@@ -55,12 +56,14 @@
 // tensors in float32 (narrow types are widened, computed, and rounded back); row
 // reductions (sums, softmax, norms, cross entropy) accumulate in float64. Work is split
 // across goroutines only between independent outputs (rows, tiles of a matrix product,
-// aligned blocks of elements), never inside a sum, so results are identical whatever
-// GOMAXPROCS is. The portable Go kernels state the semantics; on amd64, float32 MatMul
-// runs on AVX-512 or AVX2 micro-kernels (gemm.go) and the float32 GeLU, softmax,
-// LayerNorm and cross-entropy loops are vectorised with AVX-512 (vmath.go). These agree
-// with the portable kernels within float32 rounding, not bitwise, so results can differ
-// in the last bits between CPUs with different SIMD features.
+// aligned blocks of elements) or fixed blocks of a row whose partial sums are combined
+// in a fixed order, so results are identical whatever GOMAXPROCS is. The portable Go
+// kernels state the semantics; on amd64, float32 MatMul runs on AVX-512 or AVX2
+// micro-kernels (gemm.go) and the float32 GeLU, softmax, LayerNorm and cross-entropy
+// loops are vectorised with AVX-512 (vmath.go, vmath_ce.go). These agree with the
+// portable kernels within float32 rounding, not bitwise, so results can differ in the
+// last bits between CPUs with different SIMD features. The vocabulary-parallel cross
+// entropy evaluates its float32 exponentials in float32 (sums still in float64).
 //
 // # Randomness
 //

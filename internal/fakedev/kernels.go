@@ -139,6 +139,24 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, targets, lse, dloss tens
 	b.cpu.CrossEntropyBackward(b.span(n, dlogits), b.span(n, logits), b.span(n, targets), b.span(n, lse), b.span(n, dloss), p)
 }
 
+// VocabCrossEntropyStats runs the CPU kernel on the storage behind the handles.
+func (b *Backend) VocabCrossEntropyStats(stats, logits, targets tensor.Span, p tensor.VocabCrossEntropyParams) {
+	const n = "VocabCrossEntropyStats"
+	b.cpu.VocabCrossEntropyStats(b.span(n, stats), b.span(n, logits), b.span(n, targets), p)
+}
+
+// VocabCrossEntropyLoss runs the CPU kernel on the storage behind the handles.
+func (b *Backend) VocabCrossEntropyLoss(loss, stats, targets tensor.Span, p tensor.VocabCrossEntropyParams) {
+	const n = "VocabCrossEntropyLoss"
+	b.cpu.VocabCrossEntropyLoss(b.span(n, loss), b.span(n, stats), b.span(n, targets), p)
+}
+
+// VocabCrossEntropyBackward runs the CPU kernel on the storage behind the handles.
+func (b *Backend) VocabCrossEntropyBackward(dlogits, logits, targets, stats, dloss tensor.Span, p tensor.VocabCrossEntropyParams) {
+	const n = "VocabCrossEntropyBackward"
+	b.cpu.VocabCrossEntropyBackward(b.span(n, dlogits), b.span(n, logits), b.span(n, targets), b.span(n, stats), b.span(n, dloss), p)
+}
+
 // AdamStep runs the CPU kernel on the storage behind the handles.
 func (b *Backend) AdamStep(p tensor.AdamParams, segs []tensor.OptimSegment, param, grad, m, v, model tensor.Span) {
 	const n = "AdamStep"

@@ -10,6 +10,8 @@
 //     (bias, GeLU, their gradients) in row-major terms and GemmRunner runs it, choosing
 //     and caching an algorithm per shape and pointer alignment.
 //   - nccl.go: NCCL's communicator calls.
+//   - kernels/*.cu, kernels.go, compile.go: the CUDA C kernels (embedded), their modules
+//     and the NVRTC compilation with its disk cache.
 //
 // # Finding the libraries
 //
@@ -33,6 +35,20 @@
 // NVRTC) are used when present. CUDA's current context belongs to an OS thread, so every
 // driver call happens between GPU.Bind (which locks the goroutine to its thread and makes
 // the context current) and the release it returns.
+//
+// # Kernels
+//
+// The kernels are CUDA C in kernels/*.cu, embedded with go:embed. They are
+// self-contained: no #include (the NVRTC of Debian's libnvrtc11.2, which CI uses to
+// compile-check them, ships no toolkit headers), their own bf16/fp16 conversions by bit
+// manipulation (round to nearest even, as package tensor's), Philox-4x32-10 with
+// tensor/rng.go's counter layout, and nothing newer than CUDA 11.8. prelude.cu is
+// prepended to every module. A module is compiled on first use for the device's
+// architecture (a CUBIN when NVRTC knows it, else PTX for the newest architecture it
+// knows, which the driver compiles) and cached in DefaultCacheDir under a name that
+// hashes the source, the options and NVRTC's version; files are written under a
+// temporary name and renamed. The fused attention kernels are one module per dtype and
+// head size (32, 64, 128), so only the variants a model uses are compiled.
 //
 // # Errors
 //

@@ -173,6 +173,18 @@ func adamStep[T float](p AdamParams, segs []OptimSegment, param, grad, m, v, mod
 // element are what bound the loop). Adam has decay 1 and AdamW has l2 0, so one loop
 // serves both.
 func adamKernel[T float](ps, gs, ms, vs []T, k *adamConsts[T]) {
+	if p32, ok := any(ps).([]float32); ok && hasVMathAVX512 && len(ps) >= 16 {
+		done := len(ps) &^ 15
+		k32 := any(k).(*adamConsts[float32])
+		g32, m32, v32 := any(gs).([]float32), any(ms).([]float32), any(vs).([]float32)
+		adamF32AVX512(p32[:done], g32[:done], m32[:done], v32[:done], k32)
+		ps, gs, ms, vs = ps[done:], gs[done:], ms[done:], vs[done:]
+	}
+	adamKernelGo(ps, gs, ms, vs, k)
+}
+
+// adamKernelGo is adamKernel's portable loop, the reference the assembly is tested against.
+func adamKernelGo[T float](ps, gs, ms, vs []T, k *adamConsts[T]) {
 	n := len(ps)
 	gs, ms, vs = gs[:n], ms[:n], vs[:n]
 	for i := range ps {

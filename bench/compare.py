@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+r"""Run megago and its peers back to back on this machine and print the ratios.
+
+  /usr/bin/python3 bench/compare.py                 # W2, W1 and SGEMM 2048^3, 3 rounds each
+  /usr/bin/python3 bench/compare.py --only W2 --rounds 5 --json results.json
+
+Needs Go (to build megago) and Debian's python3-torch and python3-numpy
+(apt-get install python3-torch python3-numpy; run with /usr/bin/python3).
+
+What it runs, in alternating rounds so that both sides see the same machine
+(BENCHMARKS.md):
+  W1, W2   megago bench gpt  vs  bench/torch_gpt.py (PyTorch eager,
+           OMP_WAIT_POLICY=PASSIVE), 2 threads each, the same flags; each
+           process's peak RSS is read from wait4's rusage.
+  SGEMM    go test -bench 'Sgemm/2048x2048x2048$' ./tensor (GOMAXPROCS=2)  vs
+           bench/gemm_peak.py --lib numpy --threads 2 --n 2048 (OpenBLAS), run
+           with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
+The table shows medians over the rounds and megago/peer ratios: for times
+(ms, MB) below 1 is better, for GFLOP/s above 1 is better.
+
+torch_gpt.py and gemm_peak.py are copies of the project's shared peer scripts.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+WORKLOADS = {
+    "W2": ["--layers", "4", "--dim", "256", "--heads", "4", "--vocab", "8192", "--seq", "256",
+           "--batch", "8", "--steps", "20"],
+    "W1": ["--layers", "12", "--dim", "768", "--heads", "12", "--vocab", "50257", "--block", "1024",
+           "--seq", "64", "--batch", "4", "--steps", "10"],
+}
+STEP_FIELDS = ["ms_step_median", "ms_fwd_median", "ms_bwd_median", "ms_update_median", "peak_rss_mb"]
+
+
+def run(cmd, env=None):
+    """Runs cmd, returns (stdout, peak RSS in MB of the process tree's largest child)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    out = p.stdout.read().decode()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"compare.py: {' '.join(cmd)} exited with {p.returncode}")
+    return out, ru.ru_maxrss / 1024
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def step_round(megago, name, threads):
+    args = WORKLOADS[name] + ["--threads", str(threads)]
+    out, _ = run([megago, "bench", "gpt"] + args)
+    ours = last_json(out)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    out, rss = run(["/usr/bin/python3", os.path.join(HERE, "torch_gpt.py")] + args, env)
+    peer = last_json(out)
+    peer["peak_rss_mb"] = round(rss, 1)
+    return ours, peer
+
+
+def sgemm_round(threads):
+    env = dict(os.environ, GOMAXPROCS=str(threads))
+    out, _ = run(["go", "test", "-run", "^$", "-bench", "Sgemm/2048x2048x2048$", "-benchtime", "20x", "./tensor"], env)
+    m = re.search(r"([\d.]+) GFLOP/s", out)
+    if not m:
+        sys.exit("compare.py: no GFLOP/s in the go test -bench output:\n" + out)
+    ours = {"gflops": float(m.group(1))}
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    out, _ = run(["/usr/bin/python3", os.path.join(HERE, "gemm_peak.py"), "--lib", "numpy", "--threads",
+                  str(threads), "--n", "2048"], env)
+    peer = {"gflops": last_json(out)["gflops_median"]}
+    return ours, peer
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", choices=["W1", "W2", "SGEMM"],
+                    help="run only these (repeatable); default all")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of each (medians reported)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", default="", help="also write every run's results to this file")
+    a = ap.parse_args()
+    todo = a.only or ["W2", "W1", "SGEMM"]
+
+    tmp = tempfile.mkdtemp(prefix="megago-bench-")
+    megago = os.path.join(tmp, "megago")
+    subprocess.run(["go", "build", "-o", megago, "./cmd/megago"], cwd=ROOT, check=True)
+
+    results, rows = {}, []
+    for name in todo:
+        runs = []
+        for r in range(a.rounds):
+            ours, peer = sgemm_round(a.threads) if name == "SGEMM" else step_round(megago, name, a.threads)
+            runs.append({"megago": ours, "peer": peer})
+            print(f"{name} round {r + 1}/{a.rounds}: megago {summary(ours)} | peer {summary(peer)}",
+                  file=sys.stderr, flush=True)
+        results[name] = runs
+        fields = ["gflops"] if name == "SGEMM" else STEP_FIELDS
+        for f in fields:
+            ours = statistics.median(x["megago"][f] for x in runs)
+            peer = statistics.median(x["peer"][f] for x in runs)
+            rows.append((name, f, ours, peer, ours / peer if peer else float("nan")))
+
+    peer_names = {"SGEMM": "OpenBLAS (numpy)"}
+    print(f"{'workload':8} {'measure':18} {'megago':>10} {'peer':>10} {'ratio':>7}  peer")
+    for name, f, ours, peer, ratio in rows:
+        print(f"{name:8} {f:18} {ours:10.1f} {peer:10.1f} {ratio:7.2f}  {peer_names.get(name, 'PyTorch eager')}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+def summary(r):
+    if "ms_step_median" in r:
+        return f"{r['ms_step_median']:.0f} ms/step, {r['peak_rss_mb']:.0f} MB"
+    return f"{r['gflops']:.0f} GFLOP/s"
+
+
+if __name__ == "__main__":
+    main()

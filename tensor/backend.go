@@ -273,6 +273,8 @@ type Backend interface {
 
 // Poisoner is implemented by backends that can overwrite storage that was returned to the
 // pool, so a stale read through the backend shows garbage instead of plausible values.
+// Devices poison in test binaries only (testing.Testing), where the cost of writing every
+// released buffer buys early detection of stale reads; programs skip it.
 type Poisoner interface {
 	Poison(b Buffer, dt DType, n int)
 }

@@ -37,8 +37,8 @@ func kernelModules() map[string]kernelModule {
 		"norm": {file: "norm", kernels: []string{"norm_fwd_f", "norm_fwd_d", "norm_bwd_f", "norm_bwd_d",
 			"norm_wgrad_partial", "norm_wgrad_finish"}},
 		"embed": {file: "embed", kernels: []string{"embedding_2", "embedding_4", "embedding_8", "embedding_bwd",
-			"encoder", "encoder_bwd", "ce_fwd_f", "ce_fwd_d", "ce_bwd_f", "ce_bwd_d", "vpce_max", "vpce_sums",
-			"vpce_loss", "vpce_bwd"}},
+			"encoder", "encoder_bwd", "ce_fwd_f", "ce_fwd_d", "ce_bwd_f", "ce_bwd_d", "vce_stats", "vce_loss",
+			"vce_bwd"}},
 		"optim": {file: "optim", kernels: []string{"adam_f", "adam_d", "sgd_f", "sgd_d"}},
 		"fused": {file: "fused", kernels: []string{"bias_gelu", "bias_gelu_bwd", "bias_dropout_add", "dropout_bwd", "rope"}},
 	}

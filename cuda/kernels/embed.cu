@@ -67,17 +67,19 @@ extern "C" __global__ void encoder_bwd(void* dwte, void* dwpe, const void* dout,
 __device__ __forceinline__ bool ce_ignored(i64 t, int ignore, i64 ignoreIndex) { return ignore && t == ignoreIndex; }
 
 // ce_fwd: one block per row of logits [N, V]: lse = max + log Σ e^(x − max),
-// loss = (1−ε)(lse − x[t]) + ε(lse − mean(x)); ignored rows get 0 and 0.
+// loss = (1−ε)(lse − x[t]) + ε(lse − mean(x)); ignored rows get 0 and 0. loss has dtype
+// ldt and lse sdt.
 template <typename C>
-__device__ void ce_fwd_impl(void* loss, void* lse, const void* logits, int dt, const void* tg, int tdt, i64 n, i64 v,
-                            int ignore, i64 ignoreIndex, double eps, ErrFlag* err, int op) {
+__device__ void ce_fwd_impl(void* loss, int ldt, void* lse, int sdt, const void* logits, int dt, const void* tg, int tdt,
+                            i64 n, i64 v, int ignore, i64 ignoreIndex, double eps, ErrFlag* err, int op) {
   for (i64 r = blockIdx.x; r < n; r += gridDim.x) {
     i64 t = ld_index(tg, tdt, r);
-    if (ce_ignored(t, ignore, ignoreIndex) || t < 0 || t >= v) {
-      if (!ce_ignored(t, ignore, ignoreIndex) && threadIdx.x == 0) report_index(err, op, r, t, v);
+    bool ign = ce_ignored(t, ignore, ignoreIndex);
+    if (ign || t < 0 || t >= v) {
       if (threadIdx.x == 0) {
-        IO<C>::st(loss, dt, r, (C)0);
-        IO<C>::st(lse, dt, r, (C)0);
+        if (!ign) report_index(err, op, r, t, v);
+        IO<C>::st(loss, ldt, r, (C)0);
+        IO<C>::st(lse, sdt, r, (C)0);
       }
       continue;
     }
@@ -95,26 +97,28 @@ __device__ void ce_fwd_impl(void* loss, void* lse, const void* logits, int dt, c
     if (threadIdx.x == 0) {
       C l = mx + log(s);
       C nll = l - IO<C>::ld(logits, dt, r * v + t);
-      IO<C>::st(loss, dt, r, ((C)1 - (C)eps) * nll + (C)eps * (l - sum / (C)v));
-      IO<C>::st(lse, dt, r, l);
+      IO<C>::st(loss, ldt, r, ((C)1 - (C)eps) * nll + (C)eps * (l - sum / (C)v));
+      IO<C>::st(lse, sdt, r, l);
     }
   }
 }
 
-extern "C" __global__ void ce_fwd_f(void* loss, void* lse, const void* logits, int dt, const void* tg, int tdt, i64 n,
-                                    i64 v, int ignore, i64 ignoreIndex, double eps, ErrFlag* err, int op) {
-  ce_fwd_impl<float>(loss, lse, logits, dt, tg, tdt, n, v, ignore, ignoreIndex, eps, err, op);
+extern "C" __global__ void ce_fwd_f(void* loss, int ldt, void* lse, int sdt, const void* logits, int dt, const void* tg,
+                                    int tdt, i64 n, i64 v, int ignore, i64 ignoreIndex, double eps, ErrFlag* err,
+                                    int op) {
+  ce_fwd_impl<float>(loss, ldt, lse, sdt, logits, dt, tg, tdt, n, v, ignore, ignoreIndex, eps, err, op);
 }
-extern "C" __global__ void ce_fwd_d(void* loss, void* lse, const void* logits, int dt, const void* tg, int tdt, i64 n,
-                                    i64 v, int ignore, i64 ignoreIndex, double eps, ErrFlag* err, int op) {
-  ce_fwd_impl<double>(loss, lse, logits, dt, tg, tdt, n, v, ignore, ignoreIndex, eps, err, op);
+extern "C" __global__ void ce_fwd_d(void* loss, int ldt, void* lse, int sdt, const void* logits, int dt, const void* tg,
+                                    int tdt, i64 n, i64 v, int ignore, i64 ignoreIndex, double eps, ErrFlag* err,
+                                    int op) {
+  ce_fwd_impl<double>(loss, ldt, lse, sdt, logits, dt, tg, tdt, n, v, ignore, ignoreIndex, eps, err, op);
 }
 
-// ce_bwd: dlogits = g·(e^(x − lse) − ε/V − (1−ε)·[j = t]) with g = dloss[r]; ignored
-// rows get zeros. dlogits may be logits (in place).
+// ce_bwd: dlogits = g·(e^(x − lse) − ε/V − (1−ε)·[j = t]) with g = dloss[r] (dtype
+// gdt; lse has dtype sdt); ignored rows get zeros. dlogits may be logits (in place).
 template <typename C>
-__device__ void ce_bwd_impl(void* dlogits, const void* logits, int dt, const void* tg, int tdt, const void* lse,
-                            const void* dloss, i64 n, i64 v, int ignore, i64 ignoreIndex, double eps) {
+__device__ void ce_bwd_impl(void* dlogits, const void* logits, int dt, const void* tg, int tdt, const void* lse, int sdt,
+                            const void* dloss, int gdt, i64 n, i64 v, int ignore, i64 ignoreIndex, double eps) {
   GRID_STRIDE(e, n * v) {
     i64 r = e / v, j = e - r * v;
     i64 t = ld_index(tg, tdt, r);
@@ -122,93 +126,108 @@ __device__ void ce_bwd_impl(void* dlogits, const void* logits, int dt, const voi
       IO<C>::st(dlogits, dt, e, (C)0);
       continue;
     }
-    C q = exp(IO<C>::ld(logits, dt, e) - IO<C>::ld(lse, dt, r)) - (C)eps / (C)v;
+    C q = exp(IO<C>::ld(logits, dt, e) - IO<C>::ld(lse, sdt, r)) - (C)eps / (C)v;
     if (j == t) q -= (C)1 - (C)eps;
-    IO<C>::st(dlogits, dt, e, IO<C>::ld(dloss, dt, r) * q);
+    IO<C>::st(dlogits, dt, e, IO<C>::ld(dloss, gdt, r) * q);
   }
 }
 
 extern "C" __global__ void ce_bwd_f(void* dlogits, const void* logits, int dt, const void* tg, int tdt,
-                                    const void* lse, const void* dloss, i64 n, i64 v, int ignore, i64 ignoreIndex,
-                                    double eps) {
-  ce_bwd_impl<float>(dlogits, logits, dt, tg, tdt, lse, dloss, n, v, ignore, ignoreIndex, eps);
+                                    const void* lse, int sdt, const void* dloss, int gdt, i64 n, i64 v, int ignore,
+                                    i64 ignoreIndex, double eps) {
+  ce_bwd_impl<float>(dlogits, logits, dt, tg, tdt, lse, sdt, dloss, gdt, n, v, ignore, ignoreIndex, eps);
 }
 extern "C" __global__ void ce_bwd_d(void* dlogits, const void* logits, int dt, const void* tg, int tdt,
-                                    const void* lse, const void* dloss, i64 n, i64 v, int ignore, i64 ignoreIndex,
-                                    double eps) {
-  ce_bwd_impl<double>(dlogits, logits, dt, tg, tdt, lse, dloss, n, v, ignore, ignoreIndex, eps);
+                                    const void* lse, int sdt, const void* dloss, int gdt, i64 n, i64 v, int ignore,
+                                    i64 ignoreIndex, double eps) {
+  ce_bwd_impl<double>(dlogits, logits, dt, tg, tdt, lse, sdt, dloss, gdt, n, v, ignore, ignoreIndex, eps);
 }
 
-// Vocab-parallel cross entropy: each rank holds logits [N, Vs] for global vocab ids
-// [vstart, vstart + Vs). Three kernels around two all-reduces (max, then sums), never
-// materializing probabilities; the backward recomputes them from the logits and lse.
+// Vocab-parallel cross entropy (tensor.Backend's VocabCrossEntropy*): this rank's logits
+// [N, W] are global columns [start, start+W), of which the first local = min(W,
+// vocab−start) are classes and the rest padding. The forward writes per-row statistics
+// that ranks combine (max, then sums), the loss is formed from the combined ones, and
+// the backward recomputes the softmax from the logits: probabilities are never stored.
 
-// vpce_max: rowmax[r] = max_j logits[r, j] (F32), to be all-reduced with max.
-extern "C" __global__ void vpce_max(float* rowmax, const void* logits, int dt, i64 n, i64 vs) {
+__device__ __forceinline__ bool vce_ignored(i64 t, int ignore, i64 ignoreIndex) { return ignore && t == ignoreIndex; }
+
+// vce_stats: stats (F64 [4, N]) = {m = max over class columns (−Inf without any),
+// Σ e^(x−m), the target's logit when this rank holds it else 0, Σ x}; zeros for ignored
+// rows. One block per row; exponentials in float, sums in double.
+extern "C" __global__ void vce_stats(double* stats, const void* logits, int dt, const void* tg, int tdt, i64 n, i64 w,
+                                     i64 local, i64 start, i64 vocab, int ignore, i64 ignoreIndex, ErrFlag* err,
+                                     int op) {
   for (i64 r = blockIdx.x; r < n; r += gridDim.x) {
-    float mx = NEG_INF;
-    for (i64 j = threadIdx.x; j < vs; j += blockDim.x) mx = nan_max(mx, ld_f(logits, dt, r * vs + j));
-    mx = block_max(mx);
-    if (threadIdx.x == 0) rowmax[r] = mx;
-  }
-}
-
-// vpce_sums: sums[r] = {Σ_j e^(x − M), x[t] if t is in this shard else 0, Σ_j x} with the
-// global max M = rowmax[r] (F32 [N, 3]), to be all-reduced with sum.
-extern "C" __global__ void vpce_sums(float* sums, const void* logits, int dt, const void* tg, int tdt,
-                                     const float* rowmax, i64 n, i64 vs, i64 vstart) {
-  for (i64 r = blockIdx.x; r < n; r += gridDim.x) {
-    float M = rowmax[r], s = 0, sx = 0;
-    for (i64 j = threadIdx.x; j < vs; j += blockDim.x) {
-      float x = ld_f(logits, dt, r * vs + j);
-      s += expf(x - M);
-      sx += x;
-    }
-    s = block_sum(s);
-    sx = block_sum(sx);
-    if (threadIdx.x == 0) {
-      i64 t = ld_index(tg, tdt, r) - vstart;
-      sums[3 * r] = s;
-      sums[3 * r + 1] = (t >= 0 && t < vs) ? ld_f(logits, dt, r * vs + t) : 0.0f;
-      sums[3 * r + 2] = sx;
-    }
-  }
-}
-
-// vpce_loss: lse = M + log S; loss = (1−ε)(lse − x[t]) + ε(lse − Σx/V) for the global
-// vocab size V; ignored rows get 0 and 0 (loss and lse F32 [N]).
-extern "C" __global__ void vpce_loss(float* loss, float* lse, const float* sums, const float* rowmax, const void* tg,
-                                     int tdt, i64 n, i64 vglobal, int ignore, i64 ignoreIndex, double eps,
-                                     ErrFlag* err, int op) {
-  GRID_STRIDE(r, n) {
     i64 t = ld_index(tg, tdt, r);
-    if (ce_ignored(t, ignore, ignoreIndex)) {
-      loss[r] = 0;
-      lse[r] = 0;
+    if (vce_ignored(t, ignore, ignoreIndex)) {
+      if (threadIdx.x == 0) stats[r] = stats[n + r] = stats[2 * n + r] = stats[3 * n + r] = 0.0;
       continue;
     }
-    if (t < 0 || t >= vglobal) report_index(err, op, r, t, vglobal);
-    float l = rowmax[r] + logf(sums[3 * r]);
-    float e = (float)eps;
-    loss[r] = (1.0f - e) * (l - sums[3 * r + 1]) + e * (l - sums[3 * r + 2] / (float)vglobal);
-    lse[r] = l;
+    if (threadIdx.x == 0 && (t < 0 || t >= vocab)) report_index(err, op, r, t, vocab);
+    double mx = (double)NEG_INF, sx = 0.0;
+    for (i64 j = threadIdx.x; j < local; j += blockDim.x) {
+      double x = ld_d(logits, dt, r * w + j);
+      mx = nan_max(mx, x);
+      sx += x;
+    }
+    mx = block_max(mx);
+    sx = block_sum(sx);
+    double s = 0.0;
+    if (mx != (double)NEG_INF) {
+      for (i64 j = threadIdx.x; j < local; j += blockDim.x) {
+        if (dt == DT_F64) {
+          s += exp(ld_d(logits, dt, r * w + j) - mx);
+        } else {
+          s += (double)expf(ld_f(logits, dt, r * w + j) - (float)mx);
+        }
+      }
+    }
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+      i64 c = t - start;
+      stats[r] = mx;
+      stats[n + r] = s;
+      stats[2 * n + r] = (c >= 0 && c < local) ? ld_d(logits, dt, r * w + c) : 0.0;
+      stats[3 * n + r] = sx;
+    }
   }
 }
 
-// vpce_bwd: dlogits[r, j] = dloss[r]·(e^(x − lse) − ε/V − (1−ε)·[vstart + j = t]);
-// dlogits may be logits (in place).
-extern "C" __global__ void vpce_bwd(void* dlogits, const void* logits, int dt, const void* tg, int tdt,
-                                    const float* lse, const float* dloss, i64 n, i64 vs, i64 vstart, i64 vglobal,
+// vce_loss: loss[r] = M + ln S − (1−ε)·x_t − ε·Σx/vocab from the combined statistics, 0
+// for ignored rows (the ε term only when ε ≠ 0: Σx may be −Inf).
+extern "C" __global__ void vce_loss(void* loss, int ldt, const double* stats, const void* tg, int tdt, i64 n, i64 vocab,
                                     int ignore, i64 ignoreIndex, double eps) {
-  GRID_STRIDE(e, n * vs) {
-    i64 r = e / vs, j = e - r * vs;
+  GRID_STRIDE(r, n) {
+    if (vce_ignored(ld_index(tg, tdt, r), ignore, ignoreIndex)) {
+      st_d(loss, ldt, r, 0.0);
+      continue;
+    }
+    double l = stats[r] + log(stats[n + r]) - (1.0 - eps) * stats[2 * n + r];
+    if (eps != 0.0) l -= eps * stats[3 * n + r] / (double)vocab;
+    st_d(loss, ldt, r, l);
+  }
+}
+
+// vce_bwd: dlogits[r, c] = g·(e^(x−M)/S − ε/vocab − (1−ε)·[start + c = t]) on class
+// columns, 0 on padding columns and ignored rows; g = dloss[r]. dlogits may be logits.
+extern "C" __global__ void vce_bwd(void* dlogits, const void* logits, int dt, const void* tg, int tdt,
+                                   const double* stats, const void* dloss, int gdt, i64 n, i64 w, i64 local, i64 start,
+                                   i64 vocab, int ignore, i64 ignoreIndex, double eps) {
+  GRID_STRIDE(e, n * w) {
+    i64 r = e / w, c = e - r * w;
     i64 t = ld_index(tg, tdt, r);
-    if (ce_ignored(t, ignore, ignoreIndex)) {
+    if (vce_ignored(t, ignore, ignoreIndex) || c >= local) {
       st_f(dlogits, dt, e, 0.0f);
       continue;
     }
-    float q = expf(ld_f(logits, dt, e) - lse[r]) - (float)eps / (float)vglobal;
-    if (vstart + j == t) q -= 1.0f - (float)eps;
-    st_f(dlogits, dt, e, dloss[r] * q);
+    double m = stats[r], s = stats[n + r], g = ld_d(dloss, gdt, r);
+    if (start + c == t || dt == DT_F64) {
+      double q = exp(ld_d(logits, dt, e) - m) / s - eps / (double)vocab;
+      if (start + c == t) q -= 1.0 - eps;
+      st_d(dlogits, dt, e, g * q);
+    } else {
+      float a = (float)(g / s), b = (float)(-g * eps / (double)vocab);
+      st_f(dlogits, dt, e, a * expf(ld_f(logits, dt, e) - (float)m) + b);
+    }
   }
 }

@@ -97,7 +97,9 @@ func openRealGPU(cfg Config) (*realGPU, error) {
 	return r, nil
 }
 
-func (r *realGPU) alloc(bytes int64) (DevicePtr, error) { return r.drv.MemAlloc(bytes, r.stream, r.async) }
+func (r *realGPU) alloc(bytes int64) (DevicePtr, error) {
+	return r.drv.MemAlloc(bytes, r.stream, r.async)
+}
 func (r *realGPU) free(p DevicePtr) error               { return r.drv.MemFree(p, r.stream, r.async) }
 func (r *realGPU) memInfo() (int64, int64, error)       { return r.drv.MemInfo() }
 func (r *realGPU) htod(dst DevicePtr, src []byte) error { return r.drv.CopyHtoD(dst, src, r.stream) }

@@ -181,6 +181,11 @@ type BERTInput struct {
 	// Hidden is the previous stage's output [B, T, C] ([B, T/tp, C] under sequence
 	// parallelism); stages after the first.
 	Hidden *tensor.Tensor
+	// LMPositions [N], if not nil, are the positions whose MLM scores the last stage
+	// computes, as indices b·T + t into the flattened batch (the masked tokens, as
+	// fairseq's masked_tokens): the other positions skip the vocabulary projection, which
+	// dominates a small BERT's cost. LMLogits are then [N, Vp/tp] and Loss takes labels [N].
+	LMPositions *tensor.Tensor
 }
 
 // BERTOutput is what a BERT stage returns.
@@ -188,8 +193,8 @@ type BERTOutput struct {
 	// Hidden is the stage's output hidden states [B, T, C] ([B, T/tp, C] under sequence
 	// parallelism): the next stage's input, or on the last stage the encoder's output.
 	Hidden *tensor.Tensor
-	// LMLogits are the masked-language-model scores [B, T, Vp/tp], this rank's slice of the
-	// padded vocabulary; last stage.
+	// LMLogits are the masked-language-model scores [B, T, Vp/tp] ([N, Vp/tp] with
+	// LMPositions), this rank's slice of the padded vocabulary; last stage.
 	LMLogits *tensor.Tensor
 	// Pooled is tanh(pooler(first token)) [B, C] and BinaryLogits the binary head's scores
 	// [B, 2]; last stage with the binary head.
@@ -244,12 +249,32 @@ func (m *BERT) Forward(p *Pass, in BERTInput) BERTOutput {
 	out := BERTOutput{Hidden: x}
 	h := activate(m.Config.Activation, m.LMDense.Forward(x)) // [B, T, C]
 	h = m.LMNorm.Forward(h)
-	out.LMLogits = m.LMOutput.Forward(p, h) // [B, T, Vp/tp]
+	if in.LMPositions != nil {
+		out.LMLogits = m.lmScoresAt(p, h, in.LMPositions) // [N, Vp/tp]
+	} else {
+		out.LMLogits = m.LMOutput.Forward(p, h) // [B, T, Vp/tp]
+	}
 	if m.BinaryHead != nil {
 		out.Pooled = tensor.Tanh(m.Pooler.Forward(m.firstToken(p, x))) // [B, C]
 		out.BinaryLogits = m.BinaryHead.Forward(out.Pooled)            // [B, 2]
 	}
 	return out
+}
+
+// lmScoresAt returns the MLM scores [N, Vp/tp] of positions [N] (indices into the
+// flattened batch) of h [B, T, C] ([B, T/tp, C] under sequence parallelism). The rows are
+// chosen after the input mapping of the output layer — GatherFromSP under sequence
+// parallelism (backward: reduce-scatter), else CopyToTP (backward: all-reduce) — so each
+// rank's partial gradient of the chosen rows is summed as the full projection's would be.
+func (m *BERT) lmScoresAt(p *Pass, h, positions *tensor.Tensor) *tensor.Tensor {
+	if m.sp {
+		h = parallel.GatherFromSP(p.Ctx, m.tp, h) // [B, T, C]
+	} else {
+		h = parallel.CopyToTP(p.Ctx, m.tp, h)
+	}
+	rows := tensor.Embedding(h.Reshape(h.Dim(0)*h.Dim(1), h.Dim(2)), positions) // [N, C]
+	y := tensor.MatMulT(rows, m.LMOutput.Weight.Tensor, false, true)            // [N, Vp/tp]
+	return tensor.Add(y, m.LMOutput.Bias.Tensor)
 }
 
 // firstToken returns the hidden state of each sequence's first token [B, C], whole on
@@ -282,9 +307,10 @@ func activate(a Activation, x *tensor.Tensor) *tensor.Tensor {
 }
 
 // Loss returns BERT's pre-training loss, total = lm + binary, with lm the mean cross
-// entropy of out.LMLogits against lmLabels [B, T] over the labels that are not -100 (the
-// true vocabulary only), and binary the mean cross entropy of out.BinaryLogits against
-// binaryLabels [B] (nil, and not added, without the binary head or labels).
+// entropy of out.LMLogits against lmLabels [B, T] ([N] with LMPositions) over the labels
+// that are not -100 (the true vocabulary only), and binary the mean cross entropy of
+// out.BinaryLogits against binaryLabels [B] (nil, and not added, without the binary head
+// or labels).
 func (m *BERT) Loss(p *Pass, out BERTOutput, lmLabels, binaryLabels *tensor.Tensor) (total, lm, binary *tensor.Tensor) {
 	perToken := VocabParallelCrossEntropy(p, m.tp, out.LMLogits, lmLabels,
 		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100}) // [B, T]

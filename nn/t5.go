@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -19,6 +20,10 @@ type T5Config struct {
 	DecoderLayers int
 	// VocabMultiple pads the vocabulary as GPTConfig.VocabMultiple does (0 means 128).
 	VocabMultiple int
+	// EmbeddingInitStd is the std of the shared word embedding's initialization; 0 means
+	// InitStd (Megatron's choice). Hugging Face's T5 draws it with std 1, which suits the
+	// output projection's C^-0.5 scaling: initial logits of order 1.
+	EmbeddingInitStd float64
 }
 
 // NewT5Config returns a T5 v1.0 configuration with the given sizes: pre-norm layers with
@@ -82,7 +87,7 @@ func NewT5(b *Builder, cfg T5Config, stage Stage) (*T5, error) {
 	c := cfg.TransformerConfig
 	m := &T5{Config: cfg, Vp: PaddedVocab(c.Vocab, cfg.VocabMultiple, b.TP.Size()), tp: b.TP, sp: b.SequenceParallel}
 	init := Normal(c.InitStd)
-	m.Word = NewVocabParallelEmbedding(b, "embedding.word", m.Vp, c.Hidden, init)
+	m.Word = NewVocabParallelEmbedding(b, "embedding.word", m.Vp, c.Hidden, Normal(cmp.Or(cfg.EmbeddingInitStd, c.InitStd)))
 	m.EncoderBias = NewRelativePositionBias(b, "encoder.relative_bias", c.RelativeBuckets, c.RelativeMaxDistance, c.Heads, true, init)
 	m.Encoder = NewBlock(b, "encoder.layers", c, 0, c.NumLayers, false)
 	m.EncoderNorm = NewNorm(b, "encoder.final_norm", c.Norm, c.Hidden, c.NormEps)
@@ -113,6 +118,9 @@ func (cfg T5Config) validate() error {
 	}
 	if cfg.PostLN || cfg.Bias || !cfg.NoAttentionScale {
 		bad("T5 v1.0 needs pre-norm layers (PostLN false), no biases and NoAttentionScale")
+	}
+	if !(cfg.EmbeddingInitStd >= 0) {
+		bad("EmbeddingInitStd = %v must be ≥ 0", cfg.EmbeddingInitStd)
 	}
 	if cfg.KVHeads != cfg.Heads {
 		bad("KVHeads = %d: T5 has no grouped-query attention", cfg.KVHeads)

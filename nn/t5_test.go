@@ -3,6 +3,7 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -175,4 +176,29 @@ func TestRelativePositionBucketSmall(t *testing.T) {
 		require.Equal(t, tc.bi, RelativePositionBucket(tc.rel, true, 32, 128), "bidirectional %d", tc.rel)
 		require.Equal(t, tc.uni, RelativePositionBucket(tc.rel, false, 32, 128), "unidirectional %d", tc.rel)
 	}
+}
+
+// The shared embedding is drawn with EmbeddingInitStd (InitStd when 0), the same slice
+// of the same draw at every TP size; other weights keep InitStd.
+func TestT5EmbeddingInitStd(t *testing.T) {
+	sampleStd := func(x []float64) float64 {
+		s := 0.0
+		for _, v := range x {
+			s += v * v
+		}
+		return math.Sqrt(s / float64(len(x)))
+	}
+	for _, tc := range []struct{ emb, want float64 }{{0, 0.02}, {1, 1}} {
+		cfg := NewT5Config(1, 16, 4, 4, 24, 100)
+		cfg.EmbeddingInitStd = tc.emb
+		m, err := NewT5(testBuilder(parallel.Self(), false), cfg, Stage{})
+		require.NoError(t, err)
+		// 128·16 = 2048 normal draws: the sample std is within 5% with overwhelming odds.
+		require.InEpsilon(t, tc.want, sampleStd(tensor.ToSlice[float64](m.Word.Weight.Tensor)), 0.05, "embedding")
+		require.InEpsilon(t, 0.02, sampleStd(tensor.ToSlice[float64](m.Decoder.Layers[0].Cross.Q.Weight.Tensor)), 0.1, "cross q")
+	}
+	cfg := NewT5Config(1, 16, 4, 4, 24, 100)
+	cfg.EmbeddingInitStd = -1
+	_, err := NewT5(testBuilder(parallel.Self(), false), cfg, Stage{})
+	require.ErrorContains(t, err, "EmbeddingInitStd = -1")
 }

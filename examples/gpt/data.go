@@ -74,22 +74,8 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 
 // split builds the samples of one split: one dataset, or a blend of several.
 func (corp *trainingData) split(ctx context.Context, part data.Split, n int, w []float64, gc data.GPTConfig) (data.Dataset[data.GPTSample], error) {
-	counts := []int{n}
-	if len(corp.sources) > 1 {
-		if w == nil {
-			w = make([]float64, len(corp.sources))
-			for i := range w {
-				w[i] = 1
-			}
-		}
-		var err error
-		if counts, _, err = data.BlendSizes(w, n); err != nil {
-			return nil, err
-		}
-	}
-	parts := make([]data.Dataset[data.GPTSample], len(corp.sources))
-	for i, src := range corp.sources {
-		ds, err := data.NewGPTDataset(ctx, src, part, counts[i], gc)
+	return corpus.Blend(corp.sources, w, n, func(_ int, src *data.IndexedDataset, count int) (data.Dataset[data.GPTSample], error) {
+		ds, err := data.NewGPTDataset(ctx, src, part, count, gc)
 		if err != nil {
 			return nil, fmt.Errorf("%s samples of %s: %w", part, src.Prefix(), err)
 		}
@@ -100,12 +86,8 @@ func (corp *trainingData) split(ctx context.Context, part data.Split, n int, w [
 			}
 			corp.unigram.Add(src, info.First, info.Last)
 		}
-		parts[i] = ds
-	}
-	if len(parts) == 1 {
-		return parts[0], nil
-	}
-	return data.NewBlendedDataset(parts, w, n)
+		return ds, nil
+	})
 }
 
 // entropy returns the unigram entropy of the training tokens in nats: the loss of the

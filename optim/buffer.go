@@ -207,26 +207,47 @@ func (b *Buffer) MainGrad(p *nn.Param) *tensor.Tensor {
 	if _, ok := b.index[p]; !ok {
 		panic(fmt.Sprintf("optim: MainGrad: parameter %s is not in the %v buffer", p.Name, b.DType))
 	}
+	if b.MainGrads == b.Grads {
+		p.Tensor.Grad() // writes the zeros ZeroGrad deferred
+	}
 	return b.view(b.MainGrads, p)
 }
 
 // Size returns the buffer's element count, padding included.
 func (b *Buffer) Size() int { return b.Params.Numel() }
 
-// ZeroGrad sets Grads and MainGrads to zero.
+// ZeroGrad sets Grads and MainGrads to zero. When they are one tensor (F32 and F64
+// parameters) it does so without writing them: each parameter's gradient is marked zero
+// (tensor.Tensor.ZeroGrad), so that backward stores the first gradient instead of adding
+// it, and AccumulateGrads and MainGrad write the zeros of parameters that received none.
+// Padding between parameters is zero from the start and never written.
 func (b *Buffer) ZeroGrad() {
+	if b.MainGrads == b.Grads {
+		for _, e := range b.Entries {
+			e.Param.Tensor.ZeroGrad()
+		}
+		return
+	}
 	be := b.Grads.Device().Backend()
 	be.Fill(b.Grads.Span(), 0)
-	if b.MainGrads != b.Grads {
-		be.Fill(b.MainGrads.Span(), 0)
+	be.Fill(b.MainGrads.Span(), 0)
+}
+
+// settle writes the zeros ZeroGrad deferred for the parameters of bucket i that received
+// no gradient, so that the flat gradients can be read.
+func (b *Buffer) settle(i int) {
+	for _, p := range b.Buckets[i].Params {
+		p.Tensor.Grad()
 	}
 }
 
-// AccumulateGrads adds bucket i's Grads into its MainGrads and zeroes them, so that
-// gradients of several micro-batches accumulate in fp32. It does nothing when MainGrads is
-// Grads.
+// AccumulateGrads makes bucket i's main gradients final for this micro-batch: it adds
+// its Grads into its MainGrads and zeroes them, so that gradients of several micro-batches
+// accumulate in fp32, or, when MainGrads is Grads, writes the zeros ZeroGrad deferred for
+// parameters that received no gradient.
 func (b *Buffer) AccumulateGrads(i int) {
 	if b.MainGrads == b.Grads {
+		b.settle(i)
 		return
 	}
 	bk := b.Buckets[i]

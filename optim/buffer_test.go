@@ -101,7 +101,20 @@ func TestBufferBackwardAccumulatesIntoBuffer(t *testing.T) {
 	g := tensor.ToSlice[float32](b.Grads)
 	require.Equal(t, []float32{4, 4, 4}, g[off0:off0+3])
 	require.Equal(t, []float32{16, 20}, g[off1:off1+2]) // 2·2·(4, 5)
+	// ZeroGrad defers the zeros: the next backward stores its gradient, and settling the
+	// buckets (AccumulateGrads) writes the zeros of parameters that received none.
 	b.ZeroGrad()
+	tensor.Sum(tensor.Scale(ps[0].Tensor, 3)).Backward()
+	for i := range b.Buckets {
+		b.AccumulateGrads(i)
+	}
+	want := make([]float32, b.Size())
+	copy(want[off0:], []float32{3, 3, 3})
+	require.Equal(t, want, tensor.ToSlice[float32](b.Grads))
+	b.ZeroGrad()
+	for i := range b.Buckets {
+		b.AccumulateGrads(i)
+	}
 	require.Equal(t, make([]float32, b.Size()), tensor.ToSlice[float32](b.Grads))
 }
 

@@ -31,8 +31,17 @@ func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
 // IsLeaf reports whether t was not produced by a recorded op.
 func (t *Tensor) IsLeaf() bool { return t.fn == nil }
 
-// Grad returns the gradient accumulated in a leaf by backward passes, or nil.
-func (t *Tensor) Grad() *Tensor { return t.grad }
+// Grad returns the gradient accumulated in a leaf by backward passes, or nil. After
+// ZeroGrad it writes the zeros that ZeroGrad deferred, if no gradient has arrived since.
+// Like every method that changes a tensor, it must not run concurrently with another on
+// the same tensor.
+func (t *Tensor) Grad() *Tensor {
+	if t.gradZero {
+		t.gradZero = false
+		t.st.dev.backend.Fill(t.grad.Span(), 0)
+	}
+	return t.grad
+}
 
 // SetGrad replaces t's accumulated gradient (nil clears it). Optimizers and gradient
 // buffers use it to point gradients into flat storage.
@@ -40,13 +49,17 @@ func (t *Tensor) SetGrad(g *Tensor) {
 	if g != nil && (!g.shape.Equal(t.shape) || g.dtype != t.dtype) {
 		panic(fmt.Sprintf("tensor: SetGrad: grad %v %v for tensor %v %v", g.dtype, g.shape, t.dtype, t.shape))
 	}
-	t.grad = g
+	t.grad, t.gradZero = g, false
 }
 
-// ZeroGrad sets t's accumulated gradient to zero in place, keeping its storage.
+// ZeroGrad sets t's accumulated gradient to zero, keeping its storage, without writing
+// it: the next backward pass stores its gradient instead of adding it (saving a pass over
+// memory, like PyTorch's zero_grad(set_to_none=True)), and Grad writes the zeros if none
+// arrives. Other views of the gradient's storage (an optimizer's flat buffer) see the
+// old contents until then: call Grad before reading them.
 func (t *Tensor) ZeroGrad() {
 	if t.grad != nil {
-		t.st.dev.backend.Fill(t.grad.Span(), 0)
+		t.gradZero = true
 	}
 }
 
@@ -179,6 +192,10 @@ func runBackward(outs, grads []*Tensor) {
 				continue
 			}
 			g := gxs[i]
+			if g == gradAccumulated {
+				hooks.done(x, true)
+				continue
+			}
 			if !g.shape.Equal(x.shape) {
 				panic(fmt.Sprintf("tensor: backward of %s: gradient %v for input %d of shape %v", n.op, g.shape, i, x.shape))
 			}
@@ -234,6 +251,25 @@ func addPending(pending map[*node][]*Tensor, temps *gradTemps, x *Tensor, g *Ten
 // with a pipeline stage's input when that micro-batch's scope closes. The temporary leaves
 // of recomputation get theirs from the innermost scope.
 func accumulateLeaf(x *Tensor, g *Tensor) {
+	sink, overwrite := leafGradSink(x)
+	dev := x.st.dev
+	switch {
+	case overwrite:
+		dev.backend.Cast(sink.Span(), g.Span()) // a copy when the dtypes agree
+	case g.dtype != x.dtype:
+		c := castRaw(g, x.dtype)
+		defer c.Release()
+		dev.backend.Binary(OpAdd, sink.Span(), sink.Span(), c.Span())
+	default:
+		dev.backend.Binary(OpAdd, sink.Span(), sink.Span(), g.Span())
+	}
+}
+
+// leafGradSink returns the leaf x's gradient tensor, allocating it on first use, and
+// whether its contents count as zero (new, or zeroed by ZeroGrad), so that the next
+// gradient must be stored into it rather than added; the caller writes it. Call it only
+// when a gradient for x is about to be written.
+func leafGradSink(x *Tensor) (sink *Tensor, overwrite bool) {
 	dev := x.st.dev
 	if x.grad == nil {
 		st := dev.alloc(x.dtype, x.Numel(), !x.tempLeaf)
@@ -241,15 +277,20 @@ func accumulateLeaf(x *Tensor, g *Tensor) {
 			dev.adoptLike(st, x.st)
 		}
 		x.grad = &Tensor{st: st, dtype: x.dtype, shape: x.shape.Clone()}
-		dev.backend.Fill(x.grad.Span(), 0)
+		return x.grad, true
 	}
-	if g.dtype != x.dtype {
-		c := castRaw(g, x.dtype)
-		defer c.Release()
-		g = c
-	}
-	dev.backend.Binary(OpAdd, x.grad.Span(), x.grad.Span(), g.Span())
+	overwrite, x.gradZero = x.gradZero, false
+	return x.grad, overwrite
 }
+
+// gradAccumulated is what a backward function returns for a leaf input whose gradient it
+// has already written into the leaf's Grad (see directLeafGrad). It is never modified.
+var gradAccumulated = &Tensor{}
+
+// directLeafGrad reports whether a backward function may write the gradient of input x
+// into x's Grad itself (then returning gradAccumulated for it), which saves a temporary
+// and a pass over memory for weight gradients: x must be a leaf that requires grad.
+func directLeafGrad(x *Tensor) bool { return x.fn == nil && x.requiresGrad }
 
 // topoOrder returns the nodes reachable from roots so that every node comes before the
 // nodes that produced its inputs.

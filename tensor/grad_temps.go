@@ -25,6 +25,9 @@ func (r *gradTemps) hold(g *Tensor) { r.refs[g.st]++ }
 // consumed records that the pass is done with g (wasHeld: g was counted by hold), so flush
 // may release its storage.
 func (r *gradTemps) consumed(g *Tensor, wasHeld bool) {
+	if g == gradAccumulated {
+		return
+	}
 	if wasHeld {
 		r.refs[g.st]--
 	}

@@ -57,3 +57,64 @@ func TestBackwardKeepsSharedAndCallerGradients(t *testing.T) {
 	assert.Equal(t, []float32{5, 60, 700}, tensor.ToSlice[float32](a.Grad()))
 	assert.Equal(t, []float32{2, 30, 400}, tensor.ToSlice[float32](b.Grad()))
 }
+
+// Weight gradients that MatMul and Embedding write straight into the leaf's Grad add up
+// over backward passes, start afresh after ZeroGrad (which defers its zeros), and equal
+// the sums of products written out by hand.
+func TestDirectWeightGradients(t *testing.T) {
+	dev := tensor.NewCPU()
+	const rows, in, out, vocab = 6, 4, 3, 5
+	xs, ws, emb := make([]float32, rows*in), make([]float32, out*in), make([]float32, vocab*in)
+	for i := range xs {
+		xs[i] = float32(i%7) - 3
+	}
+	for i := range ws {
+		ws[i] = float32(i%5)*0.5 - 1
+	}
+	for i := range emb {
+		emb[i] = float32(i % 3)
+	}
+	ids := []int64{1, 4, 1, 0, 2, 1}
+	w := tensor.FromSlice(dev, ws, out, in).SetRequiresGrad(true)
+	e := tensor.FromSlice(dev, emb, vocab, in).SetRequiresGrad(true)
+	x := tensor.FromSlice(dev, xs, 2, rows/2, in)
+	pass := func() { // loss = Σ (x·wᵀ)·c + Σ e[ids]·d, with c, d fixed weights
+		y := tensor.MatMulT(x, w, false, true) // [2, 3, out]
+		c := tensor.Arange(dev, tensor.F32, 1, 1, out)
+		z := tensor.Embedding(e, tensor.FromSlice(dev, ids, rows))
+		d := tensor.Arange(dev, tensor.F32, 1, 1, in)
+		tensor.Add(tensor.Sum(tensor.Mul(y, c)), tensor.Sum(tensor.Mul(z, d))).Backward()
+	}
+	// dL/dw[o][i] = Σ_r x[r][i]·(o+1); dL/de[v][i] = (count of v in ids)·(i+1).
+	wantW, wantE := make([]float32, out*in), make([]float32, vocab*in)
+	for o := range out {
+		for i := range in {
+			for r := range rows {
+				wantW[o*in+i] += xs[r*in+i] * float32(o+1)
+			}
+		}
+	}
+	for _, v := range ids {
+		for i := range in {
+			wantE[int(v)*in+i] += float32(i + 1)
+		}
+	}
+	scaled := func(s []float32, k float32) []float32 {
+		r := make([]float32, len(s))
+		for i := range s {
+			r[i] = s[i] * k
+		}
+		return r
+	}
+	pass()
+	pass()
+	assert.Equal(t, scaled(wantW, 2), tensor.ToSlice[float32](w.Grad()), "two passes add up")
+	assert.Equal(t, scaled(wantE, 2), tensor.ToSlice[float32](e.Grad()))
+	w.ZeroGrad()
+	e.ZeroGrad()
+	pass()
+	assert.Equal(t, wantW, tensor.ToSlice[float32](w.Grad()), "a pass after ZeroGrad stores")
+	assert.Equal(t, wantE, tensor.ToSlice[float32](e.Grad()))
+	w.ZeroGrad()
+	assert.Equal(t, make([]float32, out*in), tensor.ToSlice[float32](w.Grad()), "Grad writes the deferred zeros")
+}

@@ -62,20 +62,37 @@ func MatMulT(a, b *Tensor, transA, transB bool) *Tensor {
 		if needsGrad(b) {
 			switch {
 			case len(batchB) == 0 && len(batchA) > 0 && !transA:
-				// Shared weight: one GEMM over all rows instead of a batch to sum.
+				// Shared weight: one GEMM over all rows instead of a batch to sum, written
+				// straight into the weight's gradient when it is a leaf.
 				a2, g2 := a.Reshape(-1, k), gy.Reshape(-1, n)
+				x, y := a2, g2 // bᵀ·… : gb = a2ᵀ·g2 [k, n]
 				if transB {
-					gb = MatMulT(g2, a2, true, false)
-				} else {
-					gb = MatMulT(a2, g2, true, false)
+					x, y = g2, a2 // gb = g2ᵀ·a2 [n, k]
 				}
+				if directLeafGrad(b) {
+					sink, overwrite := leafGradSink(b)
+					matMulInto(sink, x, y, !overwrite)
+					gb = gradAccumulated
+					break
+				}
+				gb = MatMulT(x, y, true, false)
 			case transB:
 				gb = MatMulT(gy, a, true, transA)
 			default:
 				gb = MatMulT(a, gy, !transA, false)
 			}
-			gb = sumTo(gb, b.shape)
+			if gb != gradAccumulated {
+				gb = sumTo(gb, b.shape)
+			}
 		}
 		return []*Tensor{ga, gb}
 	})
+}
+
+// matMulInto sets dst, or adds to it when acc, the product xᵀ·y of the matrices x [r, m]
+// and y [r, n]: dst is [m, n].
+func matMulInto(dst, x, y *Tensor, acc bool) {
+	r, m, n := x.shape[0], x.shape[1], y.shape[1]
+	p := MatMulParams{Batch: 1, M: m, N: n, K: r, TransA: true, Accumulate: acc}
+	dst.Device().backend.MatMul(dst.Span(), x.Span(), y.Span(), p)
 }

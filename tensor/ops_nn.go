@@ -129,6 +129,14 @@ func Embedding(weight, ids *Tensor) *Tensor {
 	out := empty(dev, weight.dtype, append(ids.shape.Clone(), weight.shape[1]))
 	dev.backend.Embedding(out.Span(), weight.Span(), ids.Span())
 	return record1("Embedding", out, []*Tensor{weight}, func(gy *Tensor) []*Tensor {
+		if directLeafGrad(weight) { // add the rows into the weight's gradient itself
+			sink, overwrite := leafGradSink(weight)
+			if overwrite {
+				dev.backend.Fill(sink.Span(), 0)
+			}
+			dev.backend.EmbeddingBackward(sink.Span(), gy.Span(), ids.Span())
+			return []*Tensor{gradAccumulated}
+		}
 		dw := Zeros(dev, weight.dtype, weight.shape...)
 		dev.backend.EmbeddingBackward(dw.Span(), gy.Span(), ids.Span())
 		return []*Tensor{dw}

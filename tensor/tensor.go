@@ -19,6 +19,7 @@ type Tensor struct {
 
 	requiresGrad bool
 	grad         *Tensor
+	gradZero     bool  // grad's contents count as zero (ZeroGrad): the next gradient overwrites them
 	fn           *node // op that produced this tensor; nil for leaves
 	outIdx       int   // which output of fn
 	tempLeaf     bool  // a leaf made by recomputation: its grad lives in a scope

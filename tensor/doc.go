@@ -34,7 +34,10 @@
 // BackwardWithGrad (for a pipeline stage's output) and Backward (several outputs) add
 // gradients into leaves' Grad, so calls accumulate until ZeroGrad. The graph behind the
 // outputs is freed as backward passes it; running backward through it again panics.
-// Backward runs with recording off (no higher-order gradients).
+// Backward runs with recording off (no higher-order gradients). ZeroGrad defers its zeros:
+// the next gradient is stored rather than added, and Grad writes the zeros if none came.
+// MatMul and Embedding write the gradient of a leaf weight straight into its Grad (a GEMM
+// that accumulates, a scatter-add) instead of through a temporary.
 //
 // # Memory
 //
@@ -47,8 +50,11 @@
 // in a scope of its own and holds only the outputs. Scopes whose lifetimes overlap
 // without nesting (a pipeline's micro-batches) are Suspended between their forward and
 // backward passes and Resumed for the backward (scope_suspend.go). Keep moves a tensor
-// to the enclosing scope; Release frees it early. Using a released tensor panics. A Device is not meant to
-// be shared by goroutines that open scopes: give each rank its own.
+// to the enclosing scope; Release frees it early. Using a released tensor panics. A
+// backward pass returns each intermediate gradient to the pool as soon as it has been used
+// (grad_temps.go), so gradients passed to a Function's Backward are valid only during the
+// call. A Device is not meant to be shared by goroutines that open scopes: give each rank
+// its own.
 //
 // # Numerics
 //

@@ -90,7 +90,7 @@ func (b *Backend) Random(dst tensor.Span, p tensor.RandomParams) {
 	}
 	n := int64(dst.Numel())
 	x := newIdx(dst.Shape, full[len(full)-len(dst.Shape):])
-	b.run("elementwise", "random", n, NewKernelArgs().Ptr(b.ptr("Random", dst)).I32(dtArg(dst.DType)).I64(n).
+	b.run("elementwise", "random_fill", n, NewKernelArgs().Ptr(b.ptr("Random", dst)).I32(dtArg(dst.DType)).I64(n).
 		Bytes(x.bytes()).I64(int64(base)).U32(p.Key[0]).U32(p.Key[1]).I32(int32(p.Dist)).F64(p.A).F64(p.B))
 }
 

@@ -28,7 +28,7 @@ var attentionHeadSizes = []int{32, 64, 128}
 func kernelModules() map[string]kernelModule {
 	m := map[string]kernelModule{
 		"elementwise": {file: "elementwise", kernels: []string{"fill64", "arange", "cast", "copy_strided_2",
-			"copy_strided_4", "copy_strided_8", "random", "unary_f", "unary_d", "unary_bwd_f", "unary_bwd_d",
+			"copy_strided_4", "copy_strided_8", "random_fill", "unary_f", "unary_d", "unary_bwd_f", "unary_bwd_d",
 			"binary_f", "binary_d", "where", "accumulate_grad"}},
 		"reduce": {file: "reduce", kernels: []string{"reduce_rows_f", "reduce_rows_d", "reduce_cols_f", "reduce_cols_d",
 			"max_dim_f", "max_dim_d", "gather", "scatter_add", "sumsq_partial", "sumsq_finish", "colsum_partial",

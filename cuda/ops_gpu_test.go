@@ -202,7 +202,9 @@ func elementwiseCases() []opCase {
 		}
 		out["max"], out["argmax"] = tensor.Max(x, 1)
 		loss := tensor.Add(tensor.Sum(tensor.Mul(out["gather"], out["gather"])), tensor.Sum(out["max"]))
-		loss = tensor.Add(loss, tensor.Sum(tensor.Mul(out["sum1"], out["mean2"].Narrow(1, 0, 5).Transpose(0, 1).Narrow(0, 0, 2))))
+		loss = tensor.Add(loss, tensor.Add(tensor.Sum(tensor.Mul(out["sum1"], out["sum1"])), tensor.Sum(out["mean2"])))
+		loss = tensor.Add(loss, tensor.Sum(tensor.Mul(out["sum0"], out["sum0"])))
+		loss = tensor.Add(loss, tensor.Sum(out["mean_keep"]))
 		loss.Backward()
 		out["grad"] = x.Grad()
 		return out

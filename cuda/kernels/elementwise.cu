@@ -43,9 +43,9 @@ COPY_STRIDED(2, u16)
 COPY_STRIDED(4, u32)
 COPY_STRIDED(8, u64)
 
-// random sets dst (contiguous, n elements) to the draws of the full tensor's elements
+// random_fill sets dst (contiguous, n elements) to the draws of the full tensor's elements
 // base + off0(i): the region's element index in the unsharded tensor.
-extern "C" __global__ void random(void* dst, int dt, i64 n, Idx d, i64 base, u32 k0, u32 k1, int dist,
+extern "C" __global__ void random_fill(void* dst, int dt, i64 n, Idx d, i64 base, u32 k0, u32 k1, int dist,
                                   double a, double b) {
   GRID_STRIDE(i, n) {
     i64 o0, o1, o2;

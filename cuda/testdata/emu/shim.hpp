@@ -1,0 +1,79 @@
+// shim.hpp: just enough of CUDA C++ for the kernels of ../../kernels to run on the host,
+// for emulator_test.go. A block's threads are std::threads; __syncthreads is a
+// std::barrier (a thread that returns drops out of it, as on the GPU); warp shuffles go
+// through a per-block buffer between two barriers, which is correct because every
+// shuffle in the kernels is executed by all threads of the block together. Blocks run one
+// after another, so __shared__ variables can be statics. Not a general emulator.
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <latch>
+#include <semaphore>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using namespace std;
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __shared__ static
+
+struct dim3 {
+  unsigned x, y, z;
+};
+thread_local dim3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+thread_local std::barrier<>* emu_bar;
+thread_local unsigned emu_tid;
+static unsigned long long emu_shfl[1024];
+
+inline void __syncthreads() { emu_bar->arrive_and_wait(); }
+
+template <typename T> inline T __shfl_xor_sync(unsigned, T v, int o) {
+  static_assert(sizeof(T) <= 8, "shuffle of a large type");
+  std::memcpy(&emu_shfl[emu_tid], &v, sizeof(T));
+  emu_bar->arrive_and_wait();
+  T r;
+  std::memcpy(&r, &emu_shfl[emu_tid ^ (unsigned)o], sizeof(T));
+  emu_bar->arrive_and_wait();
+  return r;
+}
+
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
+inline float __expf(float x) { return expf(x); }
+
+// emu_cvt_rz is PTX's cvt.rz.f32.f64: round toward zero.
+inline float emu_cvt_rz(double x) {
+  float r = (float)x;
+  if (std::isnan(x)) return r;
+  if (std::fabs((double)r) > std::fabs(x)) r = std::nextafterf(r, 0.0f);
+  return r;
+}
+
+inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline double atomicAdd(double* p, double v) { return std::atomic_ref<double>(*p).fetch_add(v); }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return std::atomic_ref<unsigned long long>(*p).fetch_add(v);
+}
+inline unsigned atomicCAS(unsigned* p, unsigned cmp, unsigned val) {
+  std::atomic_ref<unsigned>(*p).compare_exchange_strong(cmp, val);
+  return cmp;
+}
+inline int atomicCAS(int* p, int cmp, int val) {
+  std::atomic_ref<int>(*p).compare_exchange_strong(cmp, val);
+  return cmp;
+}

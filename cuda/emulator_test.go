@@ -148,11 +148,11 @@ func (e *emuGPU) alloc(n int64) (DevicePtr, error) {
 	}
 	return DevicePtr(p), nil
 }
-func (e *emuGPU) free(p DevicePtr) error           { e.l.free(uintptr(p)); return nil }
-func (e *emuGPU) memInfo() (int64, int64, error)   { return 1 << 40, 1 << 40, nil }
-func (e *emuGPU) sync() error                      { return nil }
-func (e *emuGPU) bind() func()                     { return func() {} }
-func (e *emuGPU) close() error                     { return nil }
+func (e *emuGPU) free(p DevicePtr) error         { e.l.free(uintptr(p)); return nil }
+func (e *emuGPU) memInfo() (int64, int64, error) { return 1 << 40, 1 << 40, nil }
+func (e *emuGPU) sync() error                    { return nil }
+func (e *emuGPU) bind() func()                   { return func() {} }
+func (e *emuGPU) close() error                   { return nil }
 func (e *emuGPU) props() Properties {
 	return Properties{Name: "kernel emulator", Major: 8, SMs: 1, MaxThreadsPerBlock: 1024}
 }

@@ -313,23 +313,45 @@ func (cpuBackend) Permute(dst, src Span, perm []int) {
 	}
 }
 
-// permute walks dst in order, following src with strides st.
+// permute walks dst in order, following src with strides st. When the last dim keeps
+// stride 1 (a transpose of outer dims, such as splitting attention heads) it copies whole
+// rows; the rows are split across goroutines.
 func permute[E Elem](dst, src []E, shape Shape, st []int) {
 	if len(dst) == 0 {
 		return
 	}
-	idx := make([]int, len(shape))
-	off := 0
-	for i := range dst {
-		dst[i] = src[off]
-		for d := len(idx) - 1; d >= 0; d-- {
-			idx[d]++
-			off += st[d]
-			if idx[d] < shape[d] {
-				break
-			}
-			off -= st[d] * idx[d]
-			idx[d] = 0
-		}
+	run := 1
+	if last := len(shape) - 1; last >= 0 && st[last] == 1 {
+		run, shape, st = shape[last], shape[:last], st[:last]
 	}
+	runs := len(dst) / run
+	parallelFor(runs, max(1, permuteGrain/run), func(lo, hi int) {
+		idx := make([]int, len(shape))
+		off := 0
+		for d, r := len(shape)-1, lo; d >= 0; d-- {
+			idx[d] = r % shape[d]
+			r /= shape[d]
+			off += idx[d] * st[d]
+		}
+		for i := lo; i < hi; i++ {
+			if run == 1 {
+				dst[i] = src[off]
+			} else {
+				copy(dst[i*run:(i+1)*run], src[off:off+run])
+			}
+			for d := len(idx) - 1; d >= 0; d-- {
+				idx[d]++
+				off += st[d]
+				if idx[d] < shape[d] {
+					break
+				}
+				off -= st[d] * idx[d]
+				idx[d] = 0
+			}
+		}
+	})
 }
+
+// permuteGrain is the number of elements below which Permute is not split across
+// goroutines.
+const permuteGrain = 1 << 15

@@ -588,6 +588,32 @@ func TestPermuteForward(t *testing.T) {
 	}
 }
 
+// Permutes large enough to be split across goroutines, keeping the last dim (row copies)
+// or moving it (element by element).
+func TestPermuteLarge(t *testing.T) {
+	dev := tensor.NewCPU()
+	shape := []int{4, 64, 8, 33}
+	n := 4 * 64 * 8 * 33
+	x := tensor.Arange(dev, tensor.F32, 0, 1, n).Reshape(shape...)
+	for _, perm := range [][]int{{0, 2, 1, 3}, {0, 1, 3, 2}, {3, 1, 2, 0}} {
+		out := make([]int, 4)
+		for i, p := range perm {
+			out[i] = shape[p]
+		}
+		vals := tensor.ToSlice[float32](x.Permute(perm...))
+		for i, v := range vals {
+			oi := unravel(i, out)
+			src := make([]int, 4)
+			for d, p := range perm {
+				src[p] = oi[d]
+			}
+			if want := float32(ravel(src, shape)); v != want {
+				t.Fatalf("perm %v element %v = %v, want %v", perm, oi, v, want)
+			}
+		}
+	}
+}
+
 func TestConcatSplitNarrowForward(t *testing.T) {
 	dev := tensor.NewCPU()
 	r := rand.New(rand.NewPCG(7, 7))

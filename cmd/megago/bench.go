@@ -35,6 +35,10 @@ and prints one JSON line with the same fields as PyTorch's bench/torch_gpt.py
 model_gflop_per_step, gflops, ...) plus peak_rss_mb, so the two can be run
 back to back and divided. Progress goes to stderr.
 
+--device cuda runs on a GPU (package cuda), --bf16 in bf16 with fp32 master
+weights and optimizer state; each phase is timed after the device has
+finished it.
+
 The model: pre-LayerNorm blocks, tanh GeLU MLP of 4C, learned positions,
 causal attention, final LayerNorm, output layer tied to the word embedding, the
 vocabulary padded to a multiple of --pad-vocab; AdamW (β 0.9/0.999, ε 1e-8)
@@ -61,6 +65,8 @@ type benchConfig struct {
 	LR, WD                                float64
 	Seed                                  uint64
 	CPUProfile                            string // a pprof CPU profile of the timed steps
+	Device                                string // a registered tensor backend: cpu, cuda
+	BF16                                  bool   // bf16 weights and activations, fp32 masters
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -85,6 +91,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&c.WD, "wd", 0, "AdamW weight decay")
 	fs.Uint64Var(&c.Seed, "seed", 1337, "seed of the weights and the random tokens")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the timed steps to this file")
+	fs.StringVar(&c.Device, "device", "cpu", "tensor backend to run on: cpu or cuda")
+	fs.BoolVar(&c.BF16, "bf16", false, "bf16 weights, activations and gradients with fp32 master weights and optimizer state")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -119,24 +127,24 @@ func (c benchConfig) validate() error {
 	}{{"layers", c.Layers}, {"dim", c.Dim}, {"heads", c.Heads}, {"vocab", c.Vocab}, {"seq", c.Seq},
 		{"batch", c.Batch}, {"steps", c.Steps}, {"pad-vocab", c.PadVocab}} {
 		if f.v < 1 {
-			return fmt.Errorf("bench gpt: --%s %d must be at least 1", f.name, f.v)
+			return fmt.Errorf("gpt: --%s %d must be at least 1", f.name, f.v)
 		}
 	}
 	switch {
 	case c.Warmup < 0:
-		return fmt.Errorf("bench gpt: --warmup %d must not be negative", c.Warmup)
+		return fmt.Errorf("gpt: --warmup %d must not be negative", c.Warmup)
 	case c.Dim%c.Heads != 0:
-		return fmt.Errorf("bench gpt: --dim %d not divisible by --heads %d", c.Dim, c.Heads)
+		return fmt.Errorf("gpt: --dim %d not divisible by --heads %d", c.Dim, c.Heads)
 	case c.Block != 0 && c.Block < c.Seq:
-		return fmt.Errorf("bench gpt: --block %d shorter than --seq %d", c.Block, c.Seq)
+		return fmt.Errorf("gpt: --block %d shorter than --seq %d", c.Block, c.Seq)
 	case !(c.LR > 0):
-		return fmt.Errorf("bench gpt: --lr %v must be positive", c.LR)
+		return fmt.Errorf("gpt: --lr %v must be positive", c.LR)
 	}
 	return nil
 }
 
 // benchResult is the JSON line of megago bench gpt: bench/torch_gpt.py's fields, with
-// "system" megago-cpu and the Go version in place of torch's.
+// "system" megago-DEVICE (plus -bf16) and the Go version in place of torch's.
 type benchResult struct {
 	System          string  `json:"system"`
 	Megago          string  `json:"megago"`
@@ -177,8 +185,15 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	}
 	cfg := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{NumLayers: c.Layers, Hidden: c.Dim, Heads: c.Heads,
 		Vocab: c.Vocab, MaxPosition: block, Bias: true}, VocabMultiple: c.PadVocab}
-	dev := tensor.NewCPU()
-	b := &nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(c.Seed).Named("init"), TP: parallel.Self()}
+	dev, err := tensor.Open(c.Device)
+	if err != nil {
+		return nil, fmt.Errorf("gpt: --device %s: %w", c.Device, err)
+	}
+	dt, system := tensor.F32, "megago-"+c.Device
+	if c.BF16 {
+		dt, system = tensor.BF16, system+"-bf16"
+	}
+	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(c.Seed).Named("init"), TP: parallel.Self()}
 	model, err := nn.NewGPT(b, cfg, nn.WholeModel(c.Layers))
 	if err != nil {
 		return nil, err
@@ -218,17 +233,21 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		scope := dev.NewScope()
 		x := tensor.FromSlice(dev, ids[s], c.Batch, c.Seq)
 		y := tensor.FromSlice(dev, labels[s], c.Batch, c.Seq)
+		sync(dev)
 		t0 := time.Now()
 		opt.ZeroGrad()
 		p := &nn.Pass{Ctx: ctx, Train: true, RNG: tensor.NewRNG(c.Seed).Named("dropout")}
 		loss, _ := model.Loss(p, model.Forward(p, x, nil), y)
+		sync(dev)
 		t1 := time.Now()
 		loss.Backward()
+		sync(dev)
 		t2 := time.Now()
 		if _, err := opt.Step(ctx); err != nil {
 			scope.Close()
-			return nil, fmt.Errorf("bench gpt: step %d: %w", s, err)
+			return nil, fmt.Errorf("gpt: step %d: %w", s, err)
 		}
+		sync(dev)
 		t3 := time.Now()
 		lv := loss.Item()
 		scope.Close()
@@ -252,7 +271,7 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	}
 	med := median(tot)
 	return &benchResult{
-		System: "megago-cpu", Megago: megago.Version, Go: runtime.Version(), Threads: runtime.GOMAXPROCS(0),
+		System: system, Megago: megago.Version, Go: runtime.Version(), Threads: runtime.GOMAXPROCS(0),
 		Layers: c.Layers, Dim: c.Dim, Heads: c.Heads, Vocab: c.Vocab, VocabPadded: vp, Block: block,
 		Seq: c.Seq, Batch: c.Batch, TokensPerStep: tokens, Params: params, ParamsMatmul: nmm,
 		Steps: c.Steps, Warmup: c.Warmup,
@@ -265,15 +284,23 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	}, nil
 }
 
+// sync waits for the work queued on dev, on backends that queue it (a GPU's stream), so
+// that the phases are timed by their work, not by their launches.
+func sync(dev *tensor.Device) {
+	if s, ok := dev.Backend().(interface{ Sync() }); ok {
+		s.Sync()
+	}
+}
+
 // startCPUProfile starts a pprof CPU profile written to path by the returned stop.
 func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("bench gpt: %w", err)
+		return nil, fmt.Errorf("gpt: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("bench gpt: %w", err)
+		return nil, fmt.Errorf("gpt: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"megago/tensor"
 )
 
 // TestBenchGPT runs a tiny megago bench gpt and checks its JSON line against
@@ -67,4 +69,17 @@ func TestBenchUsageErrors(t *testing.T) {
 			t.Errorf("megago %s succeeded, want an error", strings.Join(args, " "))
 		}
 	}
+}
+
+// Without a GPU, --device cuda fails with the cuda package's error, not a crash.
+func TestBenchNoGPU(t *testing.T) {
+	if _, err := tensor.Open("cuda"); err == nil {
+		t.Skip("a GPU is present: this test checks the error on machines without one")
+	}
+	_, _, err := run(t, "bench", "gpt", "--device", "cuda", "--layers", "1", "--dim", "8", "--heads", "2",
+		"--vocab", "16", "--seq", "4", "--batch", "1", "--steps", "1")
+	if err == nil || !strings.Contains(err.Error(), "cuda") {
+		t.Fatalf("megago bench gpt --device cuda on a machine without a GPU: %v, want an error naming cuda", err)
+	}
+	t.Log(err)
 }

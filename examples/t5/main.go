@@ -1,0 +1,306 @@
+// Command t5 pretrains a T5 with megago by span corruption and fills in masked spans
+// with it. With no flags it trains a small model on the Go standard library's sources,
+// on the CPU, in a few minutes:
+//
+//	go run ./examples/t5
+//
+// Each line of Go source is a sentence (blank lines stay with the line before), each
+// file a document; a sample is consecutive lines of one file. Span corruption is
+// Megatron's: whole-token spans of geometric length (p = 0.2, at most 10) cover
+// --mask-prob of the sample, each replaced in the encoder's input by a sentinel
+// <extra_id_k>; the decoder produces every sentinel followed by its span, then EOS. The
+// Go-source vocabulary has no sentinels, pad or EOS of its own, so --vocab-extra-ids
+// sentinels and a pad token are appended to it (data.ForT5) and its end-of-text token
+// serves as EOS; the decoder starts from pad, as Hugging Face's T5 does.
+//
+// Validation reports the loss and the span-token accuracy — how many tokens of the
+// masked spans the model predicts (argmax, teacher-forced), not counting sentinels and
+// EOS — beside the accuracy of always predicting the most frequent token of the
+// training text. At the end it fills the sentinels of a validation sample by greedy
+// decoding (nn.GenerateT5: the encoder runs once, the decoder with a KV cache).
+//
+// Its flags are Megatron-LM's (--num-layers, --encoder-seq-length,
+// --decoder-seq-length, --vocab-extra-ids, --mask-prob, --tensor-model-parallel-size,
+// ...; see -help), also read from a JSON file (--config). T5 runs with tensor and data
+// parallelism, not pipeline parallelism. It runs on one rank, on N goroutine ranks
+// (--ranks N), or on N processes under megago launch:
+//
+//	go run ./examples/t5 --ranks 4 --tensor-model-parallel-size 2
+//	go build -o t5 ./examples/t5 && go run ./cmd/megago launch -n 2 -- ./t5
+//
+// This file reads top to bottom as a training loop of your own would: settings, data,
+// ranks, then on each rank the mesh, the model, the optimizer, the data loader, the loop
+// and the sentinel filling. The helpers sit beside it: flags.go (settings), data.go
+// (the corpus and datasets), batch.go (micro-batches, the forward step, span-token
+// scores), progress.go (what is printed) and fill.go (greedy filling).
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"megago/checkpoint"
+	"megago/data"
+	"megago/examples/internal/ckpt"
+	"megago/examples/internal/ranks"
+	"megago/examples/internal/report"
+	"megago/examples/internal/settings"
+	"megago/nn"
+	"megago/parallel"
+	"megago/tensor"
+	"megago/train"
+)
+
+func main() {
+	// Ctrl-C (or SIGTERM, which megago launch forwards) asks every rank to stop after the
+	// current iteration; a second Ctrl-C kills the program.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }()
+	sum, err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, errHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "t5:", err)
+		os.Exit(1)
+	case sum != nil && sum.Interrupted:
+		os.Exit(130)
+	}
+}
+
+// summary is what a run reports to its caller (rank 0's view; every rank agrees on the
+// losses).
+type summary struct {
+	Iterations  int       // completed
+	Interrupted bool      // stopped early by ctx (Ctrl-C)
+	Losses      []float64 // training loss of each iteration
+	Valid       score     // the last validation; NaN loss without validation
+	Fill        *filled   // the sentinel filling; nil without
+	Wall        time.Duration
+}
+
+// run is the whole program: args are the command-line arguments, getenv reads the
+// environment. It returns errHelp after printing the usage for -help.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (*summary, error) {
+	// Settings, all checked before any work. Under megago launch (or torchrun, srun) the
+	// environment describes a TCP job and this process is one of its ranks.
+	tcp, err := ranks.FromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseConfig(args, settings.TCPWorld(tcp), stdout)
+	if err != nil {
+		return nil, err
+	}
+	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
+
+	// Data: the same samples on every rank. One process per host writes the cache.
+	corp, err := loadCorpus(ctx, cfg, ranks.Builder(tcp), stdout)
+	if err != nil {
+		return nil, err
+	}
+	defer corp.Close()
+
+	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
+	var sum *summary
+	err = ranks.Run(ctx, tcp, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
+		s, err := pretrain(ctx, cfg, corp, world, out)
+		if world.Rank() == 0 {
+			sum = s
+		}
+		return err
+	})
+	return sum, err
+}
+
+// pretrain is one rank's run. Every rank of world calls it with the same settings.
+func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
+	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
+	// iterations, on every rank at once (ranks.StopRequested).
+	work := context.WithoutCancel(ctx)
+	start := time.Now()
+
+	// Mesh: the TP and DP groups, in Megatron's rank order (TP fastest).
+	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP})
+	if err != nil {
+		return nil, err
+	}
+
+	// Model: this rank's TP shard of each layer. Weights are drawn by global
+	// coordinates, so every layout starts from the same model.
+	dev := tensor.NewCPU()
+	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
+		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute()}
+	model := cfg.modelConfig(corp.tok.VocabSize())
+	m, err := train.NewT5(build, model, mesh)
+	if err != nil {
+		return nil, err
+	}
+	parts := train.Parts{Chunks: [][]*nn.Param{m.Params()}}
+
+	// Optimizer: AdamW over flat buffers, gradients averaged over DP (bucket by bucket
+	// during backward), and the loss scaler for fp16.
+	ocfg, err := cfg.OptimConfig()
+	if err != nil {
+		return nil, err
+	}
+	trainer, err := train.New(work, mesh, dev, parts, train.Config{Optim: ocfg})
+	if err != nil {
+		return nil, err
+	}
+
+	// Checkpoint: resume from --load (any TP and DP), or take its weights.
+	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.T5Model(model), parts, trainer, cfg.Seed, cfg.GlobalBatchSize)
+	first, err := saver.Load(work, corp.train.Len())
+	if err != nil {
+		return nil, err
+	}
+
+	// Data: this DP rank's micro-batches in Megatron's order, assembled ahead.
+	sampler := data.NewPretrainingSampler(corp.train.Len(), saver.State.ConsumedSamples, cfg.MicroBatchSize, mesh.Coord().DP, cfg.DP)
+	loader := data.NewLoader(work, sampler.Batches(), collateT5(corp.train, corp.sentinel, corp.special.EOS), data.LoaderConfig{})
+	defer loader.Close()
+
+	params, err := ranks.CountParams(work, mesh, parts.Params(), dev)
+	if err != nil {
+		return nil, err
+	}
+	var rep *report.Report
+	if world.Rank() == 0 {
+		if rep, err = newReport(stdout, cfg, model); err != nil {
+			return nil, err
+		}
+		defer func() { err = cmp.Or(err, rep.Close()) }() // writes the loss curve
+		header(rep, cfg, corp, model, params)
+		saver.Report(rep)
+	}
+	if cfg.EvalOnly {
+		sc, err := validate(work, cfg, corp, mesh, m, dev)
+		if err != nil {
+			return nil, err
+		}
+		eval(rep, saver.Loaded, sc)
+		return &summary{Valid: sc}, world.Barrier(work)
+	}
+
+	// The loop: one optimizer step per iteration over the global batch.
+	sched, dropout := cfg.Schedule(), tensor.NewRNG(cfg.Seed).Named("dropout")
+	sum := &summary{Valid: score{Loss: math.NaN()}}
+	for it := first; it < cfg.TrainIters; it++ {
+		stop, err := ranks.StopRequested(ctx, work, world, dev)
+		if err != nil {
+			return sum, err
+		}
+		if stop {
+			sum.Interrupted = true
+			rep.Printf("interrupted: stopping after iteration %d on every rank\n", it)
+			break
+		}
+		t0 := time.Now()
+		batches, err := nextBatches(loader, cfg.Microbatches)
+		if err != nil {
+			return sum, err
+		}
+		pass := func(micro int) *nn.Pass {
+			return train.PassFor(work, mesh, dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
+		}
+		res, err := trainer.Step(work, sched, t5Forward(m, pass, batches, dev))
+		if err != nil {
+			return sum, fmt.Errorf("iteration %d: %w", it+1, err)
+		}
+		sum.Iterations, sum.Losses = it+1, append(sum.Losses, res.Loss)
+		rep.Step(it+1, res, time.Since(t0))
+		if err := saver.Saved(work, it+1, it+1 == cfg.TrainIters, rep); err != nil {
+			return sum, err
+		}
+
+		if cfg.EvalAfter(it + 1) {
+			if sum.Valid, err = validate(work, cfg, corp, mesh, m, dev); err != nil {
+				return sum, err
+			}
+			eval(rep, it+1, sum.Valid)
+		}
+	}
+	sum.Wall = time.Since(start)
+	finish(rep, sum, corp)
+
+	// Sentinel filling by the trained model, unless interrupted.
+	if !sum.Interrupted && cfg.FillSample >= 0 && corp.valid != nil {
+		if sum.Fill, err = fill(work, cfg, corp, mesh, m, build); err != nil {
+			return sum, err
+		}
+		printFill(rep, corp, cfg.FillSample, sum.Fill)
+	}
+	// Leave together, so no process closes its connections while others still use them.
+	return sum, world.Barrier(work)
+}
+
+// score is a validation run's result, over every rank.
+type score struct {
+	Loss     float64 // mean of the micro-batches' mean losses
+	Accuracy float64 // of the model on span tokens
+	// Baseline is the accuracy of always predicting Frequent, the most frequent of the
+	// span tokens scored: the best any constant prediction can do on them.
+	Baseline float64
+	Frequent int32
+	Spans    int // span tokens scored
+}
+
+// validate scores --eval-iters global batches of the validation split, the same
+// batches every time: each DP rank its micro-batches, summed over DP.
+func validate(ctx context.Context, cfg *config, corp *trainingData, mesh *parallel.Mesh, m *nn.T5, dev *tensor.Device) (score, error) {
+	sampler := data.NewPretrainingSampler(corp.valid.Len(), 0, cfg.MicroBatchSize, mesh.Coord().DP, cfg.DP)
+	collate := collateT5(corp.valid, corp.sentinel, corp.special.EOS)
+	var sc spanScore
+	err := recoverComm(func() error {
+		for k := range cfg.EvalIters * cfg.Microbatches {
+			b, err := collate(ctx, sampler.Batch(k))
+			if err != nil {
+				return err
+			}
+			sc.add(ctx, m, mesh.TP(), b, dev)
+		}
+		return nil
+	})
+	if err != nil {
+		return score{}, fmt.Errorf("validation: %w", err)
+	}
+	sums := tensor.FromSlice(dev, append([]float64{sc.loss, sc.batches, sc.spans, sc.correct}, sc.counts...), 4+len(sc.counts))
+	defer sums.Release()
+	if err := mesh.DP().AllReduce(ctx, sums, parallel.Sum); err != nil {
+		return score{}, fmt.Errorf("validation: %w", err)
+	}
+	s := tensor.ToSlice[float64](sums)
+	counts := s[4:]
+	frequent := 0
+	for id, n := range counts {
+		if n > counts[frequent] {
+			frequent = id
+		}
+	}
+	return score{Loss: s[0] / s[1], Accuracy: s[3] / s[2], Baseline: counts[frequent] / s[2], Frequent: int32(frequent), Spans: int(s[2])}, nil
+}
+
+// recoverComm runs fn, turning a panic with a *parallel.Error (a collective that failed
+// inside the model's TP mappings) into an error.
+func recoverComm(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var pe *parallel.Error
+			if e, ok := r.(error); ok && errors.As(e, &pe) {
+				err = e
+				return
+			}
+			panic(r)
+		}
+	}()
+	return fn()
+}

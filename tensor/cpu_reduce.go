@@ -10,16 +10,18 @@ func (cpuBackend) Reduce(op ReduceOp, dst, src Span, dim int) {
 	}
 }
 
-// reduceKernel sums along dim in float64, whatever T, then rounds once.
+// reduceKernel sums along dim in float64, whatever T, then rounds once. Each output
+// element's sum runs over k in increasing order, so the result does not depend on how the
+// work is split: by outer index when there are several (rows of a [B, T, C] reduced over
+// T), else by ranges of inner columns (a bias gradient: [N, C] reduced over N).
 func reduceKernel[T float](op ReduceOp, dst, src Span, dim int) {
 	outer, n, inner := src.Shape.Split3(dim)
 	xs, ds := load[T](src), output[T](dst)
-	acc := make([]float64, inner)
-	for o := 0; o < outer; o++ {
+	sum := func(o, lo, hi int, acc []float64) {
 		clear(acc)
 		base := o * n * inner
 		for k := 0; k < n; k++ {
-			row := xs[base+k*inner : base+(k+1)*inner]
+			row := xs[base+k*inner+lo : base+k*inner+hi]
 			for i, x := range row {
 				acc[i] += float64(x)
 			}
@@ -28,11 +30,28 @@ func reduceKernel[T float](op ReduceOp, dst, src Span, dim int) {
 			if op == ReduceMean {
 				a /= float64(n)
 			}
-			ds[o*inner+i] = T(a)
+			ds[o*inner+lo+i] = T(a)
 		}
+	}
+	grain := max(1, reduceGrain/max(1, n*inner))
+	if outer > 1 {
+		parallelFor(outer, grain, func(lo, hi int) {
+			acc := make([]float64, inner)
+			for o := lo; o < hi; o++ {
+				sum(o, 0, inner, acc)
+			}
+		})
+	} else {
+		parallelFor(inner, max(1, reduceGrain/max(1, n)), func(lo, hi int) {
+			sum(0, lo, hi, make([]float64, hi-lo))
+		})
 	}
 	store(dst, ds)
 }
+
+// reduceGrain is the number of elements read below which a reduction is not split across
+// goroutines.
+const reduceGrain = 1 << 16
 
 func (cpuBackend) Max(dst, idx, src Span, dim int) {
 	if computeIs64(dst.DType) {

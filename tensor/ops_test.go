@@ -978,3 +978,38 @@ func TestParallelSplitsAgree(t *testing.T) {
 		})
 	}
 }
+
+// Sums large enough to be split across goroutines, by columns (a bias gradient) and by
+// outer rows, equal float64 sums written out by hand, rounded once.
+func TestSumLarge(t *testing.T) {
+	dev := tensor.NewCPU()
+	for _, tc := range []struct {
+		shape []int
+		dim   int
+	}{{[]int{3000, 100}, 0}, {[]int{8, 3000, 10}, 1}, {[]int{5, 7, 4000}, 2}} {
+		outer, n, inner := 1, tc.shape[tc.dim], 1
+		for d, s := range tc.shape {
+			if d < tc.dim {
+				outer *= s
+			} else if d > tc.dim {
+				inner *= s
+			}
+		}
+		xs := make([]float32, outer*n*inner)
+		for i := range xs {
+			xs[i] = float32((i*7919)%1000)/997 - 0.5
+		}
+		got := tensor.ToSlice[float32](tensor.Sum(tensor.FromSlice(dev, xs, tc.shape...), tc.dim))
+		for o := range outer {
+			for i := range inner {
+				s := 0.0
+				for k := range n {
+					s += float64(xs[(o*n+k)*inner+i])
+				}
+				if want := float32(s); got[o*inner+i] != want {
+					t.Fatalf("%v over dim %d: element (%d, %d) = %v, want %v", tc.shape, tc.dim, o, i, got[o*inner+i], want)
+				}
+			}
+		}
+	}
+}

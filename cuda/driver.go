@@ -49,6 +49,7 @@ type Driver struct {
 	cuEventCreate             func(e *Event, flags uint32) cuResult
 	cuEventRecord             func(e Event, s Stream) cuResult
 	cuEventSynchronize        func(e Event) cuResult
+	cuEventQuery              func(e Event) cuResult
 	cuEventElapsedTime        func(ms *float32, start, end Event) cuResult
 	cuEventDestroy            func(e Event) cuResult
 	cuMemAlloc                func(p *DevicePtr, bytes uint64) cuResult
@@ -107,6 +108,7 @@ func LoadDriver(env SearchEnv) (*Driver, error) {
 	b.bind(&d.cuEventCreate, "cuEventCreate")
 	b.bind(&d.cuEventRecord, "cuEventRecord")
 	b.bind(&d.cuEventSynchronize, "cuEventSynchronize")
+	b.bind(&d.cuEventQuery, "cuEventQuery")
 	b.bind(&d.cuEventElapsedTime, "cuEventElapsedTime")
 	b.bind(&d.cuEventDestroy, "cuEventDestroy_v2")
 	b.bind(&d.cuMemAlloc, "cuMemAlloc_v2")

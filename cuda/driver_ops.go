@@ -40,6 +40,25 @@ func (d *Driver) NewEvent() (Event, error) {
 	return e, err
 }
 
+// cudaErrorNotReady is CUDA_ERROR_NOT_READY: queued work has not finished.
+const cudaErrorNotReady = 600
+
+// NewSyncEvent creates an event without timing, for ordering streams and polling.
+func (d *Driver) NewSyncEvent() (Event, error) {
+	var e Event
+	err := d.check("cuEventCreate", d.cuEventCreate(&e, 2)) // CU_EVENT_DISABLE_TIMING
+	return e, err
+}
+
+// Done reports whether the work before e's last record has finished.
+func (d *Driver) Done(e Event) (bool, error) {
+	r := d.cuEventQuery(e)
+	if r == cudaErrorNotReady {
+		return false, nil
+	}
+	return r == 0, d.check("cuEventQuery", r)
+}
+
 // Record records e on s.
 func (d *Driver) Record(e Event, s Stream) error {
 	return d.check("cuEventRecord", d.cuEventRecord(e, s))

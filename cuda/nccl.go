@@ -3,7 +3,7 @@ package cuda
 import "fmt"
 
 // NCCL is NVIDIA's collective communication library (libnccl), opened with LoadNCCL.
-// Comm (nccl_comm.go) builds a parallel.Comm on it.
+// Comm (nccl_comm.go) is a parallel.Comm on it.
 type NCCL struct {
 	lib     *dynLib
 	version int
@@ -121,29 +121,29 @@ func (n *NCCL) NewUniqueID() (UniqueID, error) {
 	return id, err
 }
 
-// NCCLComm is an NCCL communicator (ncclComm_t).
-type NCCLComm uintptr
+// NCCLHandle is an NCCL communicator (ncclComm_t); Comm wraps one as a parallel.Comm.
+type NCCLHandle uintptr
 
 // InitRank joins rank of nranks to the communicator id, on the device whose context is
 // current. Every rank calls it; it blocks until all have.
-func (n *NCCL) InitRank(id UniqueID, nranks, rank int) (NCCLComm, error) {
+func (n *NCCL) InitRank(id UniqueID, nranks, rank int) (NCCLHandle, error) {
 	var c uintptr
 	err := n.check("ncclCommInitRank", n.ncclCommInitRank(&c, int32(nranks), id, int32(rank)), 0)
-	return NCCLComm(c), err
+	return NCCLHandle(c), err
 }
 
 // Destroy frees c after its pending work.
-func (n *NCCL) Destroy(c NCCLComm) error {
+func (n *NCCL) Destroy(c NCCLHandle) error {
 	return n.check("ncclCommDestroy", n.ncclCommDestroy(uintptr(c)), uintptr(c))
 }
 
 // Abort frees c, cancelling pending work (after a peer failed).
-func (n *NCCL) Abort(c NCCLComm) error {
+func (n *NCCL) Abort(c NCCLHandle) error {
 	return n.check("ncclCommAbort", n.ncclCommAbort(uintptr(c)), uintptr(c))
 }
 
 // AsyncError returns the error of c's asynchronous work so far (a failed peer), or nil.
-func (n *NCCL) AsyncError(c NCCLComm) error {
+func (n *NCCL) AsyncError(c NCCLHandle) error {
 	var r int32
 	if err := n.check("ncclCommGetAsyncError", n.ncclCommGetAsyncError(uintptr(c), &r), uintptr(c)); err != nil {
 		return err
@@ -152,32 +152,32 @@ func (n *NCCL) AsyncError(c NCCLComm) error {
 }
 
 // AllReduce queues an all-reduce of count elements on s.
-func (n *NCCL) AllReduce(send, recv DevicePtr, count int, dt, op int32, c NCCLComm, s Stream) error {
+func (n *NCCL) AllReduce(send, recv DevicePtr, count int, dt, op int32, c NCCLHandle, s Stream) error {
 	return n.check("ncclAllReduce", n.ncclAllReduce(send, recv, uint64(count), dt, op, uintptr(c), s), uintptr(c))
 }
 
 // Broadcast queues a broadcast of count elements from root on s.
-func (n *NCCL) Broadcast(send, recv DevicePtr, count int, dt int32, root int, c NCCLComm, s Stream) error {
+func (n *NCCL) Broadcast(send, recv DevicePtr, count int, dt int32, root int, c NCCLHandle, s Stream) error {
 	return n.check("ncclBroadcast", n.ncclBroadcast(send, recv, uint64(count), dt, int32(root), uintptr(c), s), uintptr(c))
 }
 
 // ReduceScatter queues a reduce-scatter giving each rank recvCount elements on s.
-func (n *NCCL) ReduceScatter(send, recv DevicePtr, recvCount int, dt, op int32, c NCCLComm, s Stream) error {
+func (n *NCCL) ReduceScatter(send, recv DevicePtr, recvCount int, dt, op int32, c NCCLHandle, s Stream) error {
 	return n.check("ncclReduceScatter", n.ncclReduceScatter(send, recv, uint64(recvCount), dt, op, uintptr(c), s), uintptr(c))
 }
 
 // AllGather queues an all-gather of sendCount elements per rank on s.
-func (n *NCCL) AllGather(send, recv DevicePtr, sendCount int, dt int32, c NCCLComm, s Stream) error {
+func (n *NCCL) AllGather(send, recv DevicePtr, sendCount int, dt int32, c NCCLHandle, s Stream) error {
 	return n.check("ncclAllGather", n.ncclAllGather(send, recv, uint64(sendCount), dt, uintptr(c), s), uintptr(c))
 }
 
 // Send queues sending count elements to peer on s.
-func (n *NCCL) Send(buf DevicePtr, count int, dt int32, peer int, c NCCLComm, s Stream) error {
+func (n *NCCL) Send(buf DevicePtr, count int, dt int32, peer int, c NCCLHandle, s Stream) error {
 	return n.check("ncclSend", n.ncclSend(buf, uint64(count), dt, int32(peer), uintptr(c), s), uintptr(c))
 }
 
 // Recv queues receiving count elements from peer on s.
-func (n *NCCL) Recv(buf DevicePtr, count int, dt int32, peer int, c NCCLComm, s Stream) error {
+func (n *NCCL) Recv(buf DevicePtr, count int, dt int32, peer int, c NCCLHandle, s Stream) error {
 	return n.check("ncclRecv", n.ncclRecv(buf, uint64(count), dt, int32(peer), uintptr(c), s), uintptr(c))
 }
 

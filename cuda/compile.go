@@ -12,8 +12,10 @@ import (
 
 // compiler compiles kernel modules for one architecture, caching the results on disk.
 type compiler struct {
-	// compile runs NVRTC (NVRTC.Compile, or a fake in tests).
+	// compile runs NVRTC (NVRTC.Compile, or a fake in tests); nil when NVRTC could not be
+	// loaded, in which case only cached images are used, whatever NVRTC built them.
 	compile func(src, name string, options []string) (Compiled, error)
+	noNVRTC error  // why compile is nil
 	version string // NVRTC's version, part of the cache key
 	arch    int
 	real    bool
@@ -30,11 +32,12 @@ func DefaultCacheDir() string {
 	return filepath.Join(d, "megago", "cuda")
 }
 
-// cacheKey names a compilation's output: the module, the target and a hash of everything
-// the output depends on (source, options, NVRTC version).
-func (c *compiler) cacheKey(mod, src string, opts []string) string {
+// cacheKey names a compilation's output: the module, the target, a hash of the source
+// and options, and NVRTC's version; the part before the version is the prefix every
+// NVRTC's output of the same source shares.
+func (c *compiler) cacheKey(mod, src string, opts []string) (name, prefix string) {
 	h := sha256.New()
-	for _, s := range []string{src, strings.Join(opts, " "), c.version} {
+	for _, s := range []string{src, strings.Join(opts, " ")} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -42,21 +45,36 @@ func (c *compiler) cacheKey(mod, src string, opts []string) string {
 	if c.real {
 		kind, ext = "sm", "cubin"
 	}
-	return fmt.Sprintf("%s-%s_%d-%s.%s", mod, kind, c.arch, hex.EncodeToString(h.Sum(nil))[:24], ext)
+	prefix = fmt.Sprintf("%s-%s_%d-%s-", mod, kind, c.arch, hex.EncodeToString(h.Sum(nil))[:24])
+	return prefix + "nvrtc" + c.version + "." + ext, prefix
 }
 
 // module returns the compiled image (CUBIN or PTX) of module mod, from the cache when a
-// previous compilation of the same source, options and NVRTC is there. The cache is best
-// effort: a file that cannot be written is skipped; a compile error is returned.
+// previous compilation of the same source, options and NVRTC is there. Without NVRTC an
+// image of the same source from any NVRTC is used. The cache is best effort: a file that
+// cannot be written is skipped; a compile error is returned.
 func (c *compiler) module(mod string) ([]byte, error) {
 	src := moduleSource(mod)
 	opts := compileOptions(c.arch, c.real)
 	path := ""
 	if c.dir != "" {
-		path = filepath.Join(c.dir, c.cacheKey(mod, src, opts))
+		name, prefix := c.cacheKey(mod, src, opts)
+		path = filepath.Join(c.dir, name)
 		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
 			return b, nil
 		}
+		if c.compile == nil {
+			others, _ := filepath.Glob(filepath.Join(c.dir, prefix+"nvrtc*"))
+			for _, o := range others {
+				if b, err := os.ReadFile(o); err == nil && len(b) > 0 {
+					return b, nil
+				}
+			}
+		}
+	}
+	if c.compile == nil {
+		return nil, fmt.Errorf("cuda: kernel module %s for %s is not in the cache %q and NVRTC is missing: %w",
+			mod, opts[0], c.dir, c.noNVRTC)
 	}
 	out, err := c.compile(src, mod+".cu", opts)
 	if err != nil {

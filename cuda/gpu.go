@@ -58,10 +58,7 @@ func openRealGPU(cfg Config) (*realGPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	nv, err := LoadNVRTC(env)
-	if err != nil {
-		return nil, err
-	}
+	nv, nvErr := LoadNVRTC(env) // without it, kernels come from the cache only
 	g, err := drv.OpenGPU(cfg.Device)
 	if err != nil {
 		return nil, err
@@ -80,21 +77,33 @@ func openRealGPU(cfg Config) (*realGPU, error) {
 		return nil, err
 	}
 	r.runner = lt.NewGemmRunner(r.ltH, r.ws, gemmWorkspace)
-	archs, err := nv.SupportedArchs()
-	if err != nil {
-		return nil, err
-	}
-	target, real, ok := chooseTarget(g.Props.Arch(), archs)
-	if !ok {
-		return nil, fmt.Errorf("cuda: NVRTC %s supports no architecture as old as sm_%d of %s", nv.Path(), g.Props.Arch(), g.Props.Name)
-	}
-	major, minor := nv.Version()
 	dir := cfg.CacheDir
 	if dir == "" {
 		dir = DefaultCacheDir()
 	}
-	r.comp = &compiler{compile: nv.Compile, version: fmt.Sprintf("%d.%d", major, minor), arch: target, real: real, dir: dir}
+	if r.comp, err = newCompiler(nv, nvErr, g.Props, dir); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// newCompiler returns the compiler for a device: NVRTC targeting the device's
+// architecture (chooseTarget), or, when NVRTC could not be loaded (nvErr), the cache only,
+// for the device's own architecture.
+func newCompiler(nv *NVRTC, nvErr error, p Properties, dir string) (*compiler, error) {
+	if nvErr != nil {
+		return &compiler{noNVRTC: nvErr, arch: p.Arch(), real: true, dir: dir}, nil
+	}
+	archs, err := nv.SupportedArchs()
+	if err != nil {
+		return nil, err
+	}
+	target, real, ok := chooseTarget(p.Arch(), archs)
+	if !ok {
+		return nil, fmt.Errorf("cuda: NVRTC %s supports no architecture as old as sm_%d of %s", nv.Path(), p.Arch(), p.Name)
+	}
+	major, minor := nv.Version()
+	return &compiler{compile: nv.Compile, version: fmt.Sprintf("%d.%d", major, minor), arch: target, real: real, dir: dir}, nil
 }
 
 func (r *realGPU) alloc(bytes int64) (DevicePtr, error) {

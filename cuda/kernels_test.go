@@ -123,6 +123,16 @@ func TestCompilerCache(t *testing.T) {
 	if calls != 3 {
 		t.Errorf("%d compilations, want 3 (version and arch are part of the key)", calls)
 	}
+	// Without NVRTC, an image of the same source from another NVRTC serves; a module that
+	// was never compiled is an error naming the missing NVRTC.
+	noNVRTC := errors.New("NVRTC not found")
+	cacheOnly := &compiler{noNVRTC: noNVRTC, arch: 90, real: true, dir: dir}
+	if got, err := cacheOnly.module("optim"); err != nil || !bytes.Equal(got, first) {
+		t.Errorf("cache-only compiler: %q, %v; want the cached image", got, err)
+	}
+	if _, err := cacheOnly.module("softmax"); !errors.Is(err, noNVRTC) || !strings.Contains(err.Error(), "softmax") {
+		t.Errorf("cache-only compiler, uncached module: %v", err)
+	}
 	// An unwritable cache folder still compiles.
 	ro := filepath.Join(dir, "file")
 	if err := os.WriteFile(ro, nil, 0o644); err != nil {

@@ -1,4 +1,11 @@
-// Package cuda is megago's NVIDIA GPU backend. Its pieces, in reading order:
+// Package cuda is megago's NVIDIA GPU backend: a tensor.Backend whose storage is device
+// memory and whose ops are CUDA kernels and cuBLASLt GEMMs, fused kernels for
+// transformer layers, and an NCCL implementation of parallel.Comm. It registers itself
+// with package tensor as "cuda", so importing it (for its side effect) makes
+// tensor.Open("cuda") work; on a machine without a GPU that returns an error wrapping
+// ErrNoDevice.
+//
+// # Reading order
 //
 //   - errors.go, find.go: ErrNoDevice, LoadError and Error; Library and SearchEnv, the
 //     search for libcuda, NVRTC, cuBLASLt and NCCL at run time.
@@ -12,6 +19,15 @@
 //   - nccl.go: NCCL's communicator calls.
 //   - kernels/*.cu, kernels.go, compile.go: the CUDA C kernels (embedded), their modules
 //     and the NVRTC compilation with its disk cache.
+//   - alloc.go: the caching allocator (MemStats, OutOfMemoryError).
+//   - gpu.go: the device behind a Backend (realGPU: one stream, cuBLASLt, compiled
+//     modules); launch.go: launch geometry and the strided-index argument of kernels.
+//   - backend*.go: Backend, every tensor.Backend method; errflag.go: IndexError, bad
+//     indices reported by kernels.
+//   - fused.go, fused_attention.go: fused ops beyond tensor.Backend (BiasGeLU,
+//     BiasDropoutAdd, AddLayerNorm, RoPE, Encoder, FlashAttention, Linear with cuBLASLt
+//     epilogues, and their backward), each documented with its CPU twin.
+//   - nccl_comm.go, nccl_send.go: Comm, parallel.Comm over NCCL.
 //
 // # Finding the libraries
 //
@@ -25,7 +41,8 @@
 // driver library is never taken from the toolkit or a wheel, which ship only a stub of
 // it. A library that cannot be found or opened is a *LoadError wrapping ErrNoDevice
 // that lists the names looked for, the folders looked in and why each file found failed
-// to open.
+// to open. Opening a Backend needs libcuda, cuBLASLt and a device; NVRTC is needed to
+// compile kernels that are not in the cache yet.
 //
 // # Calling C without cgo
 //
@@ -34,7 +51,8 @@
 // it (a library too old), optional ones (cuMemAllocAsync, CUDA graphs, cubin output of
 // NVRTC) are used when present. CUDA's current context belongs to an OS thread, so every
 // driver call happens between GPU.Bind (which locks the goroutine to its thread and makes
-// the context current) and the release it returns.
+// the context current) and the release it returns. Binaries that import this package
+// are dynamically linked against libc (purego's loader), even with CGO_ENABLED=0.
 //
 // # Kernels
 //
@@ -42,17 +60,63 @@
 // self-contained: no #include (the NVRTC of Debian's libnvrtc11.2, which CI uses to
 // compile-check them, ships no toolkit headers), their own bf16/fp16 conversions by bit
 // manipulation (round to nearest even, as package tensor's), Philox-4x32-10 with
-// tensor/rng.go's counter layout, and nothing newer than CUDA 11.8. prelude.cu is
-// prepended to every module. A module is compiled on first use for the device's
-// architecture (a CUBIN when NVRTC knows it, else PTX for the newest architecture it
-// knows, which the driver compiles) and cached in DefaultCacheDir under a name that
-// hashes the source, the options and NVRTC's version; files are written under a
-// temporary name and renamed. The fused attention kernels are one module per dtype and
-// head size (32, 64, 128), so only the variants a model uses are compiled.
+// tensor/rng.go's counter layout, and nothing newer than CUDA 11.8 (sm_70 or newer:
+// double atomics). prelude.cu is prepended to every module. A module is compiled on first
+// use for the device's architecture (a CUBIN when NVRTC knows it, else PTX for the newest
+// architecture it knows, which the driver compiles) and cached in DefaultCacheDir under a
+// name that hashes the source and options and ends in NVRTC's version; files are written
+// under a temporary name and renamed. Without NVRTC a cached image of the same source
+// from any NVRTC is used. The fused attention kernels are one module per dtype and head
+// size (32, 64, 128), so only the variants a model uses are compiled.
+//
+// # Numerics
+//
+// As on the CPU backend, F32, BF16 and F16 tensors are computed in float32 and F64 and
+// integer tensors in float64; conversions round to nearest even (a float64 is rounded to
+// bf16 or fp16 once, through round-to-odd). Row reductions (softmax, norms, cross
+// entropy) sum in float32 by a tree within a block, Reduce and SumSquares in float64;
+// results agree with the CPU backend within rounding, not bit for bit. Random draws use
+// the same element counters as the CPU, so uniform, Bernoulli and dropout values are
+// identical on both backends and at every parallel layout. Index gathers
+// (ScatterAdd, EmbeddingBackward) add with atomics, in an order that varies from run to
+// run; the weight and bias gradients of norms and fused layers are column sums in a
+// fixed order. Matrix products run on cuBLASLt: BF16 and F16 accumulate in float32; F32
+// uses float32 unless Config.AllowTF32.
+//
+// # Memory and streams
+//
+// Every op of a Backend is queued in order on one stream; host copies (WriteHost,
+// ReadHost, Item) wait for the work queued before them. Storage comes from a caching
+// allocator: blocks rounded to 512 B (2 MiB above 1 MiB) are kept for reuse when freed,
+// which is safe because the one stream orders a block's next use after its last; when
+// the driver runs out of memory the cache is given back and the allocation tried once
+// more before an *OutOfMemoryError (the size asked, what megago holds, what the device
+// has free) is raised. MemStats reports allocated, reserved and peak bytes.
 //
 // # Errors
 //
 // Everything the machine can cause (a missing library or device, a failed CUDA call) is
-// an error value: ErrNoDevice (test with errors.Is) or an *Error naming the library,
-// the function and CUDA's own name and description of the result code.
+// an error value: ErrNoDevice (test with errors.Is) or an *Error naming the library, the
+// function and CUDA's own name and description of the result code. tensor.Backend's
+// methods return nothing, so the Backend panics with such an error value
+// (*Error, *OutOfMemoryError), and with an *IndexError when a kernel met an index out of
+// range (kernels record the first one and the backend raises it at the next wait on
+// the device); training entry points recover these panics into errors. Caller bugs
+// (shapes, dtypes, a freed buffer) panic with a message naming the op.
+//
+// # Testing
+//
+// Tests that need a GPU skip with a message saying so (MEGAGO_REQUIRE_GPU=1 makes them
+// fail instead); on a GPU they run the op suite, every fused kernel and a short GPT
+// training run against the CPU backend. TestKernelsCompile compiles every module for
+// sm_80 and sm_90 with NVRTC (MEGAGO_REQUIRE_NVRTC=1 makes a missing NVRTC a failure, as
+// in CI). With MEGAGO_CUDA_EMU=1 and g++, the GPU tests run on an emulator: the kernels
+// compiled for the host with a thread per GPU thread (emulator_test.go), which checks the
+// kernels and the backend's launches without a GPU. cuda/gpucheck has the script that
+// runs the checks and benchmarks on a GPU machine without Go.
+//
+// # Shapes
+//
+// B batch, T sequence, C channels, NH heads, HS head size, V vocabulary; rows = B·T for
+// activations viewed as [rows, C].
 package cuda

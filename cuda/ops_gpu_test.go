@@ -152,9 +152,11 @@ func runOpCases(t *testing.T, b *Backend, cases []opCase) {
 func TestGPUOpSuite(t *testing.T) {
 	b := openTestBackend(t)
 	runOpCases(t, b, elementwiseCases())
+	runOpCases(t, b, layoutCases())
 	runOpCases(t, b, nnCases())
 }
 
+// elementwiseCases covers every unary op and its backward in three dtypes.
 func elementwiseCases() []opCase {
 	unary := []struct {
 		name string
@@ -179,6 +181,12 @@ func elementwiseCases() []opCase {
 			return out
 		}})
 	}
+	return cases
+}
+
+// layoutCases covers broadcasting, reductions, gathers, copies, casts and random draws.
+func layoutCases() []opCase {
+	var cases []opCase
 	cases = append(cases, opCase{name: "binary_where", run: func(dev *tensor.Device, h hostInputs) map[string]*tensor.Tensor {
 		a := leaf(dev, h.floats(4*1*6, -2, 2), tensor.F32, 4, 1, 6)
 		b := leaf(dev, h.floats(3*6, 0.5, 2), tensor.F32, 3, 6)

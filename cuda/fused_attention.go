@@ -84,7 +84,8 @@ func (b *Backend) FlashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout ten
 // Linear sets y [M, N] = x [M, K]·wᵀ (w [N, K], PyTorch's layout) + bias [N], then GeLU
 // when gelu is set, in one cuBLASLt call; preact [M, N], when not empty, receives the
 // input of the GeLU for the backward (CPU twin: GeLU(Add(MatMulT(x, w, false, true),
-// bias))). bias may be empty.
+// bias))). bias may be empty. With the GeLU epilogues cuBLASLt wants N (the leading
+// dimension of preact) a multiple of 8; other sizes fail with its error.
 func (b *Backend) Linear(y, preact, x, w, bias tensor.Span, gelu bool) {
 	release := b.dev.bind()
 	defer release()

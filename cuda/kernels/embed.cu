@@ -103,12 +103,12 @@ __device__ void ce_fwd_impl(void* loss, int ldt, void* lse, int sdt, const void*
   }
 }
 
-extern "C" __global__ void ce_fwd_f(void* loss, int ldt, void* lse, int sdt, const void* logits, int dt, const void* tg,
+extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f(void* loss, int ldt, void* lse, int sdt, const void* logits, int dt, const void* tg,
                                     int tdt, i64 n, i64 v, int ignore, i64 ignoreIndex, double eps, ErrFlag* err,
                                     int op) {
   ce_fwd_impl<float>(loss, ldt, lse, sdt, logits, dt, tg, tdt, n, v, ignore, ignoreIndex, eps, err, op);
 }
-extern "C" __global__ void ce_fwd_d(void* loss, int ldt, void* lse, int sdt, const void* logits, int dt, const void* tg,
+extern "C" __global__ void __launch_bounds__(1024) ce_fwd_d(void* loss, int ldt, void* lse, int sdt, const void* logits, int dt, const void* tg,
                                     int tdt, i64 n, i64 v, int ignore, i64 ignoreIndex, double eps, ErrFlag* err,
                                     int op) {
   ce_fwd_impl<double>(loss, ldt, lse, sdt, logits, dt, tg, tdt, n, v, ignore, ignoreIndex, eps, err, op);
@@ -154,7 +154,7 @@ __device__ __forceinline__ bool vce_ignored(i64 t, int ignore, i64 ignoreIndex) 
 // vce_stats: stats (F64 [4, N]) = {m = max over class columns (−Inf without any),
 // Σ e^(x−m), the target's logit when this rank holds it else 0, Σ x}; zeros for ignored
 // rows. One block per row; exponentials in float, sums in double.
-extern "C" __global__ void vce_stats(double* stats, const void* logits, int dt, const void* tg, int tdt, i64 n, i64 w,
+extern "C" __global__ void __launch_bounds__(1024) vce_stats(double* stats, const void* logits, int dt, const void* tg, int tdt, i64 n, i64 w,
                                      i64 local, i64 start, i64 vocab, int ignore, i64 ignoreIndex, ErrFlag* err,
                                      int op) {
   for (i64 r = blockIdx.x; r < n; r += gridDim.x) {

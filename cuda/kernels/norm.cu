@@ -55,12 +55,12 @@ __device__ void norm_fwd_impl(void* y, void* mean, void* rstd, int sdt, const vo
   }
 }
 
-extern "C" __global__ void norm_fwd_f(void* y, void* mean, void* rstd, int sdt, const void* x, const void* res,
+extern "C" __global__ void __launch_bounds__(1024) norm_fwd_f(void* y, void* mean, void* rstd, int sdt, const void* x, const void* res,
                                       void* sum, const void* w, const void* b, int dt, i64 rows, i64 c, double eps,
                                       int rms) {
   norm_fwd_impl<float>(y, mean, rstd, sdt, x, res, sum, w, b, dt, rows, c, eps, rms);
 }
-extern "C" __global__ void norm_fwd_d(void* y, void* mean, void* rstd, int sdt, const void* x, const void* res,
+extern "C" __global__ void __launch_bounds__(1024) norm_fwd_d(void* y, void* mean, void* rstd, int sdt, const void* x, const void* res,
                                       void* sum, const void* w, const void* b, int dt, i64 rows, i64 c, double eps,
                                       int rms) {
   norm_fwd_impl<double>(y, mean, rstd, sdt, x, res, sum, w, b, dt, rows, c, eps, rms);
@@ -96,11 +96,11 @@ __device__ void norm_bwd_impl(void* dx, const void* dy, const void* x, const voi
   }
 }
 
-extern "C" __global__ void norm_bwd_f(void* dx, const void* dy, const void* x, const void* w, const void* dextra,
+extern "C" __global__ void __launch_bounds__(1024) norm_bwd_f(void* dx, const void* dy, const void* x, const void* w, const void* dextra,
                                       int dt, const void* mean, const void* rstd, int sdt, i64 rows, i64 c) {
   norm_bwd_impl<float>(dx, dy, x, w, dextra, dt, mean, rstd, sdt, rows, c);
 }
-extern "C" __global__ void norm_bwd_d(void* dx, const void* dy, const void* x, const void* w, const void* dextra,
+extern "C" __global__ void __launch_bounds__(1024) norm_bwd_d(void* dx, const void* dy, const void* x, const void* w, const void* dextra,
                                       int dt, const void* mean, const void* rstd, int sdt, i64 rows, i64 c) {
   norm_bwd_impl<double>(dx, dy, x, w, dextra, dt, mean, rstd, sdt, rows, c);
 }

@@ -237,7 +237,9 @@ template <typename T> __device__ __forceinline__ T warp_max(T v) {
 }
 
 // block_sum and block_max return the reduction over the block to every thread. Every
-// thread of the block must call them (blockDim.x a multiple of 32, at most 1024).
+// thread of the block must call them (blockDim.x a multiple of 32, at most 1024). Kernels
+// launched with up to 1024 threads per block (one block per row) are declared
+// __launch_bounds__(1024), which keeps them within the registers such a block may use.
 template <typename T> __device__ T block_sum(T v) {
   __shared__ T part[32];
   int lane = threadIdx.x & 31, w = threadIdx.x >> 5;

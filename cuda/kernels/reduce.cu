@@ -16,10 +16,10 @@ __device__ void reduce_rows_impl(void* dst, int ddt, const void* src, int sdt, i
   }
 }
 
-extern "C" __global__ void reduce_rows_f(void* dst, int ddt, const void* src, int sdt, i64 rows, i64 n, int mean) {
+extern "C" __global__ void __launch_bounds__(1024) reduce_rows_f(void* dst, int ddt, const void* src, int sdt, i64 rows, i64 n, int mean) {
   reduce_rows_impl<float>(dst, ddt, src, sdt, rows, n, mean);
 }
-extern "C" __global__ void reduce_rows_d(void* dst, int ddt, const void* src, int sdt, i64 rows, i64 n, int mean) {
+extern "C" __global__ void __launch_bounds__(1024) reduce_rows_d(void* dst, int ddt, const void* src, int sdt, i64 rows, i64 n, int mean) {
   reduce_rows_impl<double>(dst, ddt, src, sdt, rows, n, mean);
 }
 

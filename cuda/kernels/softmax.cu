@@ -44,11 +44,11 @@ __device__ void softmax_impl(void* y, const void* x, int dt, const void* mask, i
   }
 }
 
-extern "C" __global__ void softmax_f(void* y, const void* x, int dt, const void* mask, int mdt, Idx m, i64 mstride,
+extern "C" __global__ void __launch_bounds__(1024) softmax_f(void* y, const void* x, int dt, const void* mask, int mdt, Idx m, i64 mstride,
                                      i64 rows, i64 n, i64 tq, double scale, int causal, int logsm) {
   softmax_impl<float>(y, x, dt, mask, mdt, m, mstride, rows, n, tq, scale, causal, logsm);
 }
-extern "C" __global__ void softmax_d(void* y, const void* x, int dt, const void* mask, int mdt, Idx m, i64 mstride,
+extern "C" __global__ void __launch_bounds__(1024) softmax_d(void* y, const void* x, int dt, const void* mask, int mdt, Idx m, i64 mstride,
                                      i64 rows, i64 n, i64 tq, double scale, int causal, int logsm) {
   softmax_impl<double>(y, x, dt, mask, mdt, m, mstride, rows, n, tq, scale, causal, logsm);
 }
@@ -83,11 +83,11 @@ __device__ void softmax_bwd_impl(void* dx, const void* y, const void* dy, int dt
   }
 }
 
-extern "C" __global__ void softmax_bwd_f(void* dx, const void* y, const void* dy, int dt, i64 rows, i64 n,
+extern "C" __global__ void __launch_bounds__(1024) softmax_bwd_f(void* dx, const void* y, const void* dy, int dt, i64 rows, i64 n,
                                          double scale, int logsm) {
   softmax_bwd_impl<float>(dx, y, dy, dt, rows, n, scale, logsm);
 }
-extern "C" __global__ void softmax_bwd_d(void* dx, const void* y, const void* dy, int dt, i64 rows, i64 n,
+extern "C" __global__ void __launch_bounds__(1024) softmax_bwd_d(void* dx, const void* y, const void* dy, int dt, i64 rows, i64 n,
                                          double scale, int logsm) {
   softmax_bwd_impl<double>(dx, y, dy, dt, rows, n, scale, logsm);
 }

@@ -85,17 +85,23 @@ func nextBatches(l *data.Loader[t5Batch], n int) ([]t5Batch, error) {
 }
 
 // spanScore counts, over validation micro-batches, the loss, the span tokens that the
-// model predicts right (teacher-forced, argmax over the true vocabulary) and how often
-// each token is a span token, for the baseline: always predicting the most frequent one.
+// model predicts right (teacher-forced) and how often each token is a span token, for
+// the baseline: always predicting the most frequent one. At a span token the model
+// also weighs ending the span there (the next sentinel, or EOS), and since that one
+// outcome is often likelier than any single word, the argmax over the whole vocabulary
+// is often a sentinel; the accuracy asks which token the model would put there: the
+// argmax over the text tokens (not sentinels, EOS, pad or BOS). correctAny counts the
+// argmax over the whole vocabulary.
 type spanScore struct {
-	loss           float64   // sum of the micro-batches' mean losses
-	batches        float64   // micro-batches
-	spans, correct float64   // span tokens; predicted right
-	counts         []float64 // [V] span tokens by id
+	loss                       float64   // sum of the micro-batches' mean losses
+	batches                    float64   // micro-batches
+	spans, correct, correctAny float64   // span tokens; predicted right among text tokens; among all
+	counts                     []float64 // [V] span tokens by id
 }
 
-// add scores one micro-batch on every rank of the TP group (logits are gathered).
-func (sc *spanScore) add(ctx context.Context, m *nn.T5, tp parallel.Comm, b t5Batch, dev *tensor.Device) {
+// add scores one micro-batch on every rank of the TP group (logits are gathered); text
+// [V] tells the text tokens.
+func (sc *spanScore) add(ctx context.Context, m *nn.T5, tp parallel.Comm, b t5Batch, dev *tensor.Device, text []bool) {
 	v := m.Config.Vocab
 	if sc.counts == nil {
 		sc.counts = make([]float64, v)
@@ -115,20 +121,25 @@ func (sc *spanScore) add(ctx context.Context, m *nn.T5, tp parallel.Comm, b t5Ba
 			if !span {
 				continue
 			}
+			row := full[j*vp : j*vp+v]
 			sc.spans++
 			sc.counts[b.Labels[j]]++
-			if argmax(full[j*vp:j*vp+v]) == b.Labels[j] {
+			if argmax(row, text) == b.Labels[j] {
 				sc.correct++
+			}
+			if argmax(row, nil) == b.Labels[j] {
+				sc.correctAny++
 			}
 		}
 	})
 }
 
-// argmax returns the index of the first largest value.
-func argmax(x []float32) int32 {
-	best := 0
+// argmax returns the index of the first largest value among those that allowed marks
+// (nil: all).
+func argmax(x []float32, allowed []bool) int32 {
+	best := -1
 	for j, v := range x {
-		if v > x[best] {
+		if (allowed == nil || allowed[j]) && (best < 0 || v > x[best]) {
 			best = j
 		}
 	}

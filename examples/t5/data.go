@@ -19,7 +19,8 @@ type trainingData struct {
 	tok          data.Tokenizer
 	special      data.SpecialIDs
 	sentinels    map[int32]bool
-	start        int32 // the decoder's first input: BOS, or pad when the tokenizer has none
+	text         []bool // [V] ids that are text, not sentinels, EOS, pad or BOS
+	start        int32  // the decoder's first input: BOS, or pad when the tokenizer has none
 	train, valid data.Dataset[data.T5Sample]
 	about        string // one line: where the tokens come from
 	sources      []*data.IndexedDataset
@@ -52,8 +53,18 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 	}
 	prefixes, weights, _ := c.Blend() // checked with the flags
 	corp := &trainingData{tok: tok, special: tok.Special(), sentinels: map[int32]bool{}}
+	corp.text = make([]bool, tok.VocabSize())
+	for i := range corp.text {
+		corp.text[i] = true
+	}
 	for _, id := range corp.special.Sentinels {
 		corp.sentinels[id] = true
+		corp.text[id] = false
+	}
+	for _, id := range []int32{corp.special.EOS, corp.special.Pad, corp.special.BOS} {
+		if id >= 0 {
+			corp.text[id] = false
+		}
 	}
 	if len(prefixes) == 0 {
 		src, err := corpus.GoSource(ctx, corpus.Spec{Cache: cache, Tokenizer: text, TokenizerType: c.TokenizerType,

@@ -11,7 +11,7 @@ import (
 
 // filled is the sentinel filling of one validation sample.
 type filled struct {
-	Original  string // the sample's text, its masked spans marked «like this»
+	Original  string // the sample's text, its masked spans marked «like this» ("" for --fill-text)
 	Corrupted string // the encoder's input, with <extra_id_k> sentinels
 	Output    string // what the decoder generated, EOS dropped
 	Filled    string // the corrupted input with the generated spans in «»
@@ -20,35 +20,24 @@ type filled struct {
 	Right, Total int
 }
 
-// fill fills the sentinels of validation sample --fill-sample by greedy decoding with
-// nn.GenerateT5 (the encoder runs once, the decoder with a KV cache) and returns the
-// texts, the same on every rank. nn.GenerateT5 needs a model built without sequence
-// parallelism: under --sequence-parallel every rank first builds one (its TP shard,
-// the same parameters). The first TP group (DP rank 0) generates; rank 0 reports.
+// fill fills the sentinels of --fill-text, or of validation sample --fill-sample, by
+// greedy decoding with nn.GenerateT5 (the encoder runs once, the decoder with a KV
+// cache) and returns the texts, the same on every rank. nn.GenerateT5 needs a model
+// built without sequence parallelism: under --sequence-parallel every rank first builds
+// one (its TP shard, the same parameters). The first TP group (DP rank 0) generates;
+// rank 0 reports.
 func fill(ctx context.Context, cfg *config, corp *trainingData, mesh *parallel.Mesh, m *nn.T5, b *nn.Builder) (*filled, error) {
-	if cfg.FillSample >= corp.valid.Len() {
-		return nil, fmt.Errorf("--fill-sample %d: the validation split has %d samples", cfg.FillSample, corp.valid.Len())
+	enc, truth, err := fillInput(cfg, corp)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.SequenceParallel {
-		var err error
 		if m, err = withoutSP(m, b); err != nil {
 			return nil, err
 		}
 	}
 	if mesh.Coord().DP != 0 {
 		return nil, nil
-	}
-	s := corp.valid.Sample(cfg.FillSample)
-	n := 0
-	for n < len(s.EncPaddingMask) && s.EncPaddingMask[n] == 1 {
-		n++
-	}
-	enc := s.EncTokens[:n]
-	var truth []int32
-	for j, l := range s.Labels {
-		if s.LossMask[j] == 1 {
-			truth = append(truth, l)
-		}
 	}
 	o := nn.T5GenerateOptions{GenerateOptions: nn.GenerateOptions{MaxNewTokens: cfg.DecoderSeqLength,
 		EOD: []int32{corp.special.EOS}}, DecoderStart: corp.start}
@@ -60,9 +49,13 @@ func fill(ctx context.Context, cfg *config, corp *trainingData, mesh *parallel.M
 	if len(gen) > 0 && gen[len(gen)-1] == corp.special.EOS {
 		gen = gen[:len(gen)-1]
 	}
-	want, got := corp.spans(truth), corp.spans(gen)
-	f := &filled{Corrupted: corp.tok.Decode(enc), Output: corp.tok.Decode(gen),
-		Original: corp.fillIn(enc, want), Filled: corp.fillIn(enc, got)}
+	got := corp.spans(gen)
+	f := &filled{Corrupted: corp.tok.Decode(enc), Output: corp.tok.Decode(gen), Filled: corp.fillIn(enc, got)}
+	if truth == nil {
+		return f, nil
+	}
+	want := corp.spans(truth)
+	f.Original = corp.fillIn(enc, want)
 	for k, span := range want {
 		f.Total += len(span)
 		for j, id := range span {
@@ -72,6 +65,40 @@ func fill(ctx context.Context, cfg *config, corp *trainingData, mesh *parallel.M
 		}
 	}
 	return f, nil
+}
+
+// fills reports whether the run ends by filling sentinels: those of --fill-text, or of
+// validation sample --fill-sample unless it is -1 or there is no validation split.
+func (c *config) fills(corp *trainingData) bool {
+	return c.FillText != "" || c.FillSample >= 0 && corp.valid != nil
+}
+
+// fillInput returns the encoder input to fill and the decoder sequence that fills it
+// right (nil for --fill-text).
+func fillInput(cfg *config, corp *trainingData) (enc, truth []int32, err error) {
+	if cfg.FillText != "" {
+		enc = corp.tok.Encode(cfg.FillText)
+		for _, id := range enc {
+			if corp.sentinel(id) {
+				return enc, nil, nil
+			}
+		}
+		return nil, nil, fmt.Errorf("--fill-text %q has no sentinel to fill (write <extra_id_0>, <extra_id_1>, ...)", cfg.FillText)
+	}
+	if cfg.FillSample >= corp.valid.Len() {
+		return nil, nil, fmt.Errorf("--fill-sample %d: the validation split has %d samples", cfg.FillSample, validLen(corp))
+	}
+	s := corp.valid.Sample(cfg.FillSample)
+	n := 0
+	for n < len(s.EncPaddingMask) && s.EncPaddingMask[n] == 1 {
+		n++
+	}
+	for j, l := range s.Labels {
+		if s.LossMask[j] == 1 {
+			truth = append(truth, l)
+		}
+	}
+	return s.EncTokens[:n], truth, nil
 }
 
 // spans splits a decoder sequence (sentinel, span, sentinel, span, ..., maybe EOS) into

@@ -29,6 +29,7 @@ type config struct {
 
 	// Sentinel filling at the end.
 	FillSample int
+	FillText   string
 }
 
 // newFlagSet registers every flag on c, with the example's defaults.
@@ -50,6 +51,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.MaskProb, "mask-prob", 0.3, "fraction of tokens masked into spans (Megatron's default is 0.15; more targets per sample learn faster)")
 	fs.Float64Var(&c.ShortSeqProb, "short-seq-prob", 0.1, "probability that a sample is shorter than --seq-length")
 	fs.IntVar(&c.FillSample, "fill-sample", 0, "validation sample whose sentinels are filled in after training (-1: none)")
+	fs.StringVar(&c.FillText, "fill-text", "", "text with sentinels <extra_id_0>, <extra_id_1>, ... to fill in after training, instead of a validation sample")
 	return fs
 }
 
@@ -98,6 +100,9 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 	}
 	if c.EmbeddingInitStd < 0 {
 		bad("--embedding-init-method-std must not be negative, got %g", c.EmbeddingInitStd)
+	}
+	if c.Set["fill-sample"] && c.FillSample >= 0 && c.EvalIters == 0 {
+		bad("--fill-sample %d needs a validation split (--eval-iters of at least 1)", c.FillSample)
 	}
 	if c.SequenceParallel && (c.SeqLength%c.TP != 0 || c.DecoderSeqLength%c.TP != 0) {
 		bad("--sequence-parallel: --seq-length %d and --decoder-seq-length %d must be divisible by TP %d", c.SeqLength, c.DecoderSeqLength, c.TP)

@@ -33,6 +33,7 @@ func TestBadSettings(t *testing.T) {
 			[]string{"--num-attention-heads 3 is not divisible by --tensor-model-parallel-size 2"}},
 		{"several at once", []string{"--mask-prob", "2", "--decoder-seq-length", "1"}, []string{"--mask-prob 2", "--decoder-seq-length must"}},
 		{"unknown flag", []string{"--num-layer", "2"}, []string{"flag provided but not defined: -num-layer"}},
+		{"fill without validation", []string{"--fill-sample", "2", "--eval-iters", "0"}, []string{"--fill-sample 2 needs a validation split"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseConfig(tinyArgs(t, tc.args...), 0, io.Discard)
@@ -65,6 +66,23 @@ func TestFlags(t *testing.T) {
 	assert.Equal(t, 20, cfg.DecoderSeqLength)
 	assert.Equal(t, 0.2, cfg.MaskProb)
 	assert.Equal(t, 56, cfg.SeqLength, "flags override the file")
+}
+
+// TestBadFill: a --fill-text without sentinels or a --fill-sample past the validation
+// split stops the run before training.
+func TestBadFill(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fill-text", "func f() {}"}, `--fill-text "func f() {}" has no sentinel to fill`},
+		{[]string{"--fill-sample", "100000"}, "--fill-sample 100000: the validation split has"},
+	} {
+		var out strings.Builder
+		_, err := run(context.Background(), tinyArgs(t, tc.args...), noEnv, &out, io.Discard)
+		require.ErrorContains(t, err, tc.want)
+		assert.NotContains(t, out.String(), "iter ", "no training")
+	}
 }
 
 func TestHelp(t *testing.T) {

@@ -108,6 +108,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	defer corp.Close()
+	if cfg.fills(corp) { // find a bad --fill-text or --fill-sample before training
+		if _, _, err := fillInput(cfg, corp); err != nil {
+			return nil, err
+		}
+	}
 
 	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
 	var sum *summary
@@ -183,12 +188,12 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 		saver.Report(rep)
 	}
 	if cfg.EvalOnly {
-		sc, err := validate(work, cfg, corp, mesh, m, dev)
-		if err != nil {
+		sum := &summary{}
+		if sum.Valid, err = validate(work, cfg, corp, mesh, m, dev); err != nil {
 			return nil, err
 		}
-		eval(rep, saver.Loaded, sc)
-		return &summary{Valid: sc}, world.Barrier(work)
+		eval(rep, saver.Loaded, sum.Valid)
+		return sum, fillSentinels(work, cfg, corp, mesh, m, build, rep, sum)
 	}
 
 	// The loop: one optimizer step per iteration over the global batch.
@@ -233,20 +238,32 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	finish(rep, sum, corp)
 
 	// Sentinel filling by the trained model, unless interrupted.
-	if !sum.Interrupted && cfg.FillSample >= 0 && corp.valid != nil {
-		if sum.Fill, err = fill(work, cfg, corp, mesh, m, build); err != nil {
-			return sum, err
-		}
-		printFill(rep, corp, cfg.FillSample, sum.Fill)
+	if sum.Interrupted {
+		return sum, world.Barrier(work)
 	}
-	// Leave together, so no process closes its connections while others still use them.
-	return sum, world.Barrier(work)
+	return sum, fillSentinels(work, cfg, corp, mesh, m, build, rep, sum)
+}
+
+// fillSentinels fills the sentinels of --fill-text or --fill-sample (see config.fills)
+// into sum and prints them, then waits for every rank: leaving together, no process
+// closes its connections while others still use them.
+func fillSentinels(ctx context.Context, cfg *config, corp *trainingData, mesh *parallel.Mesh, m *nn.T5, b *nn.Builder, rep *report.Report, sum *summary) error {
+	if cfg.fills(corp) {
+		var err error
+		if sum.Fill, err = fill(ctx, cfg, corp, mesh, m, b); err != nil {
+			return err
+		}
+		printFill(rep, cfg.FillSample, sum.Fill)
+	}
+	return mesh.World().Barrier(ctx)
 }
 
 // score is a validation run's result, over every rank.
 type score struct {
-	Loss     float64 // mean of the micro-batches' mean losses
-	Accuracy float64 // of the model on span tokens
+	Loss float64 // mean of the micro-batches' mean losses
+	// Accuracy is the model's on span tokens, its argmax over the text tokens (see
+	// spanScore); AccuracyAny its argmax over the whole vocabulary, sentinels included.
+	Accuracy, AccuracyAny float64
 	// Baseline is the accuracy of always predicting Frequent, the most frequent of the
 	// span tokens scored: the best any constant prediction can do on them.
 	Baseline float64
@@ -266,27 +283,28 @@ func validate(ctx context.Context, cfg *config, corp *trainingData, mesh *parall
 			if err != nil {
 				return err
 			}
-			sc.add(ctx, m, mesh.TP(), b, dev)
+			sc.add(ctx, m, mesh.TP(), b, dev, corp.text)
 		}
 		return nil
 	})
 	if err != nil {
 		return score{}, fmt.Errorf("validation: %w", err)
 	}
-	sums := tensor.FromSlice(dev, append([]float64{sc.loss, sc.batches, sc.spans, sc.correct}, sc.counts...), 4+len(sc.counts))
+	sums := tensor.FromSlice(dev, append([]float64{sc.loss, sc.batches, sc.spans, sc.correct, sc.correctAny}, sc.counts...), 5+len(sc.counts))
 	defer sums.Release()
 	if err := mesh.DP().AllReduce(ctx, sums, parallel.Sum); err != nil {
 		return score{}, fmt.Errorf("validation: %w", err)
 	}
 	s := tensor.ToSlice[float64](sums)
-	counts := s[4:]
+	counts := s[5:]
 	frequent := 0
 	for id, n := range counts {
 		if n > counts[frequent] {
 			frequent = id
 		}
 	}
-	return score{Loss: s[0] / s[1], Accuracy: s[3] / s[2], Baseline: counts[frequent] / s[2], Frequent: int32(frequent), Spans: int(s[2])}, nil
+	return score{Loss: s[0] / s[1], Accuracy: s[3] / s[2], AccuracyAny: s[4] / s[2], Baseline: counts[frequent] / s[2],
+		Frequent: int32(frequent), Spans: int(s[2])}, nil
 }
 
 // recoverComm runs fn, turning a panic with a *parallel.Error (a collective that failed

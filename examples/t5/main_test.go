@@ -68,8 +68,11 @@ func TestTinyRunLearns(t *testing.T) {
 	assert.Less(t, sum.Valid.Loss, first)
 	assert.Greater(t, sum.Valid.Spans, 0)
 	assert.True(t, sum.Valid.Baseline > 0 && sum.Valid.Baseline < 1, "baseline %v", sum.Valid.Baseline)
+	// A special id is never a span token: the argmax over all ids is right only where the
+	// argmax over text tokens is the same token.
+	assert.LessOrEqual(t, sum.Valid.AccuracyAny, sum.Valid.Accuracy)
 	for _, want := range []string{"one sentence per", "span corruption: 30%", "iter 12/12", "validation at iteration 6",
-		"validation at iteration 12", "span-token accuracy", "baseline", "done: 12 iterations", "the most frequent of them",
+		"validation at iteration 12", "span-token accuracy", "baseline", "done: 12 iterations", "the most frequent of them", "argmax over all ids",
 		"corrupted (the encoder's input)", "<extra_id_0>", "greedy decoding", "filled in"} {
 		assert.Contains(t, out, want)
 	}
@@ -105,6 +108,52 @@ func TestFillShowsTheSample(t *testing.T) {
 	assert.Equal(t, corp.tok.Decode(s.EncTokens[:n]), sum.Fill.Corrupted)
 	assert.Greater(t, sum.Fill.Total, 0)
 	assert.Equal(t, strings.Count(sum.Fill.Original, "«"), strings.Count(sum.Fill.Corrupted, "<extra_id_"))
+}
+
+// TestBaselineCountsSpanTokens recounts the validation span tokens from the samples:
+// the labels that are neither sentinels nor EOS, and the most frequent of them.
+func TestBaselineCountsSpanTokens(t *testing.T) {
+	args := tinyArgs(t, "--train-iters", "2", "--fill-sample", "-1", "--ranks", "2") // DP=2 sums the counts
+	cfg, err := parseConfig(args, 0, io.Discard)
+	require.NoError(t, err)
+	corp, err := loadCorpus(context.Background(), cfg, true, io.Discard)
+	require.NoError(t, err)
+	defer corp.Close()
+	counts := map[int32]int{}
+	total := 0
+	sentinels := map[int32]bool{}
+	for _, id := range corp.tok.Special().Sentinels {
+		sentinels[id] = true
+	}
+	for i := range cfg.EvalIters * cfg.GlobalBatchSize {
+		s := corp.valid.Sample(i)
+		for j, l := range s.Labels {
+			if s.LossMask[j] == 1 && !sentinels[l] && l != corp.tok.Special().EOS {
+				counts[l]++
+				total++
+			}
+		}
+	}
+	best := int32(-1)
+	for id, n := range counts {
+		if best < 0 || n > counts[best] || n == counts[best] && id < best {
+			best = id
+		}
+	}
+	sum, _ := runTiny(t, args)
+	assert.Equal(t, total, sum.Valid.Spans)
+	assert.Equal(t, best, sum.Valid.Frequent)
+	assert.Equal(t, float64(counts[best])/float64(total), sum.Valid.Baseline)
+}
+
+// TestFillText fills the sentinels of text given on the command line.
+func TestFillText(t *testing.T) {
+	sum, out := runTiny(t, tinyArgs(t, "--train-iters", "2", "--fill-text", "if err != nil {\n\treturn <extra_id_0>\n}\n"))
+	require.NotNil(t, sum.Fill)
+	assert.Equal(t, "if err != nil {\n\treturn <extra_id_0>\n}\n", sum.Fill.Corrupted)
+	assert.Empty(t, sum.Fill.Original)
+	assert.NotContains(t, out, "its masked spans")
+	assert.Contains(t, out, "filled in («» around the generated spans):")
 }
 
 func mean(v []float64) float64 {

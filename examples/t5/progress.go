@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"math"
 
@@ -55,7 +56,8 @@ func validLen(corp *trainingData) int {
 func eval(r *report.Report, it int, s score) {
 	r.Eval(it, s.Loss, report.Value{Label: "lm loss", Format: "%.4f", Key: "lm_loss", Tag: "lm loss validation", V: s.Loss},
 		report.Value{Label: "span-token accuracy", Format: "%.4f", Key: "span_accuracy", Tag: "span accuracy validation", V: s.Accuracy},
-		report.Value{Label: "baseline", Format: "%.4f", Key: "span_accuracy_baseline", V: s.Baseline})
+		report.Value{Label: "baseline", Format: "%.4f", Key: "span_accuracy_baseline", V: s.Baseline},
+		report.Value{Label: "argmax over all ids", Format: "%.4f", Key: "span_accuracy_any", V: s.AccuracyAny})
 }
 
 // finish prints the summary of the run.
@@ -67,18 +69,25 @@ func finish(r *report.Report, sum *summary, corp *trainingData) {
 	if v := sum.Valid; !math.IsNaN(v.Loss) {
 		r.Printf("validation: span-token accuracy %.4f on %s span tokens, %.2f× the baseline %.4f (always %q, the most frequent of them)\n",
 			v.Accuracy, report.Thousands(float64(v.Spans)), v.Accuracy/v.Baseline, v.Baseline, corp.tok.Decode([]int32{v.Frequent}))
+		r.Printf("            (the model's argmax among text tokens; among all ids it is right on %.4f: it often bets that the span ends there)\n",
+			v.AccuracyAny)
 	}
 	r.Files()
 }
 
-// printFill prints the sentinel filling of validation sample i.
-func printFill(r *report.Report, corp *trainingData, i int, f *filled) {
+// printFill prints the sentinel filling of --fill-text or validation sample i.
+func printFill(r *report.Report, i int, f *filled) {
 	if r == nil || f == nil {
 		return
 	}
-	r.Printf("validation sample %d, its masked spans in «»:\n----\n%s\n----\n", i, f.Original)
+	if f.Original != "" {
+		r.Printf("validation sample %d, its masked spans in «»:\n----\n%s\n----\n", i, f.Original)
+	}
 	r.Printf("corrupted (the encoder's input):\n----\n%s\n----\n", f.Corrupted)
 	r.Printf("greedy decoding (encoder once, decoder with a KV cache): %s\n", f.Output)
-	r.Printf("filled in («» around the generated spans; %d of %d span tokens right):\n----\n%s\n----\n",
-		f.Right, f.Total, f.Filled)
+	right := ""
+	if f.Original != "" {
+		right = fmt.Sprintf("; %d of %d span tokens right", f.Right, f.Total)
+	}
+	r.Printf("filled in («» around the generated spans%s):\n----\n%s\n----\n", right, f.Filled)
 }

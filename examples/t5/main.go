@@ -13,11 +13,15 @@
 // sentinels and a pad token are appended to it (data.ForT5) and its end-of-text token
 // serves as EOS; the decoder starts from pad, as Hugging Face's T5 does.
 //
-// Validation reports the loss and the span-token accuracy — how many tokens of the
-// masked spans the model predicts (argmax, teacher-forced), not counting sentinels and
-// EOS — beside the accuracy of always predicting the most frequent token of the
-// training text. At the end it fills the sentinels of a validation sample by greedy
-// decoding (nn.GenerateT5: the encoder runs once, the decoder with a KV cache).
+// Validation reports the loss and the span-token accuracy: at each token of the masked
+// spans, teacher-forced, whether the model's most probable text token (not a sentinel,
+// EOS or pad) is the right one — beside the accuracy of always predicting the most
+// frequent span token, the best constant guess. (The argmax over every id is reported
+// too: at a span token the model also weighs ending the span there, and that single
+// outcome, the next sentinel, is often its likeliest.) At the end it fills the sentinels
+// of a validation sample (--fill-sample) or of text of one's own (--fill-text, with
+// <extra_id_0>, <extra_id_1>, ... in it) by greedy decoding (nn.GenerateT5: the encoder
+// runs once, the decoder with a KV cache).
 //
 // Its flags are Megatron-LM's (--num-layers, --encoder-seq-length,
 // --decoder-seq-length, --vocab-extra-ids, --mask-prob, --tensor-model-parallel-size,

@@ -21,10 +21,12 @@ import (
 // pads edge panels with zeros, so the micro-kernel only ever sees full mr×nr tiles; edge
 // tiles of C go through a small scratch tile. Full A panels are read in place instead of
 // packed (tileRowA, tileColA) when that measured faster: A transposed, or A's rows not a
-// multiple of 4 KiB apart, or C narrow (gemmDirectAMaxN). C whose rows are a multiple of
-// 4 KiB apart is computed in a padded band and copied out. Goroutines pull whole matrices
-// of a batch, or bands of whole tiles of one matrix along its longer side; the operand
-// all bands share is packed once, by the goroutines together (sgemmSplit).
+// multiple of 4 KiB apart, or C narrow (gemmDirectAMaxN). When A needs no packing per
+// block (read in place, or shared), the ic and jc loops swap, so each B block is packed
+// once. C whose rows are a multiple of 4 KiB apart is computed in a padded band and copied
+// out. Goroutines pull whole matrices of a batch, or bands of whole tiles of one matrix;
+// the operand all bands share is packed once, panel by panel, by the goroutine that first
+// needs it (sgemmSplit).
 //
 // Numerics: within a kc block each element of C is a chain of fused multiply-adds over k
 // in increasing order, starting from zero; the block's sum is then added to C (or stored,
@@ -68,8 +70,17 @@ const gemmDirectAMaxN = 256
 // band reads all of the shared operand, so fewer bands mean less traffic; more let a
 // goroutine on a slower or busier CPU hold the others up less. 1, 2 and 4, and bands
 // shrinking as they are handed out, measured within a few percent of each other on the
-// workload shapes on 2 threads.
+// workload shapes on 2 threads (shrinking bands lost at 2048³: each band re-reads B).
 const gemmBandsPerWorker = 2
+
+// gemmRowBandPanels is the fewest mr-row panels a row band must hold for sgemmSplit to cut
+// C into row bands (sharing B) rather than column bands (sharing A) when N ≥ M. A row
+// band streams every B block through L2 once and reuses it for each of its A panels; a
+// column band reads each shared A panel into L1 for only nc/nr tiles, and a panel another
+// core packed (or packed long ago) costs there: on 2 threads of a Zen 5 VM, 2048³ ran
+// ~5% faster, and 768…1024 rows by 1.5…3 times as many columns 7-10% faster, as row
+// bands; 512 rows by 2048 columns, and 256-row products, ran faster as column bands.
+const gemmRowBandPanels = 16
 
 // gemmGrain is the amount of work (M·N·K multiply-adds) below which a GEMM is not worth
 // splitting across goroutines.
@@ -80,6 +91,7 @@ type gemmWorker struct {
 	apack, bpack []float32
 	cpad         []float32 // a band of C with padded rows (see run)
 	tmp          []float32 // one mr×nr tile
+	first        float64   // where in a shared range this goroutine starts packing (sharedPack.ensure)
 }
 
 // gemmWorkers recycles packing buffers between calls, so a training step does not
@@ -87,16 +99,17 @@ type gemmWorker struct {
 var gemmWorkers = sync.Pool{New: func() any { return new(gemmWorker) }}
 
 // gemmShared recycles the operand that the goroutines splitting one matrix share.
-var gemmShared = sync.Pool{New: func() any { return new([]float32) }}
+var gemmShared = sync.Pool{New: func() any { return new(sharedBuf) }}
 
 // gemmPlan is how one matrix product is computed: whether A is read in place, and an
 // operand packed once for all goroutines (nil: each packs its own).
 type gemmPlan struct {
 	directA bool
-	aShared []float32 // all of op(A), packed per kc block: block pc at mPad·pc
-	bShared []float32 // all of op(B), packed per kc block: block pc at nPad·pc
-	mPad    int       // M rounded up to mr
-	nPad    int       // N rounded up to nr
+	aShared []float32   // all of op(A), packed per kc block: block pc at mPad·pc
+	bShared []float32   // all of op(B), packed per kc block: block pc at nPad·pc
+	shared  *sharedPack // packs the panels of aShared or bShared as they are first needed
+	mPad    int         // M rounded up to mr
+	nPad    int         // N rounded up to nr
 }
 
 // sgemm computes dst[i] = op(a[i])·op(b[i]) (or dst[i] += ... when p.Accumulate) for each
@@ -151,11 +164,14 @@ func sgemm(kern *gemmKernel, dst, a, b []float32, p MatMulParams, workers int) {
 }
 
 // sgemmSplit computes one matrix product on several goroutines: it cuts C into bands of
-// whole tiles along its longer side, packs the operand every band needs once (in
-// parallel), and lets the goroutines pull bands.
+// whole tiles, along its columns when C is wide (see gemmRowBandPanels) and its rows
+// otherwise, and lets the goroutines pull bands. The operand every band needs (A for
+// column bands, unless read in place; B for row bands) is packed once, each panel by the
+// goroutine that needs it first.
 func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmPlan, workers int) {
 	M, N, K := p.M, p.N, p.K
-	byCols := N >= M
+	tall := M >= gemmRowBandPanels*kern.mr*gemmBandsPerWorker*workers
+	byCols := N >= M && (!tall || plan.directA && N >= 2*M)
 	ext, unit := M, kern.mr
 	if byCols {
 		ext, unit = N, kern.nr
@@ -166,8 +182,9 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 
 	// The shared operand: A's mr-row panels (when C is cut into column bands and A is
 	// not read in place) or B's nr-column panels (row bands), for every kc block.
-	sh := gemmShared.Get().(*[]float32)
+	sh := gemmShared.Get().(*sharedBuf)
 	var shared sharedPack
+	plan.shared = &shared
 	switch {
 	case byCols && !plan.directA:
 		lda := K
@@ -187,13 +204,13 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 		})
 	}
 
-	// One fork for both phases: goroutines pull panels to pack, wait for the panels
-	// others are packing, then pull bands. A goroutine the OS starts late (waking an idle
-	// CPU can take hundreds of microseconds in a VM) finds less or no packing left.
+	// Nobody waits for a packing phase: a goroutine the OS starts late (waking an idle CPU
+	// can take hundreds of microseconds in a VM) finds panels packed, and panels packed as
+	// they are needed are still in cache when used.
 	var next atomic.Int64
-	parallelWorkers(workers, func(int) {
-		shared.pack()
+	parallelWorkers(workers, func(id int) {
 		w := gemmWorkers.Get().(*gemmWorker)
+		w.first = float64(id) / float64(workers)
 		for i := int(next.Add(1) - 1); i < bands; i = int(next.Add(1) - 1) {
 			lo, hi := i*band, min(ext, (i+1)*band)
 			if byCols {
@@ -250,56 +267,38 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 	}
 	w.tmp = grow(w.tmp, mr*nr)
 
-	// C's element (i, j) is at cd[(i-ci)·ldc + j-cj]: in place, or, when C's rows are a
-	// multiple of 4 KiB apart and visited once per kc block, in a band with padded rows
-	// (a tile's rows would otherwise share L1 sets, evicting the A panel each visit).
-	cd, ldc, ci, cj := c, N, 0, 0
-	padded := N%1024 == 0 && K > kern.kc
-	if padded {
-		ldc = roundUp(n1-n0, 16) + 16
-		w.cpad = grow(w.cpad, (m1-m0)*ldc)
-		cd, ci, cj = w.cpad, m0, n0
-		if p.Accumulate {
-			for i := m0; i < m1; i++ {
-				copy(cd[(i-m0)*ldc:(i-m0)*ldc+n1-n0], c[i*N+n0:i*N+n1])
-			}
-		}
-	}
+	cd, ldc, ci, cj, padded := w.cBand(kern, c, p, m0, m1, n0, n1)
+	// When A's panels need no packing here (shared, or read in place), each B block is
+	// packed once and swept by all of A's rows; otherwise each A block is packed once and
+	// swept by all of B's columns.
+	aFree := plan.aShared != nil || plan.directA
 	for pc := 0; pc < K; pc += kern.kc {
 		kb := min(kern.kc, K-pc)
 		acc := 0
 		if pc > 0 || p.Accumulate {
 			acc = 1
 		}
-		for ic := m0; ic < m1; ic += mc {
-			mb := min(mc, m1-ic)
-			var ad, ap []float32 // A in place from (ic, pc); A's packed panels from row ic
-			switch {
-			case plan.aShared != nil:
-				ap = plan.aShared[plan.mPad*pc+ic*kb:]
-			case plan.directA:
-				ap = w.apack
-				if p.TransA {
-					ad = a[pc*lda+ic:]
-				} else {
-					ad = a[ic*lda+pc:]
-				}
-				full := mb / mr * mr // only a last, partial panel is packed
-				packA(kern, ap[full*kb:], a, p.TransA, lda, ic+full, mb-full, pc, kb)
-			default:
-				ap = w.apack
-				packA(kern, ap, a, p.TransA, lda, ic, mb, pc, kb)
-			}
+		block := func(ic, mb, jc, nb int, ad, ap, bp []float32) {
+			w.macro(kern, cd[(ic-ci)*ldc+jc-cj:], ldc, ap, bp, ad, lda, p.TransA, mb, nb, kb, acc)
+		}
+		if aFree {
 			for jc := n0; jc < n1; jc += nc {
 				nb := min(nc, n1-jc)
-				var bp []float32 // B's packed panels from column jc
-				if plan.bShared != nil {
-					bp = plan.bShared[plan.nPad*pc+jc*kb:]
-				} else {
-					bp = w.bpack
-					packB(kern, bp, b, p.TransB, ldb, pc, kb, jc, nb)
+				bp := w.panelsB(kern, b, p, plan, ldb, jc, nb, pc, kb)
+				for ic := m0; ic < m1; ic += mc {
+					mb := min(mc, m1-ic)
+					ad, ap := w.panelsA(kern, a, p, plan, lda, ic, mb, pc, kb)
+					block(ic, mb, jc, nb, ad, ap, bp)
 				}
-				w.macro(kern, cd[(ic-ci)*ldc+jc-cj:], ldc, ap, bp, ad, lda, p.TransA, mb, nb, kb, acc)
+			}
+			continue
+		}
+		for ic := m0; ic < m1; ic += mc {
+			mb := min(mc, m1-ic)
+			ad, ap := w.panelsA(kern, a, p, plan, lda, ic, mb, pc, kb)
+			for jc := n0; jc < n1; jc += nc {
+				nb := min(nc, n1-jc)
+				block(ic, mb, jc, nb, ad, ap, w.panelsB(kern, b, p, plan, ldb, jc, nb, pc, kb))
 			}
 		}
 	}
@@ -308,6 +307,60 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 			copy(c[i*N+n0:i*N+n1], cd[(i-m0)*ldc:(i-m0)*ldc+n1-n0])
 		}
 	}
+}
+
+// cBand returns where run computes rows [m0, m1) and columns [n0, n1) of C (row stride N):
+// C's element (i, j) is at cd[(i-ci)·ldc + j-cj]. That is C itself, or, when C's rows are
+// a multiple of 4 KiB apart and visited once per kc block, a band with padded rows (a
+// tile's rows would otherwise share L1 sets, evicting the A panel each visit), holding C's
+// values when accumulating (padded), which run copies out at the end.
+func (w *gemmWorker) cBand(kern *gemmKernel, c []float32, p *MatMulParams, m0, m1, n0, n1 int) (cd []float32, ldc, ci, cj int, padded bool) {
+	N := p.N
+	if N%1024 != 0 || p.K <= kern.kc {
+		return c, N, 0, 0, false
+	}
+	ldc = roundUp(n1-n0, 16) + 16
+	w.cpad = grow(w.cpad, (m1-m0)*ldc)
+	if p.Accumulate {
+		for i := m0; i < m1; i++ {
+			copy(w.cpad[(i-m0)*ldc:(i-m0)*ldc+n1-n0], c[i*N+n0:i*N+n1])
+		}
+	}
+	return w.cpad, ldc, m0, n0, true
+}
+
+// panelsA returns where the A panels of rows [ic, ic+mb) of kc block pc (kb deep) come
+// from: ad, A in place from element (ic, pc) (nil unless plan.directA), and ap, packed
+// panels from row ic (the shared ones, packed where missing, or packed here into apack;
+// with ad, only a last, partial panel is).
+func (w *gemmWorker) panelsA(kern *gemmKernel, a []float32, p *MatMulParams, plan *gemmPlan, lda, ic, mb, pc, kb int) (ad, ap []float32) {
+	switch {
+	case plan.aShared != nil:
+		plan.shared.ensure(pc, ic, ic+mb, w.first)
+		return nil, plan.aShared[plan.mPad*pc+ic*kb:]
+	case plan.directA:
+		if p.TransA {
+			ad = a[pc*lda+ic:]
+		} else {
+			ad = a[ic*lda+pc:]
+		}
+		full := mb / kern.mr * kern.mr
+		packA(kern, w.apack[full*kb:], a, p.TransA, lda, ic+full, mb-full, pc, kb)
+		return ad, w.apack
+	}
+	packA(kern, w.apack, a, p.TransA, lda, ic, mb, pc, kb)
+	return nil, w.apack
+}
+
+// panelsB returns the packed B panels of columns [jc, jc+nb) of kc block pc (kb deep),
+// from column jc: the shared ones, packed where missing, or packed here into bpack.
+func (w *gemmWorker) panelsB(kern *gemmKernel, b []float32, p *MatMulParams, plan *gemmPlan, ldb, jc, nb, pc, kb int) []float32 {
+	if plan.bShared != nil {
+		plan.shared.ensure(pc, jc, jc+nb, w.first)
+		return plan.bShared[plan.nPad*pc+jc*kb:]
+	}
+	packB(kern, w.bpack, b, p.TransB, ldb, pc, kb, jc, nb)
+	return w.bpack
 }
 
 // macro multiplies the packed blocks apack (mb rows) and bpack (nb columns) into the

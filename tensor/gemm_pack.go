@@ -90,40 +90,69 @@ func packCols(dst, src []float32, ld, k0, k, j0, n, w int, fast func(dst, src *f
 	}
 }
 
-// sharedPack packs all of an operand, n rows (of A) or columns (of B) in w-wide panels
-// for every kc block, by whichever goroutines call pack. Block pc starts at pad·pc, pad
-// being n rounded up to w. The zero value packs nothing.
+// sharedPack is an operand that several goroutines share, packed where they first need
+// it: n rows (of A) or columns (of B) in w-wide panels, for every kc block. Block pc
+// starts at pad·pc, pad being n rounded up to w. Each (block, panel) is packed once, by
+// the first goroutine that asks for it (ensure), so it is still in cache when it is used
+// and no goroutine waits for a packing phase to end. The zero value packs nothing.
 type sharedPack struct {
 	data        []float32
+	state       []atomic.Int32 // per block and panel: 0 not packed, 1 being packed, 2 packed
 	n, w, kc, k int
 	pad, panels int
-	next, done  atomic.Int64
 	packPanel   func(dst []float32, lo, hi, pc, kb int)
 }
 
-// init sizes *buf for the operand and returns the packed data (filled once pack has
-// returned) and pad. packPanel packs the panels [lo, hi) of block pc into dst.
-func (s *sharedPack) init(buf *[]float32, n, w, kc, k int, packPanel func(dst []float32, lo, hi, pc, kb int)) ([]float32, int) {
+// sharedBuf is the storage of a sharedPack, recycled between calls.
+type sharedBuf struct {
+	data  []float32
+	state []atomic.Int32
+}
+
+// init sizes buf for the operand and returns the packed data (each panel filled once
+// ensure has returned for it) and pad. packPanel packs the panels [lo, hi) of block pc
+// into dst.
+func (s *sharedPack) init(buf *sharedBuf, n, w, kc, k int, packPanel func(dst []float32, lo, hi, pc, kb int)) ([]float32, int) {
 	s.n, s.w, s.kc, s.k, s.packPanel = n, w, kc, k, packPanel
 	s.pad = roundUp(n, w)
 	s.panels = s.pad / w
-	*buf = grow(*buf, s.pad*k)
-	s.data = *buf
+	buf.data = grow(buf.data, s.pad*k)
+	nstate := s.panels * ((k + kc - 1) / kc)
+	if cap(buf.state) < nstate {
+		buf.state = make([]atomic.Int32, nstate)
+	}
+	buf.state = buf.state[:nstate]
+	for i := range buf.state {
+		buf.state[i].Store(0)
+	}
+	s.data, s.state = buf.data, buf.state
 	return s.data, s.pad
 }
 
-// pack packs panels until none is left, then waits until the panels other goroutines
-// took are packed too.
-func (s *sharedPack) pack() {
-	for i := int(s.next.Add(1) - 1); i < s.panels; i = int(s.next.Add(1) - 1) {
-		i0, i1 := i*s.w, min(s.n, (i+1)*s.w)
-		for pc := 0; pc < s.k; pc += s.kc {
-			kb := min(s.kc, s.k-pc)
-			s.packPanel(s.data[s.pad*pc+i0*kb:], i0, i1, pc, kb)
+// ensure returns once the panels holding rows (or columns) [lo, hi) of block pc are
+// packed: it packs those no goroutine has taken, starting at the fraction first of the
+// range (so goroutines asking for the same range at once take different panels), then
+// waits for those that others are packing.
+func (s *sharedPack) ensure(pc, lo, hi int, first float64) {
+	p0, p1 := lo/s.w, (hi+s.w-1)/s.w
+	blk := pc / s.kc
+	kb := min(s.kc, s.k-pc)
+	st := s.state[blk*s.panels:]
+	start := p0 + int(first*float64(p1-p0))
+	for q := p0; q < p1; q++ {
+		i := start + q - p0
+		if i >= p1 {
+			i -= p1 - p0
 		}
-		s.done.Add(1)
+		if st[i].Load() == 0 && st[i].CompareAndSwap(0, 1) {
+			i0, i1 := i*s.w, min(s.n, (i+1)*s.w)
+			s.packPanel(s.data[s.pad*pc+i0*kb:], i0, i1, pc, kb)
+			st[i].Store(2)
+		}
 	}
-	for s.done.Load() < int64(s.panels) {
-		runtime.Gosched()
+	for i := p0; i < p1; i++ {
+		for st[i].Load() != 2 {
+			runtime.Gosched()
+		}
 	}
 }

@@ -234,9 +234,19 @@ func TestSgemmWorkersBitwise(t *testing.T) {
 		{Batch: 3, M: 64, N: 64, K: 64, StrideA: 64 * 64, StrideB: 64 * 64},            // batch 3 on 2 workers: split within
 		{Batch: 8, M: 64, N: 64, K: 64, StrideA: 64 * 64, StrideB: 0},                  // whole matrices
 		{Batch: 1, M: 90, N: 90, K: 900, TransA: true, TransB: true, Accumulate: true}, // several kc blocks
+		// Wide but tall enough for row bands sharing B (gemmRowBandPanels; at some worker
+		// counts only), packed where first needed, C's rows padded (N = 1024).
+		{Batch: 1, M: 800, N: 1024, K: 400, Accumulate: true},
+		{Batch: 1, M: 780, N: 800, K: 120, TransA: true, TransB: true},
+		{Batch: 1, M: 800, N: 1700, K: 30}, // A read in place and C twice as wide: column bands
+		{Batch: 1, M: 300, N: 320, K: 50},  // the same for the portable kernel's 4-row panels
+		{Batch: 1, M: 300, N: 700, K: 30, TransB: true},
 	}
 	for _, k := range testGemmKernels() {
 		for _, p := range ps {
+			if k == gemmKernelGo && p.M*p.N*p.K > 1<<24 {
+				continue // the portable tile is slow; the small cases take its paths
+			}
 			g := newGemmCase(r, p)
 			one := g.run(k, 1)
 			for _, w := range []int{2, 3, 4} {

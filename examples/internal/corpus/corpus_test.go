@@ -33,6 +33,15 @@ func TestLines(t *testing.T) {
 	}
 }
 
+func TestDeclarations(t *testing.T) {
+	text := "// Copyright\n\npackage p\n\nimport (\n\t\"io\"\n\n\t\"os\"\n)\n\n// F does.\nfunc F() {\n\tx := 1\n\n\t_ = x\n}\n\nvar v = 1\n"
+	want := []string{"// Copyright\n\n", "package p\n\n", "import (\n\t\"io\"\n\n\t\"os\"\n)\n\n",
+		"// F does.\nfunc F() {\n\tx := 1\n\n\t_ = x\n}\n\n", "var v = 1\n"}
+	assert.Equal(t, want, Declarations(text))
+	assert.Equal(t, []string{"func f() {\n\n}\n"}, Declarations("func f() {\n\n}\n"), "a closing brace does not start a paragraph")
+	assert.Nil(t, Declarations(""))
+}
+
 func TestExtend(t *testing.T) {
 	base := data.GoSourceBPE()
 	v := int32(base.VocabSize())
@@ -80,6 +89,9 @@ func TestBuildSentences(t *testing.T) {
 	tok := data.GoSourceBPE()
 	prefix := filepath.Join(t.TempDir(), "c")
 	require.NoError(t, buildSentences(context.Background(), prefix, root, names, Spec{Tokenizer: tok, Sentences: Lines}, io.Discard))
+	docs, err := os.ReadFile(prefix + documentsSuffix)
+	require.NoError(t, err)
+	assert.Equal(t, strings.Join(names, "\n")+"\n", string(docs), "the file of each document")
 	ds, err := Open([]string{prefix}, tok.VocabSize(), "gosource-bpe")
 	require.NoError(t, err)
 	defer ds[0].Close()

@@ -8,9 +8,10 @@
 //
 // # Reading order
 //
-//   - gosource.go: GoSource and Spec, the default corpus: one document per file, either
-//     one sequence per document (GPT) or one sequence per sentence (BERT, T5), split by
-//     Spec.Sentences (Lines splits Go source into lines).
+//   - gosource.go: GoSource and Spec, the default corpus: one document per file with one
+//     sequence per document (GPT), or documents of sentences (BERT, T5) split by
+//     Spec.Documents and Spec.Sentences (Declarations splits Go source into top-level
+//     declarations, Lines into lines).
 //   - open.go: Open (indexed datasets checked against the vocabulary), Unigram,
 //     WaitForFile.
 //   - special.go: Extend and Extended.
@@ -18,8 +19,8 @@
 // # Invariants
 //
 // The cached corpus lives in CACHE/gosrc[-UNIT]-VERSION-HASH, where HASH covers the Go
-// version, the tokenizer, the sentence splitting and every selected file's path and
-// contents, so a different installation or tokenizer gets a corpus of its own. One
+// version, the tokenizer, the document and sentence splitting and every selected file's
+// path and contents, so a different installation or tokenizer gets a corpus of its own. One
 // process per host builds it (writing under temporary names renamed into place); the
 // others wait for its index file. Everything here is safe for concurrent reads once
 // built.

@@ -38,11 +38,16 @@ type Spec struct {
 	// flags) in the cache key and in the equivalent megago preprocess command.
 	Tokenizer                           data.Tokenizer
 	TokenizerType, VocabFile, MergeFile string
-	// Sentences splits a file into the sequences of its document (BERT's and T5's
-	// sentences), whose concatenation is the file; nil makes the whole file one sequence
-	// followed by the end-of-document token (GPT).
+	// Sentences splits a document into its sequences (BERT's and T5's sentences), whose
+	// concatenation is the document; nil makes each file one sequence followed by the
+	// end-of-document token (GPT).
 	Sentences func(text string) []string
-	// Unit names the sentences in the cache directory and the description ("lines").
+	// Documents, with Sentences, splits a file into documents (Declarations); nil makes
+	// each file one document.
+	Documents func(text string) []string
+	// Unit names the split in the cache directory and the description, as
+	// "DOCUMENTS-SENTENCES" ("declarations-lines"), or "SENTENCES" ("lines") for whole
+	// files as documents.
 	Unit string
 }
 
@@ -50,7 +55,7 @@ type Spec struct {
 type Source struct {
 	Prefix string   // of the indexed dataset
 	About  string   // one line: what it holds and where it is cached
-	Files  []string // document i is file Files[i], relative to GOROOT/src, with /
+	Files  []string // document i comes from file Files[i], relative to GOROOT/src, with /
 }
 
 // GoSource returns the default corpus, building it if needed. builder is true on the
@@ -61,11 +66,22 @@ func GoSource(ctx context.Context, s Spec, builder bool, log io.Writer) (*Source
 	if err != nil {
 		return nil, err
 	}
+	if s.Sentences != nil { // a file may hold several documents: the build listed them
+		b, err := os.ReadFile(prefix + documentsSuffix)
+		if err != nil {
+			return nil, fmt.Errorf("the default corpus: %w", err)
+		}
+		files = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
 	for i, f := range files {
 		files[i] = filepath.ToSlash(f)
 	}
 	return &Source{Prefix: prefix, About: about, Files: files}, nil
 }
+
+// documentsSuffix names the file, beside a sentence corpus's .bin and .idx, that lists
+// the file of each document, one a line.
+const documentsSuffix = ".documents.txt"
 
 func goSource(ctx context.Context, s Spec, builder bool, log io.Writer) (prefix, about string, files []string, err error) {
 	root, version, err := goInstallation()
@@ -80,7 +96,11 @@ func goSource(ctx context.Context, s Spec, builder bool, log io.Writer) (prefix,
 	each := "one document each"
 	if s.Sentences != nil {
 		name += s.Unit + "-"
-		each = "one document each, one sentence per " + strings.TrimSuffix(s.Unit, "s")
+		doc, sent, ok := strings.Cut(s.Unit, "-")
+		if !ok { // a unit of sentences only: whole files are the documents
+			doc, sent = "files", s.Unit
+		}
+		each = fmt.Sprintf("one document per %s, one sentence per %s", strings.TrimSuffix(doc, "s"), strings.TrimSuffix(sent, "s"))
 	}
 	dir := filepath.Join(s.Cache, name+version+"-"+key)
 	prefix = filepath.Join(dir, "gosrc_text_document")
@@ -115,7 +135,9 @@ func goSource(ctx context.Context, s Spec, builder bool, log io.Writer) (prefix,
 	return prefix, about, files, nil
 }
 
-// buildSentences writes the corpus with one sequence per sentence, each file a document.
+// buildSentences writes the corpus with one sequence per sentence, and the file of each
+// document in prefix + documentsSuffix (before the index, whose presence says the
+// corpus is complete).
 func buildSentences(ctx context.Context, prefix, root string, files []string, s Spec, log io.Writer) error {
 	start := time.Now()
 	b, err := data.NewIndexedBuilder(prefix, data.Int32)
@@ -124,6 +146,7 @@ func buildSentences(ctx context.Context, prefix, root string, files []string, s 
 	}
 	defer b.Close() // after Finalize, a no-op
 	tokens := 0
+	var docFiles strings.Builder
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -132,25 +155,81 @@ func buildSentences(ctx context.Context, prefix, root string, files []string, s 
 		if err != nil {
 			return err
 		}
-		var ids []int32
-		var lengths []int
-		for _, sent := range s.Sentences(string(text)) {
-			if enc := s.Tokenizer.Encode(sent); len(enc) > 0 {
-				ids = append(ids, enc...)
-				lengths = append(lengths, len(enc))
+		docs := []string{string(text)}
+		if s.Documents != nil {
+			docs = s.Documents(string(text))
+		}
+		for _, doc := range docs {
+			var ids []int32
+			var lengths []int
+			for _, sent := range s.Sentences(doc) {
+				if enc := s.Tokenizer.Encode(sent); len(enc) > 0 {
+					ids = append(ids, enc...)
+					lengths = append(lengths, len(enc))
+				}
 			}
+			if err := b.AddDocument(ids, lengths); err != nil {
+				return err
+			}
+			fmt.Fprintln(&docFiles, filepath.ToSlash(f))
+			tokens += len(ids)
 		}
-		if err := b.AddDocument(ids, lengths); err != nil {
-			return err
-		}
-		tokens += len(ids)
+	}
+	if err := writeFileAtomic(prefix+documentsSuffix, docFiles.String()); err != nil {
+		return err
 	}
 	if err := b.Finalize(); err != nil {
 		return fmt.Errorf("tokenizing the default corpus: %w", err)
 	}
-	fmt.Fprintf(log, "tokenized %d documents (%d sentences) into %d tokens in %.1fs\n",
-		b.NumDocuments(), b.NumSequences(), tokens, time.Since(start).Seconds())
+	fmt.Fprintf(log, "tokenized %d files into %d documents (%d sentences) of %d tokens in %.1fs\n",
+		len(files), b.NumDocuments(), b.NumSequences(), tokens, time.Since(start).Seconds())
 	return nil
+}
+
+// writeFileAtomic writes text to path under a temporary name renamed into place.
+func writeFileAtomic(path, text string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".documents-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(text); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// Declarations splits gofmt'd Go source into its top-level paragraphs: the package
+// clause, the imports, and each declaration with its doc comment (a top-level comment
+// standing alone, such as the copyright notice, is a paragraph too). A paragraph starts
+// at an unindented line after a blank one that does not close a block ("}" or ")");
+// blank lines stay with the paragraph before them, so the paragraphs concatenate to the
+// text.
+func Declarations(text string) []string {
+	var out []string
+	start, blank := 0, true // the previous line was blank (or there was none)
+	for i := 0; i < len(text); {
+		n := strings.IndexByte(text[i:], '\n') + 1
+		if n == 0 {
+			n = len(text) - i
+		}
+		line := text[i : i+n]
+		empty := strings.TrimSpace(line) == ""
+		if blank && !empty && i > start && !strings.ContainsRune(" \t})", rune(line[0])) {
+			out = append(out, text[start:i])
+			start = i
+		}
+		blank = empty
+		i += n
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
 }
 
 // Lines splits Go source into sentences for BERT's sentence order and T5's spans: each

@@ -56,6 +56,22 @@ type gemmKernel struct {
 	// copyA and copyB, when set, pack several full panels from an operand stored k-major
 	// (A transposed, B not): dst[p·w·k + kk·w + c] = src[kk·ld + p·w + c].
 	copyA, copyB func(dst, src *float32, ld, k, panels int)
+	// edges, when set, are kernels for a last, partial panel of fewer than mr rows, by
+	// increasing mr, each with tile, tileRowA and tileColA: their tile reads the first of
+	// their mr rows from a panel packed mr (this kernel's) floats per k step. They save
+	// the work of a full tile and, for A read in place, packing the partial panel.
+	edges []*gemmKernel
+}
+
+// edge returns the kernel that computes a panel of rows rows (rows ≤ mr): the edge kernel
+// with the fewest rows not under rows, or kern.
+func (kern *gemmKernel) edge(rows int) *gemmKernel {
+	for _, e := range kern.edges {
+		if e.mr >= rows {
+			return e
+		}
+	}
+	return kern
 }
 
 // gemmDirectAMaxN is the widest C (columns) for which A, when not transposed, is read in
@@ -146,14 +162,9 @@ func sgemm(kern *gemmKernel, dst, a, b []float32, p MatMulParams, workers int) {
 		gemmWorkers.Put(w)
 	case p.Batch >= 2*workers:
 		// Whole matrices per goroutine (attention's batched products).
-		var next atomic.Int64
-		parallelWorkers(workers, func(int) {
-			w := gemmWorkers.Get().(*gemmWorker)
-			for bi := int(next.Add(1) - 1); bi < p.Batch; bi = int(next.Add(1) - 1) {
-				c, a1, b1 := matrix(bi)
-				w.run(kern, c, a1, b1, &p, &plan, 0, M, 0, N)
-			}
-			gemmWorkers.Put(w)
+		gemmParallel(p.Batch, workers, func(w *gemmWorker, bi int) {
+			c, a1, b1 := matrix(bi)
+			w.run(kern, c, a1, b1, &p, &plan, 0, M, 0, N)
 		})
 	default:
 		for bi := 0; bi < p.Batch; bi++ {
@@ -205,32 +216,66 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 	}
 
 	// Nobody waits for a packing phase: a goroutine the OS starts late (waking an idle CPU
-	// can take hundreds of microseconds in a VM) finds panels packed, and panels packed as
+	// can take tens of microseconds in a VM) finds panels packed, and panels packed as
 	// they are needed are still in cache when used.
-	var next atomic.Int64
-	parallelWorkers(workers, func(id int) {
-		w := gemmWorkers.Get().(*gemmWorker)
-		w.first = float64(id) / float64(workers)
-		for i := int(next.Add(1) - 1); i < bands; i = int(next.Add(1) - 1) {
-			lo, hi := i*band, min(ext, (i+1)*band)
-			if byCols {
-				w.run(kern, c, a, b, p, &plan, 0, M, lo, hi)
-			} else {
-				w.run(kern, c, a, b, p, &plan, lo, hi, 0, N)
-			}
+	gemmParallel(bands, workers, func(w *gemmWorker, i int) {
+		lo, hi := i*band, min(ext, (i+1)*band)
+		if byCols {
+			w.run(kern, c, a, b, p, &plan, 0, M, lo, hi)
+		} else {
+			w.run(kern, c, a, b, p, &plan, lo, hi, 0, N)
 		}
-		gemmWorkers.Put(w)
 	})
 	gemmShared.Put(sh)
 }
 
-// parallelWorkers runs body(0) … body(n-1) on up to n goroutines (see parallelFor).
-func parallelWorkers(n int, body func(id int)) {
-	parallelFor(n, 1, func(lo, hi int) {
-		for id := lo; id < hi; id++ {
-			body(id)
+// gemmParallel runs work(w, i) for each i in [0, n) on up to workers goroutines, the
+// calling one included, each pulling the next i from a counter and passing its own
+// gemmWorker (w.first set from its rank). It returns once every work(i) has returned,
+// re-panicking on the caller a panic of any; a goroutine that starts after all i are
+// taken finds none and is not waited for. Waking an idle CPU took 20-30 µs in a 2-CPU VM,
+// as long as a small product: the caller starts at once and the others join when they
+// can (a fork that waited for them ran attention's batched products ~10% slower).
+func gemmParallel(n, workers int, work func(w *gemmWorker, i int)) {
+	workers = min(workers, n, runtime.GOMAXPROCS(0))
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		once     sync.Once
+		panicked any
+	)
+	wg.Add(n)
+	item := func(w *gemmWorker, i int) {
+		defer func() {
+			if r := recover(); r != nil {
+				once.Do(func() { panicked = r })
+			}
+			wg.Done()
+		}()
+		work(w, i)
+	}
+	loop := func(id int) {
+		w := gemmWorkers.Get().(*gemmWorker)
+		w.first = float64(id) / float64(max(1, workers))
+		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			item(w, i)
 		}
-	})
+		gemmWorkers.Put(w)
+	}
+	for id := 1; id < workers; id++ {
+		go loop(id)
+	}
+	if workers > 1 {
+		// The last goroutine started waits in its P's runnext slot, which an idle P
+		// does not take at once; starting another moves it to the stealable queue
+		// (without, attention's 64×64 products ran 25% slower).
+		go func() {}()
+	}
+	loop(0)
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
 }
 
 // grow returns s resized to n elements, reallocating when its capacity is short. The
@@ -332,7 +377,7 @@ func (w *gemmWorker) cBand(kern *gemmKernel, c []float32, p *MatMulParams, m0, m
 // panelsA returns where the A panels of rows [ic, ic+mb) of kc block pc (kb deep) come
 // from: ad, A in place from element (ic, pc) (nil unless plan.directA), and ap, packed
 // panels from row ic (the shared ones, packed where missing, or packed here into apack;
-// with ad, only a last, partial panel is).
+// with ad, only a last, partial panel is, unless an edge kernel reads it in place).
 func (w *gemmWorker) panelsA(kern *gemmKernel, a []float32, p *MatMulParams, plan *gemmPlan, lda, ic, mb, pc, kb int) (ad, ap []float32) {
 	switch {
 	case plan.aShared != nil:
@@ -345,7 +390,9 @@ func (w *gemmWorker) panelsA(kern *gemmKernel, a []float32, p *MatMulParams, pla
 			ad = a[ic*lda+pc:]
 		}
 		full := mb / kern.mr * kern.mr
-		packA(kern, w.apack[full*kb:], a, p.TransA, lda, ic+full, mb-full, pc, kb)
+		if r := mb - full; r > 0 && kern.edge(r).mr != r { // else read in place too (macro)
+			packA(kern, w.apack[full*kb:], a, p.TransA, lda, ic+full, r, pc, kb)
+		}
 		return ad, w.apack
 	}
 	packA(kern, w.apack, a, p.TransA, lda, ic, mb, pc, kb)
@@ -373,31 +420,33 @@ func (w *gemmWorker) macro(kern *gemmKernel, c []float32, ldc int, apack, bpack,
 	for ir := 0; ir < mb; ir += mr {
 		ap := &apack[ir*kb]
 		rows := min(mr, mb-ir)
-		inPlace := ad != nil && rows == mr
+		tk := kern.edge(rows) // the tile's kernel, computing tr ≥ rows rows
+		tr := tk.mr
+		inPlace := ad != nil && rows == tr
 		var a0 *float32 // the panel's first element in place
 		switch {
 		case inPlace && transA:
-			_ = ad[(kb-1)*lda+ir+mr-1] // bounds the kernel's reads
+			_ = ad[(kb-1)*lda+ir+tr-1] // bounds the kernel's reads
 			a0 = &ad[ir]
 		case inPlace:
-			_ = ad[(ir+mr-1)*lda+kb-1]
+			_ = ad[(ir+tr-1)*lda+kb-1]
 			a0 = &ad[ir*lda]
 		}
 		tile := func(bp, cp *float32, ldc, acc int) {
 			switch {
 			case inPlace && transA:
-				kern.tileColA(kb, a0, lda, bp, cp, ldc, acc)
+				tk.tileColA(kb, a0, lda, bp, cp, ldc, acc)
 			case inPlace:
-				kern.tileRowA(kb, a0, lda, bp, cp, ldc, acc)
+				tk.tileRowA(kb, a0, lda, bp, cp, ldc, acc)
 			default:
-				kern.tile(kb, ap, bp, cp, ldc, acc)
+				tk.tile(kb, ap, bp, cp, ldc, acc)
 			}
 		}
 		for jr := 0; jr < nb; jr += nr {
 			bp := &bpack[jr*kb]
 			cols := min(nr, nb-jr)
-			if rows == mr && cols == nr {
-				cp := c[ir*ldc+jr : ir*ldc+jr+(mr-1)*ldc+nr] // bounds the kernel's writes
+			if rows == tr && cols == nr {
+				cp := c[ir*ldc+jr : ir*ldc+jr+(tr-1)*ldc+nr] // bounds the kernel's writes
 				tile(bp, &cp[0], ldc, acc)
 				continue
 			}

@@ -27,6 +27,24 @@ func sgemmKernelColAAVX512(k int, a *float32, lda int, b, c *float32, ldc int, a
 func sgemmKernelColAAVX2(k int, a *float32, lda int, b, c *float32, ldc int, acc int)
 
 //go:noescape
+func sgemmKernelEdge4AVX512(k int, a, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemmKernelEdge8AVX512(k int, a, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemmKernelRowA4AVX512(k int, a *float32, lda int, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemmKernelRowA8AVX512(k int, a *float32, lda int, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemmKernelColA4AVX512(k int, a *float32, lda int, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemmKernelColA8AVX512(k int, a *float32, lda int, b, c *float32, ldc int, acc int)
+
+//go:noescape
 func sgemmPackTrans32AVX512(dst, src *float32, ld, k, rows int)
 
 //go:noescape
@@ -61,7 +79,11 @@ var (
 	gemmKernelAVX512 = &gemmKernel{name: "avx512", mr: 12, nr: 32, kc: 384, mc: 960, nc: 256,
 		tile: sgemmKernelAVX512, tileRowA: sgemmKernelRowAAVX512, tileColA: sgemmKernelColAAVX512,
 		panelA: sgemmPackTrans12AVX512, panelB: sgemmPackTrans32AVX512,
-		copyA: sgemmPackCopy12AVX512, copyB: sgemmPackCopy32AVX512}
+		copyA: sgemmPackCopy12AVX512, copyB: sgemmPackCopy32AVX512,
+		edges: []*gemmKernel{
+			{name: "avx512/edge4", mr: 4, nr: 32, tile: sgemmKernelEdge4AVX512, tileRowA: sgemmKernelRowA4AVX512, tileColA: sgemmKernelColA4AVX512},
+			{name: "avx512/edge8", mr: 8, nr: 32, tile: sgemmKernelEdge8AVX512, tileRowA: sgemmKernelRowA8AVX512, tileColA: sgemmKernelColA8AVX512},
+		}}
 	gemmKernelAVX2 = &gemmKernel{name: "avx2", mr: 6, nr: 16, kc: 256, mc: 960, nc: 128,
 		tile: sgemmKernelAVX2, tileRowA: sgemmKernelRowAAVX2, tileColA: sgemmKernelColAAVX2,
 		panelA: sgemmPackTrans6AVX2, panelB: sgemmPackTrans16AVX2,

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 )
 
@@ -357,5 +358,86 @@ func TestSgemmTileMatchesGo(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSgemmEdgeTiles runs each edge kernel (a last panel of fewer rows) against its full
+// kernel's tile on the same packed panel: each element is the same chain of fused
+// multiply-adds, so the rows they share agree bit for bit, in place or packed.
+func TestSgemmEdgeTiles(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 6))
+	for _, k := range simdGemmKernels {
+		for _, e := range k.edges {
+			for _, kc := range []int{1, 3, 4, 7, 64} {
+				for _, acc := range []int{0, 1} {
+					a := make([]float32, kc*k.mr)
+					b := make([]float32, kc*k.nr)
+					ldc := k.nr + 5
+					c := make([]float32, k.mr*ldc)
+					for _, s := range [][]float32{a, b, c} {
+						for i := range s {
+							s[i] = float32(r.Float64()*2 - 1)
+						}
+					}
+					want := append([]float32(nil), c...)
+					k.tile(kc, &a[0], &b[0], &want[0], ldc, acc)
+					ldr, ldk := kc+3, e.mr+3
+					rows := make([]float32, e.mr*ldr) // e.mr rows in place, ldr apart
+					cols := make([]float32, kc*ldk)   // k steps in place, ldk apart
+					for kk := 0; kk < kc; kk++ {
+						for i := 0; i < e.mr; i++ {
+							rows[i*ldr+kk] = a[kk*k.mr+i]
+							cols[kk*ldk+i] = a[kk*k.mr+i]
+						}
+					}
+					for _, v := range []struct {
+						name string
+						run  func(c []float32)
+					}{
+						{"packed", func(c []float32) { e.tile(kc, &a[0], &b[0], &c[0], ldc, acc) }},
+						{"rows in place", func(c []float32) { e.tileRowA(kc, &rows[0], ldr, &b[0], &c[0], ldc, acc) }},
+						{"k steps in place", func(c []float32) { e.tileColA(kc, &cols[0], ldk, &b[0], &c[0], ldc, acc) }},
+					} {
+						got := append([]float32(nil), c...)
+						v.run(got)
+						for i := range got {
+							w := want[i]
+							if i >= e.mr*ldc || i%ldc >= k.nr { // rows past the edge and padding untouched
+								w = c[i]
+							}
+							if math.Float32bits(got[i]) != math.Float32bits(w) {
+								t.Fatalf("%s %s kc=%d acc=%d: element %d = %g, want %g", e.name, v.name, kc, acc, i, got[i], w)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemmParallel checks that every item runs once and that a panic in any goroutine
+// reaches the caller.
+func TestGemmParallel(t *testing.T) {
+	for _, workers := range []int{1, 2, 3} {
+		counts := make([]atomic.Int32, 37)
+		gemmParallel(len(counts), workers, func(_ *gemmWorker, i int) { counts[i].Add(1) })
+		for i := range counts {
+			if n := counts[i].Load(); n != 1 {
+				t.Fatalf("%d workers: item %d ran %d times", workers, i, n)
+			}
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != "item 5" {
+					t.Fatalf("%d workers: recovered %v, want the panic of item 5", workers, r)
+				}
+			}()
+			gemmParallel(9, workers, func(_ *gemmWorker, i int) {
+				if i == 5 {
+					panic("item 5")
+				}
+			})
+		}()
 	}
 }

@@ -29,6 +29,7 @@ import (
 type kernel struct {
 	name   string
 	mr     int    // rows of the tile (broadcast from a)
+	aw     int    // floats per k step of a packed A panel, when wider than mr (an edge kernel)
 	nv     int    // vectors per row of the tile
 	width  int    // floats per vector: 16 (zmm) or 8 (ymm)
 	reg    string // "Z" or "Y"
@@ -39,6 +40,9 @@ type kernel struct {
 	rowA   bool   // read A in place (mr rows of stride lda) instead of a packed panel
 	colA   bool   // read A in place (mr contiguous values per k, k steps lda apart)
 }
+
+// aStep returns the floats per k step of a packed A panel.
+func (k kernel) aStep() int { return max(k.mr, k.aw) }
 
 // inPlace reports whether the kernel reads A in place (with an lda argument).
 func (k kernel) inPlace() bool { return k.rowA || k.colA }
@@ -52,7 +56,7 @@ func (k kernel) aAddr(u, i int) string {
 		return fmt.Sprintf("%d(AX)%s", i*4, []string{"", "(R8*1)", "(R8*2)", "(R9*1)"}[u])
 	}
 	if !k.rowA {
-		return fmt.Sprintf("%d(AX)", (u*k.mr+i)*4)
+		return fmt.Sprintf("%d(AX)", (u*k.aStep()+i)*4)
 	}
 	base := aBases[i/4]
 	switch i % 4 {
@@ -80,7 +84,7 @@ func (g *gen) advanceA(k kernel, steps int) {
 		return
 	}
 	if !k.rowA {
-		g.p("ADDQ $%d, AX", steps*k.mr*4)
+		g.p("ADDQ $%d, AX", steps*k.aStep()*4)
 		return
 	}
 	for b := 0; b < (k.mr+3)/4; b++ {
@@ -135,6 +139,9 @@ func (g *gen) kernel(k kernel) {
 	} else {
 		fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a, b, c *float32, ldc int, acc int)\n", k.name)
 		fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors.\n", k.mr, nr, k.width)
+		if k.aw > 0 {
+			fmt.Fprintf(&g.Buffer, "// A packed in panels %d wide (the first %d rows of one).\n", k.aw, k.mr)
+		}
 		fmt.Fprintf(&g.Buffer, "TEXT ·%s(SB), NOSPLIT, $0-48\n", k.name)
 		g.p("MOVQ k+0(FP), CX")
 		g.p("MOVQ a+8(FP), AX")
@@ -495,6 +502,9 @@ func (g *gen) packTrans8(name string, w int) {
 // (AVX2) keep 24 and 12 accumulators: enough independent FMA chains to cover the FMA
 // latency at two FMAs per cycle, with registers left for the B vectors and broadcasts.
 // Broadcasting A through a register measured faster than embedded-broadcast operands.
+//
+// The Edge, RowA and ColA kernels with 4 or 8 rows compute the last, partial panel of
+// A's rows (M mod 12 is 4 or 8 whenever M is a multiple of 4) without the work of 12.
 var kernels = []kernel{
 	{name: "sgemmKernelAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true},
 	{name: "sgemmKernelAVX2", mr: 6, nv: 2, width: 8, reg: "Y", unroll: 4, bcast: true},
@@ -502,6 +512,12 @@ var kernels = []kernel{
 	{name: "sgemmKernelRowAAVX2", mr: 6, nv: 2, width: 8, reg: "Y", unroll: 4, bcast: true, rowA: true},
 	{name: "sgemmKernelColAAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true},
 	{name: "sgemmKernelColAAVX2", mr: 6, nv: 2, width: 8, reg: "Y", unroll: 4, bcast: true, colA: true},
+	{name: "sgemmKernelEdge4AVX512", mr: 4, aw: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true},
+	{name: "sgemmKernelEdge8AVX512", mr: 8, aw: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true},
+	{name: "sgemmKernelRowA4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true},
+	{name: "sgemmKernelRowA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true},
+	{name: "sgemmKernelColA4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true},
+	{name: "sgemmKernelColA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true},
 }
 
 func main() {

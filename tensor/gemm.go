@@ -79,7 +79,8 @@ func (kern *gemmKernel) edge(rows int) *gemmKernel {
 // a pass over A (for C this narrow, shared by few B panels); reading mr rows in place
 // costs cache conflicts when they all map to the same L1 sets, which a row stride of a
 // multiple of 4 KiB (K a multiple of 1024) causes. Other strides are read in place at any
-// N; A transposed (k steps contiguous) always is. All measured on the workload shapes.
+// N; A transposed (k steps contiguous) always is; so is A when sgemmSplit cuts C into
+// column bands. All measured on the workload shapes.
 const gemmDirectAMaxN = 256
 
 // gemmBandsPerWorker is how many bands sgemmSplit cuts a matrix into per goroutine. Each
@@ -186,6 +187,10 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 	ext, unit := M, kern.mr
 	if byCols {
 		ext, unit = N, kern.nr
+		// Shared, A's packed panels would each be read into L1 for only nc/nr tiles, often
+		// from another core's cache: in place measured faster even with A's rows a multiple
+		// of 4 KiB apart (256×3072·3072×768 by 6%, 256×4096·4096×1024 by 8%).
+		plan.directA = plan.directA || !p.TransA && kern.tileRowA != nil
 	}
 	band := max(unit, roundUp((ext+gemmBandsPerWorker*workers-1)/(gemmBandsPerWorker*workers), unit))
 	bands := (ext + band - 1) / band

@@ -242,6 +242,7 @@ func TestSgemmWorkersBitwise(t *testing.T) {
 		{Batch: 1, M: 800, N: 1700, K: 30}, // A read in place and C twice as wide: column bands
 		{Batch: 1, M: 300, N: 320, K: 50},  // the same for the portable kernel's 4-row panels
 		{Batch: 1, M: 300, N: 700, K: 30, TransB: true},
+		{Batch: 1, M: 40, N: 300, K: 1024, TransB: true}, // column bands read A in place at any K
 	}
 	for _, k := range testGemmKernels() {
 		for _, p := range ps {

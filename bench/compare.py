@@ -11,7 +11,9 @@ What it runs, in alternating rounds so that both sides see the same machine
 (BENCHMARKS.md):
   W1, W2   megago bench gpt  vs  bench/torch_gpt.py (PyTorch eager,
            OMP_WAIT_POLICY=PASSIVE), 2 threads each, the same flags; each
-           process's peak RSS is read from wait4's rusage.
+           process's peak RSS is read from wait4's rusage. Debian's PyTorch
+           does its matrix products with the system BLAS (OpenBLAS), so it
+           too runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
   SGEMM    go test -bench 'Sgemm/2048x2048x2048$' ./tensor (GOMAXPROCS=2)  vs
            bench/gemm_peak.py --lib numpy --threads 2 --n 2048 (OpenBLAS), run
            with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
@@ -60,11 +62,16 @@ def step_round(megago, name, threads):
     args = WORKLOADS[name] + ["--threads", str(threads)]
     out, _ = run([megago, "bench", "gpt"] + args)
     ours = last_json(out)
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env = dict(openblas_env(), OMP_WAIT_POLICY="PASSIVE")
     out, rss = run(["/usr/bin/python3", os.path.join(HERE, "torch_gpt.py")] + args, env)
     peer = last_json(out)
     peer["peak_rss_mb"] = round(rss, 1)
     return ours, peer
+
+
+def openblas_env():
+    """The environment without the variables that slow current OpenBLAS builds."""
+    return {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
 
 
 def sgemm_round(threads):
@@ -74,9 +81,8 @@ def sgemm_round(threads):
     if not m:
         sys.exit("compare.py: no GFLOP/s in the go test -bench output:\n" + out)
     ours = {"gflops": float(m.group(1))}
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     out, _ = run(["/usr/bin/python3", os.path.join(HERE, "gemm_peak.py"), "--lib", "numpy", "--threads",
-                  str(threads), "--n", "2048"], env)
+                  str(threads), "--n", "2048"], openblas_env())
     peer = {"gflops": last_json(out)["gflops_median"]}
     return ours, peer
 

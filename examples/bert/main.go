@@ -54,12 +54,9 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"megago/checkpoint"
@@ -75,20 +72,10 @@ import (
 )
 
 func main() {
-	// Ctrl-C (or SIGTERM, which megago launch forwards) asks every rank to stop after the
-	// current iteration; a second Ctrl-C kills the program.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() { <-ctx.Done(); stop() }()
-	sum, err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	switch {
-	case errors.Is(err, errHelp):
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "bert:", err)
-		os.Exit(1)
-	case sum != nil && sum.Interrupted:
-		os.Exit(130)
-	}
+	ranks.Main("bert", func(ctx context.Context) (bool, error) {
+		sum, err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		return sum != nil && sum.Interrupted, err
+	})
 }
 
 // summary is what a run reports to its caller (rank 0's view; every rank agrees on the

@@ -2,8 +2,9 @@
 // do together outside training: the ranks are the processes of a TCP job (under megago
 // launch, torchrun or srun, described by the environment), goroutines of this process
 // (--ranks N), or just this process; Run starts whichever the settings ask for.
-// StopRequested turns Ctrl-C on any rank into a stop after the same iteration on every
-// rank, and CountParams counts a model's parameters over its model-parallel group.
+// Main is an example's main function (Ctrl-C handling, exit codes); StopRequested turns
+// Ctrl-C on any rank into a stop after the same iteration on every rank, and CountParams
+// counts a model's parameters over its model-parallel group.
 //
 // # Errors
 //

@@ -268,7 +268,7 @@ func classifyHeader(r *report.Report, cfg *config, model nn.BERTConfig, task *cl
 	for i, p := range task.classes {
 		counts += fmt.Sprintf(" %s %d", p, task.trainCounts[i])
 	}
-	r.Printf("task: which of %d packages a snippet of up to %d tokens comes from; %d training files (snippets:%s), %d validation files\n",
+	r.Printf("task: which of %d packages a snippet of up to %d tokens comes from; %d training files (snippets:%s), %d validation files; the classes taken in turn\n",
 		len(task.classes), cfg.SeqLength-2, task.trainFiles, counts, task.validFiles)
 	r.Printf("model: the BERT of %s (%d layers, hidden %d, %d heads) with a classification head over %d classes\n",
 		cfg.Load, model.NumLayers, model.Hidden, model.Heads, len(task.classes))

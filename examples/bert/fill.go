@@ -85,7 +85,7 @@ func (f *fill) run(ctx context.Context, v *validator) (string, error) {
 	left := append([]int(nil), f.masked...)
 	pass := func(int) *nn.Pass { return nn.Eval(ctx) }
 	for len(left) > 0 {
-		var pick [3]float64 // position+1, token+1, confidence: the last stage's TP rank 0 sets it
+		var pick [2]float64 // position+1, token+1: the last stage's TP rank 0 sets it
 		batch := make([]data.BERTSample, cfg.MicroBatchSize)
 		for i := range batch {
 			batch[i] = s
@@ -100,7 +100,7 @@ func (f *fill) run(ctx context.Context, v *validator) (string, error) {
 			}
 			logits := parallel.GatherFromTP(p.Ctx, v.mesh.TP(), out.LMLogits.Detach()) // [B, T, Vp]
 			if v.mesh.Coord().TP == 0 {
-				pick = mostConfident(logits, m.Config.Vocab, left)
+				pick = nextToken(logits, m.Config.Vocab, left)
 			}
 			return tensor.Scalar(v.dev, tensor.F32, 0), nil
 		}
@@ -128,12 +128,11 @@ func (f *fill) run(ctx context.Context, v *validator) (string, error) {
 	return strings.TrimRight(f.tok.Decode(ids), "\n"), nil
 }
 
-// mostConfident returns, of the positions left of the first sequence of logits
-// [B, T, Vp], the first (leftmost) with its most likely token of the first vocab, as
+// nextToken returns, of the positions left of the first sequence of logits [B, T, Vp],
+// the first (leftmost) with its most likely token of the first vocab, as
 // {position+1, token+1}: the line is filled left to right, each token given the ones
-// before it and the rest of the snippet. (Filling the most confident position first
-// fills a line with newlines and tabs, the tokens a small model is surest of anywhere.)
-func mostConfident(logits *tensor.Tensor, vocab int, left []int) [3]float64 {
+// before it and the rest of the snippet.
+func nextToken(logits *tensor.Tensor, vocab int, left []int) [2]float64 {
 	vp := logits.Dim(-1)
 	x := tensor.ToSlice[float32](logits.Narrow(0, 0, 1))
 	j := slices.Min(left)
@@ -144,7 +143,7 @@ func mostConfident(logits *tensor.Tensor, vocab int, left []int) [3]float64 {
 			arg = i
 		}
 	}
-	return [3]float64{float64(j + 1), float64(arg + 1)}
+	return [2]float64{float64(j + 1), float64(arg + 1)}
 }
 
 // report prints the snippet with the model's line in place of the masked one.

@@ -41,7 +41,7 @@
 // On validation data: the MLM loss and accuracy (the masked tokens predicted exactly),
 // beside the accuracy of always predicting the training split's most frequent token,
 // and the SOP loss and accuracy beside the majority class's share. At the end it masks
-// one line of --fill-text and fills it in, one token at a time, most confident first.
+// one line of --fill-text and fills it in, one token at a time, left to right.
 //
 // This file reads top to bottom as a training loop of your own would: settings, data,
 // ranks, then on each rank the mesh, the model, the optimizer, the data loader and the

@@ -146,6 +146,19 @@ func nextToken(logits *tensor.Tensor, vocab int, left []int) [2]float64 {
 	return [2]float64{float64(j + 1), float64(arg + 1)}
 }
 
+// fillIn fills the line in (run) and reports it; nothing without --fill-text (f nil).
+func (f *fill) fillIn(ctx context.Context, v *validator, rep *report.Report) (string, error) {
+	if f == nil {
+		return "", nil
+	}
+	filled, err := f.run(ctx, v)
+	if err != nil {
+		return "", err
+	}
+	f.report(rep, filled)
+	return filled, nil
+}
+
 // report prints the snippet with the model's line in place of the masked one.
 func (f *fill) report(rep *report.Report, filled string) {
 	rep.Printf("filled in line %d of --fill-text (%d masked tokens, left to right):\n----\n%s%s\n%s----\n",

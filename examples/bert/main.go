@@ -196,18 +196,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	}
 	v := &validator{cfg: cfg, corp: corp, mesh: mesh, trainer: trainer, chunks: chunks, dev: dev}
 	if cfg.EvalOnly {
-		sum := &summary{}
-		if sum.Valid, err = v.run(work); err != nil {
-			return sum, err
-		}
-		eval(rep, saver.Loaded, sum.Valid)
-		if masked != nil {
-			if sum.Filled, err = masked.run(work, v); err != nil {
-				return sum, err
-			}
-			masked.report(rep, sum.Filled)
-		}
-		return sum, world.Barrier(work)
+		return evalOnly(work, v, masked, saver.Loaded, rep)
 	}
 
 	// The loop: one optimizer step per iteration over the global batch.
@@ -252,12 +241,26 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	finish(rep, sum, corp)
 
 	// Fill in a masked line with the trained model, unless interrupted.
-	if !sum.Interrupted && masked != nil {
-		if sum.Filled, err = masked.run(work, v); err != nil {
+	if !sum.Interrupted {
+		if sum.Filled, err = masked.fillIn(work, v, rep); err != nil {
 			return sum, err
 		}
-		masked.report(rep, sum.Filled)
 	}
 	// Leave together, so no process closes its connections while others still use them.
 	return sum, world.Barrier(work)
+}
+
+// evalOnly reports the validation numbers of the loaded model and fills in the masked
+// line (--eval-only).
+func evalOnly(ctx context.Context, v *validator, masked *fill, loaded int, rep *report.Report) (*summary, error) {
+	sum := &summary{}
+	var err error
+	if sum.Valid, err = v.run(ctx); err != nil {
+		return sum, err
+	}
+	eval(rep, loaded, sum.Valid)
+	if sum.Filled, err = masked.fillIn(ctx, v, rep); err != nil {
+		return sum, err
+	}
+	return sum, v.mesh.World().Barrier(ctx)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -200,14 +201,21 @@ func parallelFor(n, grain int, body func(lo, hi int)) {
 		body(0, n)
 		return
 	}
+	runChunks(n, (n+workers-1)/workers, workers, body)
+}
+
+// runChunks runs body over [0, n) in chunks of chunk contiguous items on workers
+// goroutines, each taking the next chunk from a shared counter (a goroutine slowed down by
+// other load takes fewer). A panic in body is re-raised on the caller's goroutine, where
+// it can be recovered.
+func runChunks(n, chunk, workers int, body func(lo, hi int)) {
 	var (
+		next     atomic.Int64
 		wg       sync.WaitGroup
 		once     sync.Once
 		panicked any
 	)
-	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,12 +224,14 @@ func parallelFor(n, grain int, body func(lo, hi int)) {
 					once.Do(func() { panicked = r })
 				}
 			}()
-			body(lo, hi)
+			for lo := int(next.Add(int64(chunk)) - int64(chunk)); lo < n; lo = int(next.Add(int64(chunk)) - int64(chunk)) {
+				body(lo, min(lo+chunk, n))
+			}
 		}()
 	}
 	wg.Wait()
 	if panicked != nil {
-		panic(panicked) // on the caller's goroutine, where it can be recovered
+		panic(panicked)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 )
 
 // The vocabulary-parallel cross-entropy kernels (Backend.VocabCrossEntropy*).
@@ -209,39 +207,13 @@ func blockGrad[T float](dx, xs []T, m, a, b float64) {
 }
 
 // parallelItems runs body over [0, n) in chunks of contiguous items on up to GOMAXPROCS
-// goroutines, each taking the next chunk from a shared counter (a goroutine slowed down
-// by other load takes fewer), or on the caller's goroutine when the whole job (work
-// elements) is small. Items must be independent. A panic in body is re-raised on the
-// caller's goroutine.
+// goroutines (runChunks, about 8 chunks a goroutine), or on the caller's goroutine when
+// the whole job (work elements) is small. Items must be independent.
 func parallelItems(n, work int, body func(lo, hi int)) {
 	workers := min(runtime.GOMAXPROCS(0), n)
 	if workers <= 1 || work < ceSerialWork {
 		body(0, n)
 		return
 	}
-	chunk := max(1, n/(8*workers)) // about 8 chunks a goroutine
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		panicked any
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					once.Do(func() { panicked = r })
-				}
-			}()
-			for lo := int(next.Add(int64(chunk)) - int64(chunk)); lo < n; lo = int(next.Add(int64(chunk)) - int64(chunk)) {
-				body(lo, min(lo+chunk, n))
-			}
-		}()
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
-	}
+	runChunks(n, max(1, n/(8*workers)), workers, body)
 }

@@ -233,21 +233,21 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		scope := dev.NewScope()
 		x := tensor.FromSlice(dev, ids[s], c.Batch, c.Seq)
 		y := tensor.FromSlice(dev, labels[s], c.Batch, c.Seq)
-		sync(dev)
+		waitDevice(dev)
 		t0 := time.Now()
 		opt.ZeroGrad()
 		p := &nn.Pass{Ctx: ctx, Train: true, RNG: tensor.NewRNG(c.Seed).Named("dropout")}
 		loss, _ := model.Loss(p, model.Forward(p, x, nil), y)
-		sync(dev)
+		waitDevice(dev)
 		t1 := time.Now()
 		loss.Backward()
-		sync(dev)
+		waitDevice(dev)
 		t2 := time.Now()
 		if _, err := opt.Step(ctx); err != nil {
 			scope.Close()
 			return nil, fmt.Errorf("gpt: step %d: %w", s, err)
 		}
-		sync(dev)
+		waitDevice(dev)
 		t3 := time.Now()
 		lv := loss.Item()
 		scope.Close()
@@ -284,9 +284,9 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	}, nil
 }
 
-// sync waits for the work queued on dev, on backends that queue it (a GPU's stream), so
+// waitDevice waits for the work queued on dev, on backends that queue it (a GPU's stream), so
 // that the phases are timed by their work, not by their launches.
-func sync(dev *tensor.Device) {
+func waitDevice(dev *tensor.Device) {
 	if s, ok := dev.Backend().(interface{ Sync() }); ok {
 		s.Sync()
 	}

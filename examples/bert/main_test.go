@@ -90,7 +90,15 @@ func TestTinyRunLearns(t *testing.T) {
 	assert.Equal(t, 2.0*2, v.Micro, "--eval-iters 2 global batches of 2 micro-batches")
 	assert.Equal(t, 2.0*8, v.Pairs)
 	assert.Greater(t, v.Masked, v.Pairs, "about 15% of 32 tokens masked per sample")
-	assert.InDelta(t, 0.5, v.SOPBaselineAccuracy(), 0.5)
+	// The counts behind the baselines, recounted from the validation split's first
+	// --eval-iters × --global-batch-size samples: the masked tokens, and the swapped pairs,
+	// of which the SOP baseline (always predicting the majority order) takes the larger
+	// side. Both orders occur, so the baseline is below 1.
+	masked, swapped := validationCounts(t, args)
+	assert.Equal(t, masked, v.Masked, "masked tokens")
+	assert.Equal(t, swapped, v.Swp, "swapped pairs")
+	require.True(t, swapped > 0 && swapped < v.Pairs, "%v of %v pairs swapped: the SOP baseline is trivial", swapped, v.Pairs)
+	assert.Equal(t, max(swapped, v.Pairs-swapped)/v.Pairs, v.SOPBaselineAccuracy())
 	assert.Less(t, v.LM(), sum.Losses[0])
 	for _, want := range []string{"sentence order prediction", "iter 24/24", "validation at iteration 12",
 		"| MLM accuracy", "| SOP accuracy", "done: 24 iterations", "of always predicting the most frequent token",
@@ -103,6 +111,26 @@ func TestTinyRunLearns(t *testing.T) {
 	assert.Equal(t, sum.Losses, report.Losses(recs, "train", "loss"))
 	assert.Equal(t, []float64{v.MLMAccuracy()}, report.Losses(recs, "valid", "mlm_accuracy")[1:])
 	assert.FileExists(t, filepath.Join(outDir, "loss.png"))
+}
+
+// validationCounts returns the masked tokens and the swapped sentence pairs of the
+// samples a validation run of args scores: the first --eval-iters global batches of the
+// validation split.
+func validationCounts(t *testing.T, args []string) (masked, swapped float64) {
+	t.Helper()
+	cfg, err := parseConfig(args, 0, io.Discard)
+	require.NoError(t, err)
+	corp, err := loadData(context.Background(), cfg, true, io.Discard)
+	require.NoError(t, err)
+	defer corp.Close()
+	for i := range cfg.EvalIters * cfg.GlobalBatchSize {
+		s := corp.valid.Sample(i)
+		for _, m := range s.LossMask {
+			masked += float64(m)
+		}
+		swapped += float64(s.IsRandom)
+	}
+	return masked, swapped
 }
 
 // TestNoBinaryHead: --bert-no-binary-head trains MLM alone.

@@ -47,8 +47,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"megago/checkpoint"
@@ -64,20 +62,10 @@ import (
 )
 
 func main() {
-	// Ctrl-C (or SIGTERM, which megago launch forwards) asks every rank to stop after the
-	// current iteration; a second Ctrl-C kills the program.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() { <-ctx.Done(); stop() }()
-	sum, err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	switch {
-	case errors.Is(err, errHelp):
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "t5:", err)
-		os.Exit(1)
-	case sum != nil && sum.Interrupted:
-		os.Exit(130)
-	}
+	ranks.Main("t5", func(ctx context.Context) (bool, error) {
+		sum, err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		return sum != nil && sum.Interrupted, err
+	})
 }
 
 // summary is what a run reports to its caller (rank 0's view; every rank agrees on the

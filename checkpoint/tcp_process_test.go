@@ -1,18 +1,12 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
-	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"megago/internal/launch"
+	"megago/internal/tcptest"
 	"megago/parallel"
 )
 
@@ -27,45 +21,24 @@ var tcpLayout = crashLayout
 
 // TestSaveTCPWorker is one rank of TestSaveOverTCP; it runs only when started by it.
 func TestSaveTCPWorker(t *testing.T) {
-	dir := os.Getenv(saveWorkerEnv)
-	if dir == "" {
-		t.Skip("runs only as a worker process of TestSaveOverTCP")
-	}
-	cfg, err := parallel.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	world, err := parallel.NewTCP(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer world.(io.Closer).Close()
-	r, err := newRig(ctx, world, tcpLayout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for it := range 2 {
-		if _, err := r.step(ctx, it); err != nil {
-			t.Fatal(err)
+	tcptest.TCPWorker(t, saveWorkerEnv, func(ctx context.Context, world parallel.Comm, dir string) (any, error) {
+		r, err := newRig(ctx, world, tcpLayout)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if err := Save(ctx, filepath.Join(dir, "ckpt"), r.mesh, r.st); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	vals := map[string][]float64{}
-	r.params(vals, &mu)
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(vals); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank-%d.gob", world.Rank())), buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := world.Barrier(ctx); err != nil {
-		t.Fatal(err)
-	}
+		for it := range 2 {
+			if _, err := r.step(ctx, it); err != nil {
+				return nil, err
+			}
+		}
+		if err := Save(ctx, filepath.Join(dir, "ckpt"), r.mesh, r.st); err != nil {
+			return nil, err
+		}
+		var mu sync.Mutex
+		vals := map[string][]float64{}
+		r.params(vals, &mu)
+		return vals, nil
+	})
 }
 
 func TestSaveOverTCP(t *testing.T) {
@@ -73,22 +46,11 @@ func TestSaveOverTCP(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	const n = 4
-	dir := t.TempDir()
-	var log bytes.Buffer
-	cfg := launch.Config{N: n, Grace: 5 * time.Second, ExtraEnv: []string{saveWorkerEnv + "=" + dir, "MEGAGO_TIMEOUT=60s"}}
-	if err := launch.Run(context.Background(), cfg, os.Args[0], []string{"-test.run=^TestSaveTCPWorker$"}, &log, &log); err != nil {
-		t.Fatalf("workers: %v\n%s", err, log.String())
-	}
+	dir, results := tcptest.RunTCPWorkers(t, n, saveWorkerEnv, "TestSaveTCPWorker")
 	want := map[string][]float64{}
-	for r := range n {
-		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.gob", r)))
-		if err != nil {
-			t.Fatalf("rank %d wrote no parameters: %v\n%s", r, err, log.String())
-		}
+	for _, b := range results {
 		var vals map[string][]float64
-		if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&vals); err != nil {
-			t.Fatal(err)
-		}
+		tcptest.DecodeGob(t, b, &vals)
 		for k, v := range vals {
 			if w, ok := want[k]; ok { // TP ranks hold different parts: merge the nonzero
 				for i := range w {

@@ -1,20 +1,13 @@
 package train
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"megago/internal/launch"
+	"megago/internal/tcptest"
 	"megago/nn"
 	"megago/parallel"
 )
@@ -34,35 +27,9 @@ const tcpSteps = 5
 
 // TestTrainTCPWorker is one rank of TestGPT3DOverTCP; it runs only when started by it.
 func TestTrainTCPWorker(t *testing.T) {
-	dir := os.Getenv(trainWorkerEnv)
-	if dir == "" {
-		t.Skip("runs only as a worker process of TestGPT3DOverTCP")
-	}
-	cfg, err := parallel.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	world, err := parallel.NewTCP(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer world.(io.Closer).Close()
-	out, err := trainRank(ctx, world, tcpLayout, tcpSteps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(out); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank-%d.gob", world.Rank())), buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Leave together, so no rank closes its connections while a peer still reads.
-	if err := world.Barrier(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tcptest.TCPWorker(t, trainWorkerEnv, func(ctx context.Context, world parallel.Comm, _ string) (any, error) {
+		return trainRank(ctx, world, tcpLayout, tcpSteps)
+	})
 }
 
 func TestGPT3DOverTCP(t *testing.T) {
@@ -70,22 +37,11 @@ func TestGPT3DOverTCP(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	const n = 4
-	dir := t.TempDir()
-	var log bytes.Buffer
-	cfg := launch.Config{N: n, Grace: 5 * time.Second, ExtraEnv: []string{trainWorkerEnv + "=" + dir, "MEGAGO_TIMEOUT=60s"}}
-	if err := launch.Run(context.Background(), cfg, os.Args[0], []string{"-test.run=^TestTrainTCPWorker$"}, &log, &log); err != nil {
-		t.Fatalf("workers: %v\n%s", err, log.String())
-	}
+	_, results := tcptest.RunTCPWorkers(t, n, trainWorkerEnv, "TestTrainTCPWorker")
 	got := newOutcome(tcpSteps)
-	for r := range n {
-		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.gob", r)))
-		if err != nil {
-			t.Fatalf("rank %d wrote no outcome: %v\n%s", r, err, log.String())
-		}
+	for _, b := range results {
 		var o outcome
-		if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&o); err != nil {
-			t.Fatal(err)
-		}
+		tcptest.DecodeGob(t, b, &o)
 		got.merge(o)
 	}
 	// The TCP ring and the in-process transport may sum in different orders (a ring of

@@ -6,11 +6,11 @@ import (
 )
 
 // AddedSpecial lists the special tokens AddSpecialTokens appends to a vocabulary. Each
-// non-empty name becomes one new id, in the order Pad, Mask, CLS, SEP, BOS, EOS, then
+// non-empty name becomes one new id, in the order CLS, SEP, Mask, Pad, BOS, EOS, then
 // the sentinels. Names are delimited, "<...>" or "[...]" with no closing character
 // inside, so that Encode can find them in text.
 type AddedSpecial struct {
-	Pad, Mask, CLS, SEP, BOS, EOS string
+	CLS, SEP, Mask, Pad, BOS, EOS string
 	// ExtraIDs is the number of T5 sentinels <extra_id_0>, <extra_id_1>, ... appended
 	// last, in that order (Megatron's order for --vocab-extra-ids; Hugging Face's T5
 	// vocabulary numbers them downward from its last id instead).
@@ -38,8 +38,8 @@ func AddSpecialTokens(base Tokenizer, add AddedSpecial) (*AddedTokens, error) {
 	roles := []struct {
 		role, name string
 		id         *int32
-	}{{"pad", add.Pad, &s.Pad}, {"mask", add.Mask, &s.Mask}, {"CLS", add.CLS, &s.CLS},
-		{"SEP", add.SEP, &s.SEP}, {"BOS", add.BOS, &s.BOS}, {"EOS", add.EOS, &s.EOS}}
+	}{{"CLS", add.CLS, &s.CLS}, {"SEP", add.SEP, &s.SEP}, {"mask", add.Mask, &s.Mask},
+		{"pad", add.Pad, &s.Pad}, {"BOS", add.BOS, &s.BOS}, {"EOS", add.EOS, &s.EOS}}
 	for _, r := range roles {
 		if r.name == "" {
 			continue

@@ -87,6 +87,33 @@ func TestAddedTokensEncode(t *testing.T) {
 	}
 }
 
+// BERT's tokens on megago's example vocabulary (8192 ids, EOD 8191) get ids in the
+// order CLS, SEP, Mask, Pad whatever the order of the fields; the base's special ids
+// stay, and an id past the added ones does not decode.
+func TestAddSpecialTokensBERT(t *testing.T) {
+	tok, err := AddSpecialTokens(GoSourceBPE(), AddedSpecial{Pad: "[PAD]", Mask: "[MASK]", SEP: "[SEP]", CLS: "[CLS]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tok.Special()
+	if tok.VocabSize() != 8196 || s.CLS != 8192 || s.SEP != 8193 || s.Mask != 8194 || s.Pad != 8195 ||
+		s.EOD != 8191 || s.BOS != -1 || len(s.Sentinels) != 0 {
+		t.Fatalf("vocab %d, special %+v", tok.VocabSize(), s)
+	}
+	if got := tok.Decode(append(append([]int32{s.CLS}, tok.Encode("func f()")...), s.Mask, s.SEP)); got != "[CLS]func f()[MASK][SEP]" {
+		t.Errorf("Decode: %q", got)
+	}
+	if got, want := tok.Encode("x := 1"), GoSourceBPE().Encode("x := 1"); !slices.Equal(got, want) {
+		t.Errorf("Encode of plain text %v, the base's %v", got, want)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Decode of id 8196 did not panic")
+		}
+	}()
+	tok.Decode([]int32{8196})
+}
+
 func TestAddSpecialTokensErrors(t *testing.T) {
 	null, _ := NewNullTokenizer(10)
 	withPad, _ := AddSpecialTokens(null, AddedSpecial{Pad: "<pad>", ExtraIDs: 1})

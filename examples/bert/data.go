@@ -31,26 +31,33 @@ func (d *bertData) Close() {
 }
 
 // newTokenizer returns --tokenizer-type's tokenizer with whichever of [CLS], [SEP],
-// [MASK] and [PAD] it lacks appended (corpus.Extend).
+// [MASK] and [PAD] it lacks appended, in that order (data.AddSpecialTokens).
 func newTokenizer(c *config) (data.Tokenizer, error) {
 	tok, err := data.NewTokenizer(data.TokenizerConfig{Type: c.TokenizerType, VocabFile: c.VocabFile, MergeFile: c.MergeFile})
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
 	}
-	s := tok.Special()
-	var missing []string
-	for _, m := range []struct {
-		id   int32
-		name string
-	}{{s.CLS, corpus.CLS}, {s.SEP, corpus.SEP}, {s.Mask, corpus.Mask}, {s.Pad, corpus.Pad}} {
-		if m.id < 0 {
-			missing = append(missing, m.name)
-		}
+	s, add := tok.Special(), data.AddedSpecial{}
+	if s.CLS < 0 {
+		add.CLS = "[CLS]"
 	}
-	if len(missing) == 0 {
+	if s.SEP < 0 {
+		add.SEP = "[SEP]"
+	}
+	if s.Mask < 0 {
+		add.Mask = "[MASK]"
+	}
+	if s.Pad < 0 {
+		add.Pad = "[PAD]"
+	}
+	if add == (data.AddedSpecial{}) {
 		return tok, nil
 	}
-	return corpus.Extend(tok, missing...), nil
+	added, err := data.AddSpecialTokens(tok, add)
+	if err != nil {
+		return nil, err
+	}
+	return added, nil
 }
 
 // openSources opens --data-path, or the default corpus with one document per top-level

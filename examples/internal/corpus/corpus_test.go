@@ -42,28 +42,6 @@ func TestDeclarations(t *testing.T) {
 	assert.Nil(t, Declarations(""))
 }
 
-func TestExtend(t *testing.T) {
-	base := data.GoSourceBPE()
-	v := int32(base.VocabSize())
-	tok := Extend(base, CLS, SEP, Mask, Pad, Sentinel(0), Sentinel(1))
-	assert.Equal(t, int(v)+6, tok.VocabSize())
-	s := tok.Special()
-	assert.Equal(t, []int32{v, v + 1, v + 2, v + 3}, []int32{s.CLS, s.SEP, s.Mask, s.Pad})
-	assert.Equal(t, []int32{v + 4, v + 5}, s.Sentinels)
-	assert.Equal(t, base.Special().EOD, s.EOD, "the base's special ids stay")
-	assert.Equal(t, int32(-1), s.BOS)
-
-	ids := append(append([]int32{s.CLS}, tok.Encode("func f()")...), s.Mask, s.SEP)
-	assert.Equal(t, "[CLS]func f()[MASK][SEP]", tok.Decode(ids))
-	assert.Equal(t, base.Encode("x := 1"), tok.Encode("x := 1"))
-	assert.Equal(t, "", tok.Name(5))
-
-	assert.Panics(t, func() { Extend(base, CLS, CLS) })
-	assert.Panics(t, func() { Extend(base, Sentinel(1)) }, "sentinels in order")
-	assert.Panics(t, func() { Extend(base, "[UNK]") })
-	assert.Panics(t, func() { tok.Decode([]int32{v + 6}) })
-}
-
 // TestUnigram: the entropy of counts {a: 2, b: 1, c: 1} is 1.5·ln 2 nats.
 func TestUnigram(t *testing.T) {
 	src := &data.MemorySource{Seqs: [][]int32{{7, 3}, {7, 5}}}

@@ -3,8 +3,8 @@
 // cached as a Megatron indexed dataset), opening datasets of one's own with a check of
 // their ids against the tokenizer, unigram statistics of a split (its entropy, the loss
 // of a model that ignores context, and its most frequent token, the trivial baseline of
-// masked-token accuracy), and Extended, a tokenizer with the special tokens BERT and T5
-// need appended to a vocabulary that lacks them.
+// masked-token accuracy). (The special tokens BERT and T5 need are appended to a
+// vocabulary that lacks them by data.AddSpecialTokens and data.ForT5.)
 //
 // # Reading order
 //
@@ -14,7 +14,6 @@
 //     declarations, Lines into lines).
 //   - open.go: Open (indexed datasets checked against the vocabulary), Unigram,
 //     WaitForFile.
-//   - special.go: Extend and Extended.
 //
 // # Invariants
 //

@@ -17,6 +17,9 @@ What it runs, in alternating rounds so that both sides see the same machine
   SGEMM    go test -bench 'Sgemm/2048x2048x2048$' ./tensor (GOMAXPROCS=2)  vs
            bench/gemm_peak.py --lib numpy --threads 2 --n 2048 (OpenBLAS), run
            with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
+  SHAPES   every shape of BenchmarkSgemm (the workloads' GEMMs, names
+           [B x]M x K x N with NN/NT/TN transposes) vs numpy matmul of the same
+           shapes and transposes (views .T, stacks for batches), same settings.
 The table shows medians over the rounds and megago/peer ratios: for times
 (ms, MB) below 1 is better, for GFLOP/s above 1 is better.
 
@@ -87,15 +90,64 @@ def sgemm_round(threads):
     return ours, peer
 
 
+SHAPE_RE = re.compile(r"Sgemm/(\w*?_)?(?:(\d+)x)?(\d+)x(\d+)x(\d+)(?:_(NN|NT|TN))?-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) GFLOP/s")
+
+# NUMPY_SHAPES times numpy matmul for shapes given as JSON [name, batch, m, k, n, trans].
+NUMPY_SHAPES = r"""
+import ctypes, json, statistics, sys, time
+import numpy as np
+threads = int(sys.argv[1])
+for name in ("libopenblas.so.0", "/usr/lib/x86_64-linux-gnu/libblas.so.3"):
+    try:
+        ctypes.CDLL(name).openblas_set_num_threads(threads)
+        break
+    except (OSError, AttributeError):
+        pass
+rng = np.random.default_rng(0)
+out = {}
+for name, b, m, k, n, tr in json.loads(sys.argv[2]):
+    a = rng.standard_normal((b, k, m) if tr == "TN" else (b, m, k), dtype=np.float32)
+    w = rng.standard_normal((b, n, k) if tr == "NT" else (b, k, n), dtype=np.float32)
+    a = a.transpose(0, 2, 1) if tr == "TN" else a
+    w = w.transpose(0, 2, 1) if tr == "NT" else w
+    if b == 1:
+        a, w = a[0], w[0]
+    f = lambda: np.matmul(a, w)
+    f(); f()
+    reps = max(3, min(30, int(2e10 / (2.0 * b * m * k * n))))
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+    out[name] = 2.0 * b * m * k * n / statistics.median(ts) / 1e9
+print(json.dumps(out))
+"""
+
+
+def shapes_round(threads):
+    """BenchmarkSgemm's shapes, megago and numpy: {name: GFLOP/s} each."""
+    env = dict(os.environ, GOMAXPROCS=str(threads))
+    out, _ = run(["go", "test", "-run", "^$", "-bench", "^BenchmarkSgemm$/", "-benchtime", "10x", "./tensor"], env)
+    ours, shapes = {}, []
+    for m in SHAPE_RE.finditer(out):
+        prefix, b, mm, k, n, tr, gf = m.groups()
+        name = (prefix or "") + "x".join(x for x in (b, mm, k, n) if x) + ("_" + tr if tr else "")
+        ours[name] = float(gf)
+        shapes.append([name, int(b or 1), int(mm), int(k), int(n), tr or "NN"])
+    if not shapes:
+        sys.exit("compare.py: no Sgemm shapes in the go test -bench output:\n" + out)
+    out, _ = run(["/usr/bin/python3", "-c", NUMPY_SHAPES, str(threads), json.dumps(shapes)], openblas_env())
+    return ours, last_json(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["W1", "W2", "SGEMM"],
+    ap.add_argument("--only", action="append", choices=["W1", "W2", "SGEMM", "SHAPES"],
                     help="run only these (repeatable); default all")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of each (medians reported)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default="", help="also write every run's results to this file")
     a = ap.parse_args()
-    todo = a.only or ["W2", "W1", "SGEMM"]
+    todo = a.only or ["W2", "W1", "SGEMM", "SHAPES"]
 
     tmp = tempfile.mkdtemp(prefix="megago-bench-")
     megago = os.path.join(tmp, "megago")
@@ -105,21 +157,26 @@ def main():
     for name in todo:
         runs = []
         for r in range(a.rounds):
-            ours, peer = sgemm_round(a.threads) if name == "SGEMM" else step_round(megago, name, a.threads)
+            if name == "SHAPES":
+                ours, peer = shapes_round(a.threads)
+            elif name == "SGEMM":
+                ours, peer = sgemm_round(a.threads)
+            else:
+                ours, peer = step_round(megago, name, a.threads)
             runs.append({"megago": ours, "peer": peer})
             print(f"{name} round {r + 1}/{a.rounds}: megago {summary(ours)} | peer {summary(peer)}",
                   file=sys.stderr, flush=True)
         results[name] = runs
-        fields = ["gflops"] if name == "SGEMM" else STEP_FIELDS
+        fields = {"SGEMM": ["gflops"], "SHAPES": sorted(runs[0]["megago"])}.get(name, STEP_FIELDS)
         for f in fields:
             ours = statistics.median(x["megago"][f] for x in runs)
             peer = statistics.median(x["peer"][f] for x in runs)
             rows.append((name, f, ours, peer, ours / peer if peer else float("nan")))
 
-    peer_names = {"SGEMM": "OpenBLAS (numpy)"}
-    print(f"{'workload':8} {'measure':18} {'megago':>10} {'peer':>10} {'ratio':>7}  peer")
+    peer_names = {"SGEMM": "OpenBLAS (numpy)", "SHAPES": "OpenBLAS (numpy)"}
+    print(f"{'workload':8} {'measure':30} {'megago':>10} {'peer':>10} {'ratio':>7}  peer")
     for name, f, ours, peer, ratio in rows:
-        print(f"{name:8} {f:18} {ours:10.1f} {peer:10.1f} {ratio:7.2f}  {peer_names.get(name, 'PyTorch eager')}")
+        print(f"{name:8} {f:30} {ours:10.1f} {peer:10.1f} {ratio:7.2f}  {peer_names.get(name, 'PyTorch eager')}")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(results, fh, indent=1)
@@ -128,7 +185,9 @@ def main():
 def summary(r):
     if "ms_step_median" in r:
         return f"{r['ms_step_median']:.0f} ms/step, {r['peak_rss_mb']:.0f} MB"
-    return f"{r['gflops']:.0f} GFLOP/s"
+    if "gflops" in r:
+        return f"{r['gflops']:.0f} GFLOP/s"
+    return f"{len(r)} shapes, GFLOP/s"
 
 
 if __name__ == "__main__":

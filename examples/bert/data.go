@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 
 	"megago/data"
 	"megago/examples/internal/corpus"
@@ -68,23 +67,8 @@ func openSources(ctx context.Context, c *config, builder bool, log io.Writer) (_
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
-	cache, err := c.Cache()
-	if err != nil {
-		return nil, nil, "", nil, err
-	}
-	prefixes, _, _ := c.Blend() // checked with the flags
-	if len(prefixes) == 0 {
-		src, err := corpus.GoSource(ctx, corpus.Spec{Cache: cache, Tokenizer: tok, TokenizerType: c.TokenizerType,
-			VocabFile: c.VocabFile, MergeFile: c.MergeFile, Documents: corpus.Declarations, Sentences: corpus.Lines,
-			Unit: "declarations-lines"}, builder, log)
-		if err != nil {
-			return nil, nil, "", nil, err
-		}
-		prefixes, about, files = []string{src.Prefix}, src.About, src.Files
-	} else {
-		about = fmt.Sprintf("--data-path %s", strings.Join(c.DataPath, " "))
-	}
-	sources, err := corpus.Open(prefixes, tok.VocabSize(), c.TokenizerType)
+	spec := corpus.Spec{Tokenizer: tok, Documents: corpus.Declarations, Sentences: corpus.Lines, Unit: "declarations-lines"}
+	sources, about, files, err := corpus.Sources(ctx, &c.Common, spec, tok.VocabSize(), builder, log)
 	return sources, tok, about, files, err
 }
 

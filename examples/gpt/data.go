@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 
 	"megago/data"
 	"megago/examples/internal/corpus"
@@ -39,25 +38,13 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
 	}
-	cache, err := c.Cache()
+	corp := &trainingData{tok: tok}
+	corp.sources, corp.about, _, err = corpus.Sources(ctx, &c.Common, corpus.Spec{Tokenizer: tok}, tok.VocabSize(), builder, log)
 	if err != nil {
 		return nil, err
 	}
-	prefixes, weights, _ := c.Blend() // checked with the flags
-	corp := &trainingData{tok: tok}
-	if len(prefixes) == 0 {
-		src, err := corpus.GoSource(ctx, corpus.Spec{Cache: cache, Tokenizer: tok, TokenizerType: c.TokenizerType,
-			VocabFile: c.VocabFile, MergeFile: c.MergeFile}, builder, log)
-		if err != nil {
-			return nil, err
-		}
-		prefixes, corp.about = []string{src.Prefix}, src.About
-	} else {
-		corp.about = fmt.Sprintf("--data-path %s", strings.Join(c.DataPath, " "))
-	}
-	if corp.sources, err = corpus.Open(prefixes, tok.VocabSize(), c.TokenizerType); err != nil {
-		return nil, err
-	}
+	cache, _ := c.Cache() // checked by corpus.Sources
+	_, weights, _ := c.Blend()
 	gc := data.GPTConfig{SeqLen: c.SeqLength, Seed: c.Seed, Split: c.Split, EOD: tok.Special().EOD,
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}
 	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 
 	"megago/data"
 	"megago/examples/internal/corpus"
@@ -47,11 +46,6 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer-type %s --vocab-extra-ids %d: %w", c.TokenizerType, c.VocabExtraIDs, err)
 	}
-	cache, err := c.Cache()
-	if err != nil {
-		return nil, err
-	}
-	prefixes, weights, _ := c.Blend() // checked with the flags
 	corp := &trainingData{tok: tok, special: tok.Special(), sentinels: map[int32]bool{}}
 	corp.text = make([]bool, tok.VocabSize())
 	for i := range corp.text {
@@ -66,19 +60,12 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 			corp.text[id] = false
 		}
 	}
-	if len(prefixes) == 0 {
-		src, err := corpus.GoSource(ctx, corpus.Spec{Cache: cache, Tokenizer: text, TokenizerType: c.TokenizerType,
-			VocabFile: c.VocabFile, MergeFile: c.MergeFile, Sentences: corpus.Lines, Unit: "files-lines"}, builder, log)
-		if err != nil {
-			return nil, err
-		}
-		prefixes, corp.about = []string{src.Prefix}, src.About
-	} else {
-		corp.about = fmt.Sprintf("--data-path %s", strings.Join(c.DataPath, " "))
-	}
-	if corp.sources, err = corpus.Open(prefixes, tok.VocabSize(), c.TokenizerType); err != nil {
+	spec := corpus.Spec{Tokenizer: text, Sentences: corpus.Lines, Unit: "files-lines"}
+	if corp.sources, corp.about, _, err = corpus.Sources(ctx, &c.Common, spec, tok.VocabSize(), builder, log); err != nil {
 		return nil, err
 	}
+	cache, _ := c.Cache() // checked by corpus.Sources
+	_, weights, _ := c.Blend()
 	dc := data.T5Config{EncSeqLen: c.SeqLength, DecSeqLen: c.DecoderSeqLength, Seed: c.Seed, Split: c.Split,
 		MaskProb: c.MaskProb, ShortSeqProb: c.ShortSeqProb, Special: corp.special,
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}

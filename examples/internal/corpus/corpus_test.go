@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"megago/data"
+	"megago/examples/internal/settings"
 )
 
 func TestLines(t *testing.T) {
@@ -40,6 +41,25 @@ func TestDeclarations(t *testing.T) {
 	assert.Equal(t, want, Declarations(text))
 	assert.Equal(t, []string{"func f() {\n\n}\n"}, Declarations("func f() {\n\n}\n"), "a closing brace does not start a paragraph")
 	assert.Nil(t, Declarations(""))
+}
+
+// TestSources: --data-path's datasets, weights and all, said as given; ids past the
+// vocabulary refused.
+func TestSources(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "d")
+	b, err := data.NewIndexedBuilder(prefix, data.Int32)
+	require.NoError(t, err)
+	require.NoError(t, b.AddDocument([]int32{1, 2, 9}, []int{3}))
+	require.NoError(t, b.Finalize())
+	c := &settings.Common{CacheDir: t.TempDir(), TokenizerType: "tiny", DataPath: []string{"0.5", prefix}}
+	sources, about, files, err := Sources(context.Background(), c, Spec{}, 10, true, io.Discard)
+	require.NoError(t, err)
+	defer sources[0].Close()
+	assert.Equal(t, "--data-path 0.5 "+prefix, about)
+	assert.Nil(t, files)
+	assert.Equal(t, 3, sources[0].SequenceLen(0))
+	_, _, _, err = Sources(context.Background(), c, Spec{}, 9, true, io.Discard)
+	assert.ErrorContains(t, err, "holds token id 9, but the tiny tokenizer has 9 ids")
 }
 
 // TestUnigram: the entropy of counts {a: 2, b: 1, c: 1} is 1.5·ln 2 nats.

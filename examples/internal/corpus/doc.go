@@ -12,8 +12,8 @@
 //     sequence per document (GPT), or documents of sentences (BERT, T5) split by
 //     Spec.Documents and Spec.Sentences (Declarations splits Go source into top-level
 //     declarations, Lines into lines).
-//   - open.go: Open (indexed datasets checked against the vocabulary), Unigram,
-//     WaitForFile.
+//   - open.go: Sources (--data-path or the default corpus, as the examples' flags say),
+//     Open (indexed datasets checked against the vocabulary), Unigram, WaitForFile.
 //
 // # Invariants
 //

@@ -3,12 +3,39 @@ package corpus
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"megago/data"
+	"megago/examples/internal/settings"
 )
+
+// Sources opens an example's token sources: the datasets of --data-path, or without it
+// the default corpus s describes (GoSource, built on first use; s's cache and tokenizer
+// names are taken from c), checked against a vocabulary of vocab ids (Open). about says
+// in one line where the tokens come from; files, for the default corpus only, is the
+// file of each document. builder and log are GoSource's.
+func Sources(ctx context.Context, c *settings.Common, s Spec, vocab int, builder bool, log io.Writer) (sources []*data.IndexedDataset, about string, files []string, err error) {
+	if s.Cache, err = c.Cache(); err != nil {
+		return nil, "", nil, err
+	}
+	s.TokenizerType, s.VocabFile, s.MergeFile = c.TokenizerType, c.VocabFile, c.MergeFile
+	prefixes, _, _ := c.Blend() // checked with the flags
+	if len(prefixes) == 0 {
+		src, err := GoSource(ctx, s, builder, log)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		prefixes, about, files = []string{src.Prefix}, src.About, src.Files
+	} else {
+		about = fmt.Sprintf("--data-path %s", strings.Join(c.DataPath, " "))
+	}
+	sources, err = Open(prefixes, vocab, c.TokenizerType)
+	return sources, about, files, err
+}
 
 // Open opens the indexed datasets at prefixes and checks that every token id fits the
 // tokenizer's vocabulary of vocab ids (tokType names it in the error). On an error it

@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
 func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
-	// iterations, on every rank at once (stopRequested).
+	// iterations, on every rank at once (ranks.StopRequested).
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
 

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"megago/internal/atomicfile"
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -294,7 +295,7 @@ func (p *PendingSave) publish(all []int64) error {
 // publish writes the manifest into staging, renames staging to the iteration's
 // directory and points the tracker file at it.
 func publish(dir, staging string, m *Manifest, hook func(string)) error {
-	if err := writeFileAtomic(staging, ManifestFile, m.encode()); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(staging, ManifestFile), m.encode()); err != nil {
 		return err
 	}
 	hook("manifest")
@@ -313,49 +314,12 @@ func publish(dir, staging string, m *Manifest, hook func(string)) error {
 	if err := os.Rename(staging, final); err != nil {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return err
 	}
 	hook("renamed")
-	if err := writeFileAtomic(dir, TrackerFile, fmt.Appendf(nil, "%d\n", m.Iteration)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, TrackerFile), fmt.Appendf(nil, "%d\n", m.Iteration)); err != nil {
 		return err
 	}
 	return os.RemoveAll(old)
-}
-
-// writeFileAtomic writes data as dir/name through a fsynced temporary file and a rename,
-// then fsyncs dir.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-// syncDir fsyncs a directory, making the renames in it durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

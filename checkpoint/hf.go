@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"megago/internal/atomicfile"
 	"megago/nn"
 	"megago/tensor"
 )
@@ -58,11 +59,7 @@ func WriteSafetensors(path string, tensors map[string]*tensor.Tensor, metadata m
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	if err := writeFileAtomic(dir, name, buf.Bytes()); err != nil {
+	if err := atomicfile.WriteFile(path, buf.Bytes()); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
@@ -138,7 +135,7 @@ func ExportHF(dir string, m Model, global map[string]*tensor.Tensor) error {
 	if err := WriteSafetensors(filepath.Join(dir, hfWeightsFile), hf, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(dir, hfConfigFile, append(js, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, hfConfigFile), append(js, '\n')); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil

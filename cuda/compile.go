@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"megago/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,33 +89,10 @@ func (c *compiler) module(mod string) ([]byte, error) {
 		return nil, errors.New("cuda: NVRTC produced no output for " + mod)
 	}
 	if path != "" {
-		_ = writeFileAtomic(path, img) // a cache that cannot be written only costs time
+		// A cache that cannot be written only costs time.
+		if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+			_ = atomicfile.WriteFile(path, img)
+		}
 	}
 	return img, nil
-}
-
-// writeFileAtomic writes b to a temporary file in path's folder and renames it to path,
-// so that a reader never sees a partial file.
-func writeFileAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
 }

@@ -3,7 +3,8 @@
 // BERT and T5 datasets with Megatron's indices and blending, the pretraining sampler and a
 // prefetching loader.
 //
-// Package data imports no other megago package: batches are plain Go slices ([]int32
+// Package data imports no other megago package but the internal atomic-file writer
+// (megago/internal/atomicfile): batches are plain Go slices ([]int32
 // tokens, float32 loss masks), which callers turn into tensors. Everything that reads
 // files returns errors naming the file (and, for malformed data, the field and offset);
 // files are written under temporary names, fsynced and renamed, so nothing half-written

@@ -1,7 +1,6 @@
 package data
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -9,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
+	"megago/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"time"
@@ -72,14 +73,11 @@ func (c IndexCache) loadOrBuild(ctx context.Context, kind, description string, b
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, path, false, fmt.Errorf("data: index cache: %w", err)
 	}
-	if err := writeFileAtomic(stem+".txt", func(w *bufio.Writer) error {
-		_, err := w.WriteString(description)
-		return err
-	}); err != nil {
-		return nil, path, false, err
+	if err := atomicfile.WriteFile(stem+".txt", []byte(description)); err != nil {
+		return nil, path, false, fmt.Errorf("data: index cache: %w", err)
 	}
-	if err := writeFileAtomic(path, func(w *bufio.Writer) error { return encodeIndex(w, arrays) }); err != nil {
-		return nil, path, false, err
+	if err := atomicfile.Write(path, func(w io.Writer) error { return encodeIndex(w, arrays) }); err != nil {
+		return nil, path, false, fmt.Errorf("data: index cache: %w", err)
 	}
 	return arrays, path, false, nil
 }
@@ -105,39 +103,9 @@ func (c IndexCache) wait(ctx context.Context, path string) ([][]int64, error) {
 	}
 }
 
-// writeFileAtomic writes path through a temporary file in the same directory that it
-// renames into place, so readers see the whole file or none.
-func writeFileAtomic(path string, write func(*bufio.Writer) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("data: writing %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("data: writing %s: %w", path, err)
-		}
-	}()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err = write(w); err != nil {
-		return err
-	}
-	if err = w.Flush(); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
-
 // encodeIndex writes the cache format: magic, u64 K, u64 lengths[K], the arrays as
 // little-endian int64, then the CRC-32 (IEEE) of all preceding bytes as u32.
-func encodeIndex(w *bufio.Writer, arrays [][]int64) error {
+func encodeIndex(w io.Writer, arrays [][]int64) error {
 	crc := crc32.NewIEEE()
 	var buf [8]byte
 	put := func(v uint64) error {
@@ -147,7 +115,7 @@ func encodeIndex(w *bufio.Writer, arrays [][]int64) error {
 		return err
 	}
 	crc.Write([]byte(cacheMagic))
-	if _, err := w.WriteString(cacheMagic); err != nil {
+	if _, err := io.WriteString(w, cacheMagic); err != nil {
 		return err
 	}
 	if err := put(uint64(len(arrays))); err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"megago/data"
+	"megago/internal/atomicfile"
 )
 
 // The default corpus: a fixed quarter of the non-test, hand-written .go files of the
@@ -175,7 +176,7 @@ func buildSentences(ctx context.Context, prefix, root string, files []string, s 
 			tokens += len(ids)
 		}
 	}
-	if err := writeFileAtomic(prefix+documentsSuffix, docFiles.String()); err != nil {
+	if err := atomicfile.WriteFile(prefix+documentsSuffix, []byte(docFiles.String())); err != nil {
 		return err
 	}
 	if err := b.Finalize(); err != nil {
@@ -184,23 +185,6 @@ func buildSentences(ctx context.Context, prefix, root string, files []string, s 
 	fmt.Fprintf(log, "tokenized %d files into %d documents (%d sentences) of %d tokens in %.1fs\n",
 		len(files), b.NumDocuments(), b.NumSequences(), tokens, time.Since(start).Seconds())
 	return nil
-}
-
-// writeFileAtomic writes text to path under a temporary name renamed into place.
-func writeFileAtomic(path, text string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".documents-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(text); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // Declarations splits gofmt'd Go source into its top-level paragraphs: the package

@@ -21,6 +21,8 @@ type Device struct {
 	noGrad int    // > 0 while inside NoGrad
 	allocs uint64 // storages handed out so far; each storage's gen
 	poison bool   // poison released storage (in test binaries; see Poisoner)
+
+	fused fusedCounters // forward calls of each fused op (FusedCount)
 }
 
 type poolKey struct {

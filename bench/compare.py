@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 r"""Run megago and its peers back to back on this machine and print the ratios.
 
-  /usr/bin/python3 bench/compare.py                 # W2, W1 and SGEMM 2048^3, 3 rounds each
+  /usr/bin/python3 bench/compare.py                 # W2, W1, W3 and SGEMM 2048^3, 3 rounds each
   /usr/bin/python3 bench/compare.py --only W2 --rounds 5 --json results.json
 
 Needs Go (to build megago) and Debian's python3-torch and python3-numpy
@@ -9,7 +9,7 @@ Needs Go (to build megago) and Debian's python3-torch and python3-numpy
 
 What it runs, in alternating rounds so that both sides see the same machine
 (BENCHMARKS.md):
-  W1, W2   megago bench gpt  vs  bench/torch_gpt.py (PyTorch eager,
+  W1-W3    megago bench gpt  vs  bench/torch_gpt.py (PyTorch eager,
            OMP_WAIT_POLICY=PASSIVE), 2 threads each, the same flags; each
            process's peak RSS is read from wait4's rusage. Debian's PyTorch
            does its matrix products with the system BLAS (OpenBLAS), so it
@@ -20,6 +20,10 @@ What it runs, in alternating rounds so that both sides see the same machine
   SHAPES   every shape of BenchmarkSgemm (the workloads' GEMMs, names
            [B x]M x K x N with NN/NT/TN transposes) vs numpy matmul of the same
            shapes and transposes (views .T, stacks for batches), same settings.
+W3 (seq 2048) also runs megago bench gpt --unfused (attention through the
+whole [B, NH, T, T] score matrix, unfused norms and activations): its rows
+"fused / unfused" compare megago with itself. When SGEMM runs too, each
+workload's model GFLOP/s is divided by megago's SGEMM GFLOP/s of the run.
 The table shows medians over the rounds and megago/peer ratios: for times
 (ms, MB) below 1 is better, for GFLOP/s above 1 is better.
 
@@ -42,8 +46,14 @@ WORKLOADS = {
            "--batch", "8", "--steps", "20"],
     "W1": ["--layers", "12", "--dim", "768", "--heads", "12", "--vocab", "50257", "--block", "1024",
            "--seq", "64", "--batch", "4", "--steps", "10"],
+    "W3": ["--layers", "4", "--dim", "256", "--heads", "4", "--vocab", "8192", "--seq", "2048",
+           "--batch", "2", "--steps", "5"],
 }
-STEP_FIELDS = ["ms_step_median", "ms_fwd_median", "ms_bwd_median", "ms_update_median", "peak_rss_mb"]
+# UNFUSED lists the workloads also run with megago's unfused reference ops (megago bench gpt
+# --unfused: attention through the [B, NH, T, T] score matrix, norms, activations and dropout
+# as separate ops), so the fused step is compared with the unfused one in the same run.
+UNFUSED = {"W3"}
+STEP_FIELDS = ["ms_step_median", "ms_fwd_median", "ms_bwd_median", "ms_update_median", "peak_rss_mb", "gflops"]
 
 
 def run(cmd, env=None):
@@ -63,8 +73,14 @@ def last_json(out):
 
 def step_round(megago, name, threads):
     args = WORKLOADS[name] + ["--threads", str(threads)]
-    out, _ = run([megago, "bench", "gpt"] + args)
+    out, rss = run([megago, "bench", "gpt"] + args)
     ours = last_json(out)
+    ours.setdefault("peak_rss_mb", round(rss, 1))
+    if name in UNFUSED:
+        out, rss = run([megago, "bench", "gpt", "--unfused"] + args)
+        unfused = last_json(out)
+        ours["unfused_ms_step_median"] = unfused["ms_step_median"]
+        ours["unfused_peak_rss_mb"] = unfused.get("peak_rss_mb", round(rss, 1))
     env = dict(openblas_env(), OMP_WAIT_POLICY="PASSIVE")
     out, rss = run(["/usr/bin/python3", os.path.join(HERE, "torch_gpt.py")] + args, env)
     peer = last_json(out)
@@ -141,13 +157,13 @@ def shapes_round(threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["W1", "W2", "SGEMM", "SHAPES"],
+    ap.add_argument("--only", action="append", choices=["W1", "W2", "W3", "SGEMM", "SHAPES"],
                     help="run only these (repeatable); default all")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of each (medians reported)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default="", help="also write every run's results to this file")
     a = ap.parse_args()
-    todo = a.only or ["W2", "W1", "SGEMM", "SHAPES"]
+    todo = a.only or ["W2", "W1", "W3", "SGEMM", "SHAPES"]
 
     tmp = tempfile.mkdtemp(prefix="megago-bench-")
     megago = os.path.join(tmp, "megago")
@@ -171,12 +187,26 @@ def main():
         for f in fields:
             ours = statistics.median(x["megago"][f] for x in runs)
             peer = statistics.median(x["peer"][f] for x in runs)
-            rows.append((name, f, ours, peer, ours / peer if peer else float("nan")))
+            rows.append((name, f, ours, peer, ours / peer if peer else float("nan"), None))
+        if name in UNFUSED:
+            for f in ("ms_step_median", "peak_rss_mb"):
+                fused = statistics.median(x["megago"][f] for x in runs)
+                unfused = statistics.median(x["megago"]["unfused_" + f] for x in runs)
+                rows.append((name, f + " (fused / unfused)", fused, unfused, fused / unfused, "megago --unfused"))
+
+    # Model FLOP/s of each step as a fraction of the same run's SGEMM GFLOP/s (megago's).
+    if "SGEMM" in results:
+        sgemm = statistics.median(x["megago"]["gflops"] for x in results["SGEMM"])
+        for name in todo:
+            if name in WORKLOADS:
+                gf = statistics.median(x["megago"]["gflops"] for x in results[name])
+                rows.append((name, "model GFLOP/s / SGEMM GFLOP/s", gf, sgemm, gf / sgemm, "megago SGEMM 2048^3"))
 
     peer_names = {"SGEMM": "OpenBLAS (numpy)", "SHAPES": "OpenBLAS (numpy)"}
     print(f"{'workload':8} {'measure':30} {'megago':>10} {'peer':>10} {'ratio':>7}  peer")
-    for name, f, ours, peer, ratio in rows:
-        print(f"{name:8} {f:30} {ours:10.1f} {peer:10.1f} {ratio:7.2f}  {peer_names.get(name, 'PyTorch eager')}")
+    for name, f, ours, peer, ratio, peer_name in rows:
+        peer_name = peer_name or peer_names.get(name, "PyTorch eager")
+        print(f"{name:8} {f:30} {ours:10.1f} {peer:10.1f} {ratio:7.2f}  {peer_name}")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(results, fh, indent=1)

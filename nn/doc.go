@@ -11,8 +11,10 @@
 //
 // # Reading order
 //
-//   - param.go: Param (a shard of a parameter with its global shape, partition dim,
-//     replication and weight-decay metadata), Module, Init, Builder and Pass.
+//   - param_alias.go: Param, an alias of param.Param (package nn/param: a shard of a
+//     parameter with its global shape, partition dim, replication and weight-decay
+//     metadata), so that optim needs only that package; param.go: Module, Init, newParam
+//     (how nn creates a Param), Builder and Pass.
 //   - config.go: TransformerConfig with its documented defaults (Defaults), Validate,
 //     OutputInitStd and PaddedVocab.
 //   - linear.go: ColumnParallelLinear and RowParallelLinear; linear_replicated.go: Linear,

@@ -50,6 +50,12 @@
 //     a self-attention KV cache.
 //   - hf.go and *_hf.go: HFConverter (each model's Hugging Face names and layouts) and
 //     LoadGlobal.
+//   - pipeline_chunks.go: a model on a parallel.Mesh: ChunkLayers and Stages (Megatron's
+//     split of L layers over p stages × V chunks), NewGPTChunks, NewBERTChunks and
+//     NewT5OnMesh (PP > 1 is an error). parts.go: Parts, what a trainer and a checkpoint
+//     need of this rank's model (each chunk's parameters, the tied copies), GPTParts,
+//     BERTParts and T5Parts. Package train calls these; package checkpoint builds a
+//     model from its manifest with them.
 //
 // # Shapes
 //

@@ -20,29 +20,38 @@ func (p Parts) Params() []*Param {
 
 // GPTParts returns the Parts of this rank's GPT chunks (NewGPTChunks).
 func GPTParts(ms []*GPT) Parts {
-	var p Parts
-	for _, m := range ms {
-		p.Chunks = append(p.Chunks, m.Params())
+	return chunkParts(ms, func(m *GPT) *Param {
 		switch {
 		case m.Word != nil && m.Output == nil && !m.Config.Untied: // first stage; the head is elsewhere
-			p.Tied = append(p.Tied, m.Word.Weight)
+			return m.Word.Weight
 		case m.Output != nil && m.Output.Weight.Shared:
-			p.Tied = append(p.Tied, m.Output.Weight)
+			return m.Output.Weight
 		}
-	}
-	return p
+		return nil
+	})
 }
 
 // BERTParts returns the Parts of this rank's BERT chunks (NewBERTChunks).
 func BERTParts(ms []*BERT) Parts {
+	return chunkParts(ms, func(m *BERT) *Param {
+		switch {
+		case m.Word != nil && m.LMOutput == nil:
+			return m.Word.Weight
+		case m.LMOutput != nil && m.LMOutput.Weight.Shared:
+			return m.LMOutput.Weight
+		}
+		return nil
+	})
+}
+
+// chunkParts returns the Parts of chunks ms, with tied(m) (nil: none) the copy of a tied
+// weight chunk m holds.
+func chunkParts[M Module](ms []M, tied func(M) *Param) Parts {
 	var p Parts
 	for _, m := range ms {
 		p.Chunks = append(p.Chunks, m.Params())
-		switch {
-		case m.Word != nil && m.LMOutput == nil:
-			p.Tied = append(p.Tied, m.Word.Weight)
-		case m.LMOutput != nil && m.LMOutput.Weight.Shared:
-			p.Tied = append(p.Tied, m.LMOutput.Weight)
+		if t := tied(m); t != nil {
+			p.Tied = append(p.Tied, t)
 		}
 	}
 	return p

@@ -54,36 +54,30 @@ func checkMesh(b *Builder, m *parallel.Mesh) error {
 // embedding group: see Parts). It returns an error if b's TP group is not m's or the
 // layers do not split over the stages and chunks.
 func NewGPTChunks(b *Builder, cfg GPTConfig, m *parallel.Mesh, chunks int) ([]*GPT, error) {
-	if err := checkMesh(b, m); err != nil {
-		return nil, err
-	}
-	stages, err := Stages(cfg.NumLayers, m.Sizes().PP, m.Coord().PP, chunks)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*GPT, chunks)
-	for v, st := range stages {
-		if out[v], err = NewGPT(b, cfg, st); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return newChunks(b, cfg, cfg.NumLayers, m, chunks, NewGPT)
 }
 
 // NewBERTChunks builds this rank's part of a BERT on the mesh, as NewGPTChunks does for
 // a GPT: the embeddings on the first stage, the pooler and the heads (with the MLM
 // output tied to a Shared copy of the word embedding) on the last.
 func NewBERTChunks(b *Builder, cfg BERTConfig, m *parallel.Mesh, chunks int) ([]*BERT, error) {
+	return newChunks(b, cfg, cfg.NumLayers, m, chunks, NewBERT)
+}
+
+// newChunks builds with newModel the model of cfg (numLayers layers) for each of this
+// rank's chunks model chunks on m.
+func newChunks[C, M any](b *Builder, cfg C, numLayers int, m *parallel.Mesh, chunks int,
+	newModel func(*Builder, C, Stage) (M, error)) ([]M, error) {
 	if err := checkMesh(b, m); err != nil {
 		return nil, err
 	}
-	stages, err := Stages(cfg.NumLayers, m.Sizes().PP, m.Coord().PP, chunks)
+	stages, err := Stages(numLayers, m.Sizes().PP, m.Coord().PP, chunks)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*BERT, chunks)
+	out := make([]M, chunks)
 	for v, st := range stages {
-		if out[v], err = NewBERT(b, cfg, st); err != nil {
+		if out[v], err = newModel(b, cfg, st); err != nil {
 			return nil, err
 		}
 	}

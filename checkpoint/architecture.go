@@ -107,7 +107,8 @@ func chunkParts[C, M any](newChunks func(*nn.Builder, C, *parallel.Mesh, int) ([
 
 // wholeModel returns the whole function of an architecture whose model newModel builds:
 // the whole model, the zero nn.Stage.
-func wholeModel[C any, M nn.HFConverter](newModel func(*nn.Builder, C, nn.Stage) (M, error)) func(*nn.Builder, C) (nn.HFConverter, error) {
+func wholeModel[C any, M nn.HFConverter](newModel func(*nn.Builder, C, nn.Stage) (M, error),
+) func(*nn.Builder, C) (nn.HFConverter, error) {
 	return func(b *nn.Builder, c C) (nn.HFConverter, error) {
 		return newModel(b, c, nn.Stage{})
 	}

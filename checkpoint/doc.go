@@ -5,6 +5,11 @@
 // (model.safetensors + config.json) and imports Megatron-LM legacy checkpoints; the
 // megago convert command is a thin layer over it.
 //
+// It imports nn (models, parameters, Hugging Face converters), optim (its state),
+// parallel, tensor, internal/atomicfile and the root package (megago's version), never
+// train: what it builds of a model on a mesh (the layer split over pipeline stages,
+// nn.Parts) is nn's, which train uses too.
+//
 // # Reading order
 //
 //   - save.go: State (what a rank saves), Save and StartSave, and which rank writes what.
@@ -13,6 +18,10 @@
 //   - reshard.go: pieces of global tensors and their runs, the core of resharding.
 //   - manifest.go: Manifest, Layout, FileInfo, the tracker file; shard.go: shard files.
 //   - model.go: Model (architecture and configuration), Compatible, Build, Converter.
+//   - architecture.go: the factory, a table keyed by architecture name (ArchGPT,
+//     ArchBERT, ArchT5) of what checkpoint needs of each: its vocabulary-padded
+//     parameters, its parts on a mesh (nn.NewGPTChunks, NewBERTChunks, NewT5OnMesh), its
+//     whole model as an nn.HFConverter and its config.json. A new architecture is a row.
 //   - safetensors.go: the safetensors reader (strict) and writer.
 //   - convert.go: ReadGlobal, WriteGlobal and Reshard (offline resharding).
 //   - hf.go: ImportHF, ExportHF, ModelFromHFConfig, ReadSafetensors, WriteSafetensors.

@@ -174,15 +174,24 @@ func fitVocab(m Model, conv nn.HFConverter, global map[string]*tensor.Tensor, ou
 // hfConfig returns the config.json fields of m, checking that Hugging Face has its
 // architecture.
 func hfConfig(m Model) (map[string]any, error) {
+	a, err := m.arch()
+	if err != nil {
+		return nil, err
+	}
 	conv, err := m.Converter()
 	if err != nil {
 		return nil, err
 	}
 	cfg := conv.HFConfig()
-	if m.Arch != ArchGPT {
-		return cfg, nil
+	if err := a.hfConfig(m, cfg); err != nil {
+		return nil, err
 	}
-	c, _ := m.GPTConfig()
+	return cfg, nil
+}
+
+// gptHFConfig completes the config.json fields cfg of a GPT of configuration c as a
+// GPT-2 or a Llama, or refuses a GPT that is neither.
+func gptHFConfig(c nn.GPTConfig, cfg map[string]any) error {
 	gpt2 := c.Position == nn.LearnedPositions && c.Norm == nn.LayerNormKind && c.Bias && !c.PostLN &&
 		c.KVHeads == c.Heads && c.HeadSize*c.Heads == c.Hidden && (c.Activation == nn.GeLU || c.Activation == nn.GeLUErf)
 	llama := c.Position == nn.RoPE && c.Norm == nn.RMSNormKind && !c.Bias && !c.PostLN && c.Activation == nn.SwiGLU
@@ -195,9 +204,9 @@ func hfConfig(m Model) (map[string]any, error) {
 		cfg["head_dim"] = c.HeadSize
 		cfg["attention_bias"], cfg["mlp_bias"] = false, false
 	default:
-		return nil, fmt.Errorf("checkpoint: this GPT has no Hugging Face equivalent (GPT-2 needs learned positions, LayerNorm, biases and GeLU; Llama RoPE, RMSNorm, SwiGLU and no biases)")
+		return fmt.Errorf("checkpoint: this GPT has no Hugging Face equivalent (GPT-2 needs learned positions, LayerNorm, biases and GeLU; Llama RoPE, RMSNorm, SwiGLU and no biases)")
 	}
-	return cfg, nil
+	return nil
 }
 
 // hfFields reads config.json values.

@@ -11,7 +11,6 @@ import (
 	"megago/nn"
 	"megago/parallel"
 	"megago/tensor"
-	"megago/train"
 )
 
 // Architectures a Model can name.
@@ -77,42 +76,39 @@ func (m Model) decode(arch string, cfg any) error {
 	return nil
 }
 
-// GPTConfig returns the configuration of a GPT Model.
-func (m Model) GPTConfig() (nn.GPTConfig, error) {
-	var c nn.GPTConfig
-	err := m.decode(ArchGPT, &c)
+// configAs returns the configuration of a Model of architecture arch as a C.
+func configAs[C any](m Model, arch string) (C, error) {
+	var c C
+	err := m.decode(arch, &c)
 	return c, err
 }
+
+// GPTConfig returns the configuration of a GPT Model.
+func (m Model) GPTConfig() (nn.GPTConfig, error) { return configAs[nn.GPTConfig](m, ArchGPT) }
 
 // BERTConfig returns the configuration of a BERT Model.
-func (m Model) BERTConfig() (nn.BERTConfig, error) {
-	var c nn.BERTConfig
-	err := m.decode(ArchBERT, &c)
-	return c, err
-}
+func (m Model) BERTConfig() (nn.BERTConfig, error) { return configAs[nn.BERTConfig](m, ArchBERT) }
 
 // T5Config returns the configuration of a T5 Model.
-func (m Model) T5Config() (nn.T5Config, error) {
-	var c nn.T5Config
-	err := m.decode(ArchT5, &c)
-	return c, err
+func (m Model) T5Config() (nn.T5Config, error) { return configAs[nn.T5Config](m, ArchT5) }
+
+// arch returns what checkpoint knows of m's architecture (see architectures).
+func (m Model) arch() (architecture, error) {
+	a, ok := architectures[m.Arch]
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: unknown architecture %q", m.Arch)
+	}
+	return a, nil
 }
 
 // vocab returns the model's vocabulary, its padding multiple and the names of the
 // parameters whose dim 0 is the padded vocabulary.
 func (m Model) vocab() (v, multiple int, names []string, err error) {
-	switch m.Arch {
-	case ArchGPT:
-		c, err := m.GPTConfig()
-		return c.Vocab, c.VocabMultiple, []string{"embedding.word.weight", "output.weight"}, err
-	case ArchBERT:
-		c, err := m.BERTConfig()
-		return c.Vocab, c.VocabMultiple, []string{"embedding.word.weight", "lm_head.bias"}, err
-	case ArchT5:
-		c, err := m.T5Config()
-		return c.Vocab, c.VocabMultiple, []string{"embedding.word.weight"}, err
+	a, err := m.arch()
+	if err != nil {
+		return 0, 0, nil, err
 	}
-	return 0, 0, nil, fmt.Errorf("checkpoint: unknown architecture %q", m.Arch)
+	return a.vocab(m)
 }
 
 // layoutFields are configuration fields that may differ between a checkpoint and the
@@ -165,67 +161,23 @@ func mergeKeys(a, b map[string]any) map[string]any {
 }
 
 // Build builds this rank's part of the model on mesh (one model chunk per rank; T5
-// needs PP = 1), as train.NewGPTChunks, NewBERTChunks and NewT5 do, and returns its
+// needs PP = 1), as nn.NewGPTChunks, NewBERTChunks and NewT5OnMesh do, and returns its
 // parts.
-func (m Model) Build(b *nn.Builder, mesh *parallel.Mesh) (train.Parts, error) {
-	switch m.Arch {
-	case ArchGPT:
-		c, err := m.GPTConfig()
-		if err != nil {
-			return train.Parts{}, err
-		}
-		chunks, err := train.NewGPTChunks(b, c, mesh, 1)
-		if err != nil {
-			return train.Parts{}, err
-		}
-		return train.GPTParts(chunks), nil
-	case ArchBERT:
-		c, err := m.BERTConfig()
-		if err != nil {
-			return train.Parts{}, err
-		}
-		chunks, err := train.NewBERTChunks(b, c, mesh, 1)
-		if err != nil {
-			return train.Parts{}, err
-		}
-		return train.BERTParts(chunks), nil
-	case ArchT5:
-		c, err := m.T5Config()
-		if err != nil {
-			return train.Parts{}, err
-		}
-		t5, err := train.NewT5(b, c, mesh)
-		if err != nil {
-			return train.Parts{}, err
-		}
-		return train.Parts{Chunks: [][]*nn.Param{t5.Params()}}, nil
+func (m Model) Build(b *nn.Builder, mesh *parallel.Mesh) (nn.Parts, error) {
+	a, err := m.arch()
+	if err != nil {
+		return nn.Parts{}, err
 	}
-	return train.Parts{}, fmt.Errorf("checkpoint: unknown architecture %q", m.Arch)
+	return a.build(m, b, mesh)
 }
 
 // Converter returns the model's Hugging Face converter: the whole model built at TP = 1
 // on the CPU (its parameters are not used).
 func (m Model) Converter() (nn.HFConverter, error) {
-	b := &nn.Builder{Dev: tensor.NewCPU(), DType: tensor.F32, RNG: tensor.NewRNG(0), TP: parallel.Self()}
-	switch m.Arch {
-	case ArchGPT:
-		c, err := m.GPTConfig()
-		if err != nil {
-			return nil, err
-		}
-		return nn.NewGPT(b, c, nn.Stage{})
-	case ArchBERT:
-		c, err := m.BERTConfig()
-		if err != nil {
-			return nil, err
-		}
-		return nn.NewBERT(b, c, nn.Stage{})
-	case ArchT5:
-		c, err := m.T5Config()
-		if err != nil {
-			return nil, err
-		}
-		return nn.NewT5(b, c, nn.Stage{})
+	a, err := m.arch()
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("checkpoint: unknown architecture %q", m.Arch)
+	b := &nn.Builder{Dev: tensor.NewCPU(), DType: tensor.F32, RNG: tensor.NewRNG(0), TP: parallel.Self()}
+	return a.converter(m, b)
 }

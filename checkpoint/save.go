@@ -21,7 +21,7 @@ type State struct {
 	// Model names the architecture (GPTModel, BERTModel, T5Model); Load refuses a
 	// checkpoint of another one.
 	Model Model
-	// Params are this rank's parameters (train.Parts.Params()): TP shards of the layers
+	// Params are this rank's parameters (nn.Parts.Params()): TP shards of the layers
 	// of its pipeline stage. A Shared copy of a tied embedding is not saved; Load fills
 	// it from the embedding.
 	Params []*nn.Param

@@ -11,8 +11,10 @@
 //
 // # Reading order
 //
-//   - param.go: Param (a shard of a parameter with its global shape, partition dim,
-//     replication and weight-decay metadata), Module, Init, Builder and Pass.
+//   - param_alias.go: Param, an alias of param.Param (package nn/param: a shard of a
+//     parameter with its global shape, partition dim, replication and weight-decay
+//     metadata), so that optim needs only that package; param.go: Module, Init, newParam
+//     (how nn creates a Param), Builder and Pass.
 //   - config.go: TransformerConfig with its documented defaults (Defaults), Validate,
 //     OutputInitStd and PaddedVocab.
 //   - linear.go: ColumnParallelLinear and RowParallelLinear; linear_replicated.go: Linear,
@@ -48,6 +50,12 @@
 //     a self-attention KV cache.
 //   - hf.go and *_hf.go: HFConverter (each model's Hugging Face names and layouts) and
 //     LoadGlobal.
+//   - pipeline_chunks.go: a model on a parallel.Mesh: ChunkLayers and Stages (Megatron's
+//     split of L layers over p stages × V chunks), NewGPTChunks, NewBERTChunks and
+//     NewT5OnMesh (PP > 1 is an error). parts.go: Parts, what a trainer and a checkpoint
+//     need of this rank's model (each chunk's parameters, the tied copies), GPTParts,
+//     BERTParts and T5Parts. Package train calls these; package checkpoint builds a
+//     model from its manifest with them.
 //
 // # Shapes
 //

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"megago/nn"
+	"megago/nn/param"
 	"megago/tensor"
 )
 
@@ -62,12 +62,12 @@ type Buffer struct {
 	// main_grad).
 	MainGrads *tensor.Tensor
 
-	index map[*nn.Param]int // entry of each parameter
+	index map[*param.Param]int // entry of each parameter
 }
 
 // Entry is one parameter's place in a Buffer: elements [Off, Off+Param.Numel()).
 type Entry struct {
-	Param  *nn.Param
+	Param  *param.Param
 	Off    int
 	Bucket int
 }
@@ -76,27 +76,27 @@ type Entry struct {
 // parameters in layout order. End − Start is a multiple of lcm(DP, 128).
 type Bucket struct {
 	Start, End int
-	Params     []*nn.Param
+	Params     []*param.Param
 }
 
 // NewBuffers lays params out in one Buffer per dtype (in order of the dtypes' first
 // appearance) and makes each parameter's tensor and gradient views of it, copying the
 // current values (and gradients, if any) in. Layers keep working unchanged: they reach
-// their parameters through the *nn.Param. Within a buffer the parameters come in reverse
+// their parameters through the *param.Param. Within a buffer the parameters come in reverse
 // order, as in Megatron's DDP, and a parameter marked Shared (the second copy of a tied
 // embedding) gets a bucket of its own, as Megatron gives one to the shared embedding.
 //
 // Call it outside any scope of the parameters' device: the buffers live as long as the
 // parameters. It panics if params is empty, holds a parameter twice, or spans devices.
-func NewBuffers(params []*nn.Param, cfg BufferConfig) []*Buffer {
+func NewBuffers(params []*param.Param, cfg BufferConfig) []*Buffer {
 	if len(params) == 0 {
 		panic("optim: NewBuffers: no parameters")
 	}
 	dp := max(cfg.DP, 1)
 	dev := params[0].Device()
 	var dtypes []tensor.DType
-	byType := map[tensor.DType][]*nn.Param{}
-	seen := map[*nn.Param]bool{}
+	byType := map[tensor.DType][]*param.Param{}
+	seen := map[*param.Param]bool{}
 	for _, p := range params {
 		if seen[p] {
 			panic(fmt.Sprintf("optim: NewBuffers: parameter %s appears twice", p.Name))
@@ -122,9 +122,9 @@ func NewBuffers(params []*nn.Param, cfg BufferConfig) []*Buffer {
 // layout assigns offsets and buckets to ps (already in layout order), following
 // Megatron's _ParamAndGradBuffer: pad each start, close a bucket when it reaches
 // bucketSize elements or at a Shared parameter, pad each bucket end.
-func layout(ps []*nn.Param, dp, bucketSize int) (entries []Entry, buckets []Bucket) {
+func layout(ps []*param.Param, dp, bucketSize int) (entries []Entry, buckets []Bucket) {
 	start, bucketStart := 0, 0
-	var members []*nn.Param
+	var members []*param.Param
 	closeBucket := func(end int) int {
 		end = padBucketEnd(end, dp)
 		buckets = append(buckets, Bucket{Start: bucketStart, End: end, Params: members})
@@ -152,11 +152,11 @@ func layout(ps []*nn.Param, dp, bucketSize int) (entries []Entry, buckets []Buck
 	return entries, buckets
 }
 
-func newBuffer(dev *tensor.Device, dt tensor.DType, ps []*nn.Param, dp, bucketSize int) *Buffer {
+func newBuffer(dev *tensor.Device, dt tensor.DType, ps []*param.Param, dp, bucketSize int) *Buffer {
 	entries, buckets := layout(ps, dp, bucketSize)
 	n := buckets[len(buckets)-1].End
 	b := &Buffer{DType: dt, Params: tensor.Zeros(dev, dt, n), Grads: tensor.Zeros(dev, dt, n),
-		Buckets: buckets, Entries: entries, index: map[*nn.Param]int{}}
+		Buckets: buckets, Entries: entries, index: map[*param.Param]int{}}
 	b.MainGrads = b.Grads
 	if md := masterDType(dt); md != dt {
 		b.MainGrads = tensor.Zeros(dev, md, n)
@@ -187,13 +187,13 @@ func masterDType(dt tensor.DType) tensor.DType {
 }
 
 // view returns p's part of the flat tensor t (Params, Grads or MainGrads), shaped like p.
-func (b *Buffer) view(t *tensor.Tensor, p *nn.Param) *tensor.Tensor {
+func (b *Buffer) view(t *tensor.Tensor, p *param.Param) *tensor.Tensor {
 	e := b.Entries[b.index[p]]
 	return t.Narrow(0, e.Off, p.Numel()).Reshape(p.Shape()...)
 }
 
 // Offset returns the offset of p's first element in the buffer and whether p is in it.
-func (b *Buffer) Offset(p *nn.Param) (int, bool) {
+func (b *Buffer) Offset(p *param.Param) (int, bool) {
 	i, ok := b.index[p]
 	if !ok {
 		return 0, false
@@ -203,7 +203,7 @@ func (b *Buffer) Offset(p *nn.Param) (int, bool) {
 
 // MainGrad returns p's main gradient (a view of MainGrads, shaped like p). It panics if p
 // is not in the buffer.
-func (b *Buffer) MainGrad(p *nn.Param) *tensor.Tensor {
+func (b *Buffer) MainGrad(p *param.Param) *tensor.Tensor {
 	if _, ok := b.index[p]; !ok {
 		panic(fmt.Sprintf("optim: MainGrad: parameter %s is not in the %v buffer", p.Name, b.DType))
 	}

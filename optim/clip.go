@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"megago/nn"
+	"megago/nn/param"
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -14,7 +14,7 @@ import (
 // without one are skipped), summed over g.MP with every element counted once: a
 // TP-replicated parameter on TP rank 0 only, the Shared copy of a tied embedding never.
 // The sum of squares is taken in float64. Every rank of g.MP must call it.
-func GradNorm(ctx context.Context, params []*nn.Param, g Groups) (float64, error) {
+func GradNorm(ctx context.Context, params []*param.Param, g Groups) (float64, error) {
 	g = g.withDefaults()
 	sum := 0.0
 	var dev *tensor.Device
@@ -48,7 +48,7 @@ func GradNorm(ctx context.Context, params []*nn.Param, g Groups) (float64, error
 // torch.nn.utils.clip_grad_norm_ do. It returns the norm before clipping; a non-finite
 // norm leaves the gradients unchanged. The Optimizer clips inside Step (Config.ClipGrad)
 // without this separate pass.
-func ClipGradNorm(ctx context.Context, params []*nn.Param, maxNorm float64, g Groups) (float64, error) {
+func ClipGradNorm(ctx context.Context, params []*param.Param, maxNorm float64, g Groups) (float64, error) {
 	norm, err := GradNorm(ctx, params, g)
 	if err != nil {
 		return 0, err

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"megago/nn"
+	"megago/nn/param"
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -121,7 +121,7 @@ type Multipliers struct{ LR, WD float64 }
 // DefaultMultipliers gives every parameter the base learning rate and exempts those
 // marked NoWeightDecay (biases and other 1-D parameters: norm weights) from weight decay,
 // as Megatron does.
-func DefaultMultipliers(p *nn.Param) Multipliers {
+func DefaultMultipliers(p *param.Param) Multipliers {
 	if p.NoWeightDecay {
 		return Multipliers{LR: 1, WD: 0}
 	}
@@ -169,7 +169,7 @@ type Config struct {
 	Schedule *Schedule
 	// Multipliers gives each parameter's lr and wd multipliers; nil means
 	// DefaultMultipliers.
-	Multipliers func(*nn.Param) Multipliers
+	Multipliers func(*param.Param) Multipliers
 	// ClipGrad clips gradients to this global L2 norm; 0 means no clipping.
 	ClipGrad float64
 	// Scaler scales the loss for fp16 training; nil means none (fp32 and bf16).

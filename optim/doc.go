@@ -1,10 +1,14 @@
-// Package optim trains []*nn.Param: flat parameter and gradient buffers in Megatron's
-// layout, the AdamW, Adam and SGD update rules as fused backend kernels, Megatron's
-// learning-rate and weight-decay schedules, gradient clipping by the global norm across
-// model-parallel ranks, mixed precision (bf16 or fp16 parameters with fp32 master
-// weights and fp32 gradient accumulation) with fp16 loss scaling, and the distributed
-// optimizer (ZeRO-1: master weights and optimizer state sharded over data-parallel
-// ranks). It works on parameters, never on a model.
+// Package optim trains []*param.Param (nn.Param): flat parameter and gradient buffers
+// in Megatron's layout, the AdamW, Adam and SGD update rules as fused backend kernels,
+// Megatron's learning-rate and weight-decay schedules, gradient clipping by the global
+// norm across model-parallel ranks, mixed precision (bf16 or fp16 parameters with fp32
+// master weights and fp32 gradient accumulation) with fp16 loss scaling, and the
+// distributed optimizer (ZeRO-1: master weights and optimizer state sharded over
+// data-parallel ranks). It works on parameters, never on a model.
+//
+// It imports tensor, parallel (the DP and model-parallel groups it reduces over) and
+// nn/param (the Param type and its metadata) — not nn: nn.Param is an alias of
+// param.Param, so the parameters of nn's layers and models are passed as they are.
 //
 // # Reading order
 //
@@ -32,7 +36,7 @@
 // New (through NewBuffers) puts the parameters of each dtype into one contiguous buffer
 // and makes every p.Tensor a view of it (values copied in) and p.Grad() a view of its
 // gradient buffer, so backward accumulates into the buffer and layers, which reach their
-// weights through the *nn.Param, run unchanged. The layout is Megatron's DDP layout: the
+// weights through the *param.Param, run unchanged. The layout is Megatron's DDP layout: the
 // parameters in reverse order (roughly the order backward produces their gradients),
 // each starting at a multiple of 64 elements, grouped into buckets of at least
 // Config.BucketSize elements (one bucket by default) whose ends are multiples of

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"megago/nn"
+	"megago/nn/param"
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -46,7 +46,7 @@ type Optimizer struct {
 // parameters, and they must hold the same values (megago's layout-independent
 // initialization guarantees this). Call it outside any scope of the parameters' device.
 // It returns the configuration's validation error.
-func New(params []*nn.Param, cfg Config) (*Optimizer, error) {
+func New(params []*param.Param, cfg Config) (*Optimizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,7 @@
 package optim
 
 import (
-	"megago/nn"
+	"megago/nn/param"
 	"megago/tensor"
 )
 
@@ -24,7 +24,7 @@ type shard struct {
 
 // segment is the part of one parameter inside a shard.
 type segment struct {
-	param  *nn.Param
+	param  *param.Param
 	lo, hi int // shard-relative
 	flat   int // index of the segment's first element in the parameter's flattening
 	mult   Multipliers
@@ -35,7 +35,7 @@ type segment struct {
 // rank is tpRank: every element once over the model-parallel group, so a TP-replicated
 // parameter counts on TP rank 0 only and the shared copy of a tied embedding never
 // (Megatron's param_is_not_tensor_parallel_duplicate and param_is_not_shared).
-func countsTowardNorm(p *nn.Param, tpRank int) bool {
+func countsTowardNorm(p *param.Param, tpRank int) bool {
 	return !p.Shared && (!p.TPReplicated || tpRank == 0)
 }
 
@@ -43,7 +43,7 @@ func countsTowardNorm(p *nn.Param, tpRank int) bool {
 // per-buffer storage of master weights (master, nil when the params are the master) and
 // state.
 func newShard(b *Buffer, k, lo, hi, at int, master *tensor.Tensor, state []*tensor.Tensor,
-	mult func(*nn.Param) Multipliers, tpRank int) *shard {
+	mult func(*param.Param) Multipliers, tpRank int) *shard {
 	n := hi - lo
 	sh := &shard{buf: b, bucket: k, lo: lo, hi: hi, grad: b.MainGrads.Narrow(0, lo, n)}
 	if master != nil {

@@ -20,7 +20,9 @@
 //
 //   - stage.go: ChunkLayers and Stages (Megatron's layer split: chunk v of stage r holds
 //     L/(p·V) layers from v·L/V + r·L/(p·V)), NewGPTChunks, NewBERTChunks, NewT5 (which
-//     rejects PP > 1: T5 runs with TP and DP only), Parts, GPTParts and BERTParts.
+//     rejects PP > 1: T5 runs with TP and DP only), Parts, GPTParts and BERTParts. They
+//     call (or, for Parts, alias) their namesakes in package nn
+//     (nn/pipeline_chunks.go, nn/parts.go), where package checkpoint finds them too.
 //   - trainer.go: Trainer (New, Step, Eval, FinishGradSync) and StepResult.
 //   - forward.go: GPTForward and BERTForward, the forward-step functions the schedules
 //     call, and PassFor, the per-micro-batch Pass.

@@ -63,7 +63,7 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 	switch c.DistributedBackend {
 	case "tcp", "gloo":
 	case "nccl":
-		bad("--distributed-backend nccl requires the cuda package, which is not implemented yet; use tcp")
+		bad("--distributed-backend nccl requires the cuda package, which the examples do not use yet; use tcp")
 	default:
 		bad("--distributed-backend %q: want tcp, gloo (same as tcp) or nccl", c.DistributedBackend)
 	}

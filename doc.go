@@ -4,7 +4,8 @@
 // test runs on the CPU backend, with no GPU, CUDA toolkit or Python needed.
 //
 // This package holds only the release [Version]. The library lives in the packages
-// below, in reading order: each depends only on packages above it (data depends on none).
+// below, in reading order: each depends only on packages above it (data on none of
+// them) and on small helpers in internal (internal/atomicfile).
 //
 // # tensor: where the numbers are
 //
@@ -58,25 +59,36 @@
 // trainer) and provides the GPT, BERT and T5 datasets, blending, Megatron's sampler and a
 // prefetching loader. It imports no other megago package: batches are plain Go slices.
 //
-// # cuda (planned)
+// # cuda: the GPU backend
 //
-// megago/cuda will be the GPU backend: libcuda, cuBLASLt, NVRTC and NCCL opened at run
-// time through purego (so the module always builds with CGO_ENABLED=0), a caching
-// allocator, fused kernels and an NCCL Comm. It registers itself with tensor.
+// megago/cuda is the GPU backend: libcuda, cuBLASLt, NVRTC and NCCL opened at run time
+// through purego (so the module always builds with CGO_ENABLED=0, and a machine without
+// a GPU gets cuda.ErrNoDevice), a caching allocator, cuBLASLt GEMMs, CUDA C kernels
+// compiled by NVRTC (fused ones among them, each with a CPU twin) and an NCCL Comm. It
+// registers itself with tensor as "cuda". It is built and tested without a GPU: its
+// kernels are compile-checked with NVRTC, and its GPU tests run on a kernel emulator
+// (MEGAGO_CUDA_EMU=1: the kernels compiled with g++ and run on the CPU). It has not yet
+// run on a GPU, and the examples do not use it yet.
 //
-// # examples
+// # examples: training programs
 //
 // megago/examples holds training programs, each a readable main.go plus small files:
-// examples/gpt trains a GPT on the Go standard library's sources and generates text;
-// examples/mlp trains a two-layer MLP with the autograd engine alone.
+// examples/gpt pretrains a GPT on the Go standard library's sources and generates text;
+// examples/bert pretrains a BERT (masked language modelling and sentence order) and
+// fine-tunes it for classification; examples/t5 pretrains a T5 by span corruption and
+// fills masked spans; examples/mlp trains a two-layer MLP with the autograd engine
+// alone. What gpt, bert and t5 share is in examples/internal: Megatron's flags, the
+// default corpus, the training loop, progress reports, checkpointing and the ranks.
 //
 // # cmd/megago
 //
 // megago/cmd/megago is the command-line tool: preprocess and inspect datasets, launch
-// ranks across processes like torchrun, and more, one file per subcommand.
+// ranks across processes like torchrun, convert checkpoints (resharding, Hugging Face and
+// Megatron-LM), and bench training steps beside PyTorch, one file per subcommand.
 //
 // # internal
 //
 // megago/internal holds test helpers (a fake backend with opaque buffers, golden-file
-// readers), the launcher behind megago launch, and generators of assembly.
+// readers, TCP ranks as processes), the launcher behind megago launch, atomic file
+// writes, and the generator of the GEMM assembly.
 package megago

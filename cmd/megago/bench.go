@@ -262,9 +262,9 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	}
 
 	vp := model.Vp
-	nmm := 12*c.Layers*c.Dim*c.Dim + vp*c.Dim
+	nmm := nn.MatMulWeights(cfg.TransformerConfig, vp)
 	tokens := c.Batch * c.Seq
-	flops := float64(tokens) * float64(6*nmm+12*c.Layers*c.Seq*c.Dim)
+	flops := nn.TrainingFLOPs(cfg.TransformerConfig, vp, c.Batch, c.Seq)
 	params := 0
 	for _, p := range model.Params() {
 		params += p.Tensor.Numel()

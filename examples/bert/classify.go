@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"megago/checkpoint"
+	"megago/examples/internal/loop"
 	"megago/examples/internal/ranks"
 	"megago/examples/internal/report"
 	"megago/nn"
@@ -220,34 +221,23 @@ func finetune(ctx context.Context, cfg *config, model nn.BERTConfig, task *class
 		defer func() { err = cmp.Or(err, rep.Close()) }()
 		classifyHeader(rep, cfg, model, task)
 	}
-	sched, dropout := cfg.Schedule(), tensor.NewRNG(cfg.Seed).Named("classifier-dropout")
+	// The loop (package loop), without checkpoints: each iteration's forward step over
+	// its slice of the training snippets, the classifier's validation.
 	sum := &summary{}
-	for it := range cfg.TrainIters {
-		stop, err := ranks.StopRequested(ctx, work, world, c.dev)
-		if err != nil {
-			return sum, err
-		}
-		if stop {
-			sum.Interrupted = true
-			rep.Printf("interrupted: stopping after iteration %d on every rank\n", it)
-			break
-		}
-		t0 := time.Now()
-		pass := func(micro int) *nn.Pass {
-			return train.PassFor(work, mesh, dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
-		}
-		res, err := c.trainer.Step(work, sched, c.forward(pass, c.microBatches(task.train, it), nil))
-		if err != nil {
-			return sum, fmt.Errorf("iteration %d: %w", it+1, err)
-		}
-		sum.Iterations, sum.Losses = it+1, append(sum.Losses, res.Loss)
-		rep.Step(it+1, res, time.Since(t0))
-		if cfg.EvalAfter(it + 1) {
-			if sum.Classify, err = c.validate(work); err != nil {
-				return sum, err
+	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: c.dev, Trainer: c.trainer, Report: rep,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("classifier-dropout"),
+		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
+			return c.forward(pass, c.microBatches(task.train, it), nil), nil
+		},
+		Eval: func(it int) (err error) {
+			if sum.Classify, err = c.validate(work); err == nil {
+				classifyEval(rep, it, sum.Classify)
 			}
-			classifyEval(rep, it+1, sum.Classify)
-		}
+			return err
+		},
+	}
+	if sum.Result, err = l.Run(ctx, 0); err != nil {
+		return sum, err
 	}
 	sum.Wall = time.Since(start)
 	rep.Done(sum.Iterations, sum.Wall)

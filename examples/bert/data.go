@@ -127,18 +127,6 @@ func (d *bertData) countTokens(src *data.IndexedDataset, split string) error {
 // bertBatches holds one iteration's micro-batches of this DP rank.
 type bertBatches [][]data.BERTSample
 
-// nextBatches takes the next m micro-batches from the loader.
-func nextBatches(l *data.Loader[[]data.BERTSample], m int) (bertBatches, error) {
-	bs := make(bertBatches, m)
-	for i := range bs {
-		var err error
-		if bs[i], err = l.Next(); err != nil {
-			return nil, fmt.Errorf("reading micro-batch %d: %w", i, err)
-		}
-	}
-	return bs, nil
-}
-
 // tensors returns the micro-batches as the trainer reads them (without binary labels
 // when noBinary).
 func (bs bertBatches) tensors(dev *tensor.Device, noBinary bool) func(micro int) train.BERTBatch {

@@ -54,7 +54,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -62,6 +61,7 @@ import (
 	"megago/checkpoint"
 	"megago/data"
 	"megago/examples/internal/ckpt"
+	"megago/examples/internal/loop"
 	"megago/examples/internal/ranks"
 	"megago/examples/internal/report"
 	"megago/examples/internal/settings"
@@ -81,10 +81,8 @@ func main() {
 // summary is what a run reports to its caller (rank 0's view; every rank agrees on the
 // losses).
 type summary struct {
-	Iterations  int       // completed
-	Interrupted bool      // stopped early by ctx (Ctrl-C)
-	Losses      []float64 // training loss of each iteration
-	Valid       *validation
+	loop.Result                 // iterations, losses, whether interrupted
+	Valid       *validation     // the last validation; nil without
 	Classify    *classification // --finetune-classify
 	Filled      string          // the masked line as the model filled it in
 	Wall        time.Duration
@@ -199,43 +197,26 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 		return evalOnly(work, v, masked, saver.Loaded, rep)
 	}
 
-	// The loop: one optimizer step per iteration over the global batch.
-	sched, dropout := cfg.Schedule(), tensor.NewRNG(cfg.Seed).Named("dropout")
+	// The loop (package loop): one optimizer step per iteration over the global batch, a
+	// checkpoint at --save-interval, a validation at --eval-interval, and Ctrl-C stopping
+	// every rank after the same iteration. What is BERT's: its batches and forward step,
+	// its validation.
 	sum := &summary{}
-	for it := first; it < cfg.TrainIters; it++ {
-		stop, err := ranks.StopRequested(ctx, work, world, dev)
-		if err != nil {
-			return sum, err
-		}
-		if stop {
-			sum.Interrupted = true
-			rep.Printf("interrupted: stopping after iteration %d on every rank\n", it)
-			break
-		}
-		t0 := time.Now()
-		batches, err := nextBatches(loader, cfg.Microbatches)
-		if err != nil {
-			return sum, err
-		}
-		pass := func(micro int) *nn.Pass {
-			return train.PassFor(work, mesh, dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
-		}
-		res, err := trainer.Step(work, sched, train.BERTForward(chunks, pass, batches.tensors(dev, model.NoBinaryHead)))
-		if err != nil {
-			return sum, fmt.Errorf("iteration %d: %w", it+1, err)
-		}
-		sum.Iterations, sum.Losses = it+1, append(sum.Losses, res.Loss)
-		rep.Step(it+1, res, time.Since(t0))
-		if err := saver.Saved(work, it+1, it+1 == cfg.TrainIters, rep); err != nil {
-			return sum, err
-		}
-
-		if cfg.EvalAfter(it + 1) {
-			if sum.Valid, err = v.run(work); err != nil {
-				return sum, err
+	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved,
+		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
+			batches, err := loop.Batches(loader, cfg.Microbatches)
+			return train.BERTForward(chunks, pass, bertBatches(batches).tensors(dev, model.NoBinaryHead)), err
+		},
+		Eval: func(it int) (err error) {
+			if sum.Valid, err = v.run(work); err == nil {
+				eval(rep, it, sum.Valid)
 			}
-			eval(rep, it+1, sum.Valid)
-		}
+			return err
+		},
+	}
+	if sum.Result, err = l.Run(ctx, first); err != nil {
+		return sum, err
 	}
 	sum.Wall = time.Since(start)
 	finish(rep, sum, corp)

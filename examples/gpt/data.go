@@ -81,20 +81,8 @@ func (corp *trainingData) split(ctx context.Context, part data.Split, n int, w [
 // best model that ignores context, which the trained model must beat.
 func (corp *trainingData) entropy() float64 { return corp.unigram.Entropy() }
 
-// gptBatch holds one iteration's micro-batches of this DP rank.
+// gptBatches holds one iteration's micro-batches of this DP rank.
 type gptBatches []data.GPTBatch
-
-// nextBatches takes the next m micro-batches from the loader.
-func nextBatches(l *data.Loader[data.GPTBatch], m int) (gptBatches, error) {
-	bs := make(gptBatches, m)
-	for i := range bs {
-		var err error
-		if bs[i], err = l.Next(); err != nil {
-			return nil, fmt.Errorf("reading micro-batch %d: %w", i, err)
-		}
-	}
-	return bs, nil
-}
 
 // labels returns micro-batch i's targets with -100 (ignored) where the loss mask is 0.
 func (bs gptBatches) labels(i int) []int32 {

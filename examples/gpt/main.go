@@ -16,9 +16,10 @@
 // and text generation. The helpers sit beside it: flags.go and settings.go (settings),
 // data.go (datasets), progress.go (what is printed) and sample.go (generation). What the
 // examples share is in examples/internal: settings (Megatron's flags, --config files and
-// their checks), corpus (the default corpus), report (progress lines, metrics.jsonl,
-// TensorBoard files, the loss curve), ckpt (--save, --load) and ranks (TCP processes,
-// goroutine ranks).
+// their checks), corpus (the default corpus), loop (the training loop: stopping on
+// Ctrl-C, the step, progress, save and validation cadence), report (progress lines,
+// metrics.jsonl, TensorBoard files, the loss curve), ckpt (--save, --load) and ranks (TCP
+// processes, goroutine ranks).
 package main
 
 import (
@@ -33,6 +34,7 @@ import (
 	"megago/checkpoint"
 	"megago/data"
 	"megago/examples/internal/ckpt"
+	"megago/examples/internal/loop"
 	"megago/examples/internal/ranks"
 	"megago/examples/internal/report"
 	"megago/examples/internal/settings"
@@ -52,12 +54,10 @@ func main() {
 // summary is what a run reports to its caller (rank 0's view; every rank agrees on the
 // losses).
 type summary struct {
-	Iterations  int       // completed
-	Interrupted bool      // stopped early by ctx (Ctrl-C)
-	Losses      []float64 // training loss of each iteration
-	ValidLoss   float64   // the last validation loss; NaN without validation
-	Entropy     float64   // unigram entropy of the training tokens, nats
-	Generated   string    // text generated after the prompt
+	loop.Result         // iterations, losses, whether interrupted
+	ValidLoss   float64 // the last validation loss; NaN without validation
+	Entropy     float64 // unigram entropy of the training tokens, nats
+	Generated   string  // text generated after the prompt
 	Wall        time.Duration
 }
 
@@ -159,43 +159,26 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 		return evalOnly(work, cfg, corp, mesh, saver, trainer, chunks, dev, rep)
 	}
 
-	// The loop: one optimizer step per iteration over the global batch.
-	sched, dropout := cfg.Schedule(), tensor.NewRNG(cfg.Seed).Named("dropout")
+	// The loop (package loop): one optimizer step per iteration over the global batch, a
+	// checkpoint at --save-interval, a validation at --eval-interval, and Ctrl-C stopping
+	// every rank after the same iteration. What is GPT's: its batches and forward step,
+	// its validation.
 	sum := &summary{ValidLoss: math.NaN(), Entropy: corp.entropy()}
-	for it := first; it < cfg.TrainIters; it++ {
-		stop, err := ranks.StopRequested(ctx, work, world, dev)
-		if err != nil {
-			return sum, err
-		}
-		if stop {
-			sum.Interrupted = true
-			rep.Printf("interrupted: stopping after iteration %d on every rank\n", it)
-			break
-		}
-		t0 := time.Now()
-		batches, err := nextBatches(loader, cfg.Microbatches)
-		if err != nil {
-			return sum, err
-		}
-		pass := func(micro int) *nn.Pass {
-			return train.PassFor(work, mesh, dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
-		}
-		res, err := trainer.Step(work, sched, train.GPTForward(chunks, pass, batches.tensors(dev)))
-		if err != nil {
-			return sum, fmt.Errorf("iteration %d: %w", it+1, err)
-		}
-		sum.Iterations, sum.Losses = it+1, append(sum.Losses, res.Loss)
-		rep.Step(it+1, res, time.Since(t0))
-		if err := saver.Saved(work, it+1, it+1 == cfg.TrainIters, rep); err != nil {
-			return sum, err
-		}
-
-		if cfg.EvalAfter(it + 1) {
-			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err != nil {
-				return sum, err
+	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved,
+		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
+			batches, err := loop.Batches(loader, cfg.Microbatches)
+			return train.GPTForward(chunks, pass, gptBatches(batches).tensors(dev)), err
+		},
+		Eval: func(it int) (err error) {
+			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err == nil {
+				eval(rep, it, sum.ValidLoss)
 			}
-			eval(rep, it+1, sum.ValidLoss)
-		}
+			return err
+		},
+	}
+	if sum.Result, err = l.Run(ctx, first); err != nil {
+		return sum, err
 	}
 	sum.Wall = time.Since(start)
 	finish(rep, sum, corp)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"megago/data"
 	"megago/nn"
@@ -70,18 +69,6 @@ func t5Forward(m *nn.T5, pass func(micro int) *nn.Pass, batches []t5Batch, dev *
 		loss, _ := m.Loss(p, m.Forward(p, in), labels)
 		return loss, nil
 	}
-}
-
-// nextBatches takes the next n micro-batches from the loader.
-func nextBatches(l *data.Loader[t5Batch], n int) ([]t5Batch, error) {
-	bs := make([]t5Batch, n)
-	for i := range bs {
-		var err error
-		if bs[i], err = l.Next(); err != nil {
-			return nil, fmt.Errorf("reading micro-batch %d: %w", i, err)
-		}
-	}
-	return bs, nil
 }
 
 // spanScore counts, over validation micro-batches, the loss, the span tokens that the

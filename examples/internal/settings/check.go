@@ -63,7 +63,7 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 	switch c.DistributedBackend {
 	case "tcp", "gloo":
 	case "nccl":
-		bad("--distributed-backend nccl requires the cuda package, which is not implemented yet; use tcp")
+		bad("--distributed-backend nccl requires the cuda package, which the examples do not use yet; use tcp")
 	default:
 		bad("--distributed-backend %q: want tcp, gloo (same as tcp) or nccl", c.DistributedBackend)
 	}
@@ -336,13 +336,9 @@ func (c *Common) EvalAfter(it int) bool {
 }
 
 // FLOPs returns the model FLOPs of one iteration of a transformer with a vocabulary
-// (padded) of vp ids, as BENCHMARKS.md counts them: tokens × (6·N + 12·L·T·C), with
-// N = L·(4C² + 2C·F) + Vp·C the weights used in matrix multiplies (12·L·C² + Vp·C when
-// F = 4C) and attention over the full T×T square.
+// (padded) of vp ids, as nn.TrainingFLOPs counts them: tokens × (6·N + 12·L·T·C), with
+// N = L·(4C² + 2C·F) + Vp·C the weights used in matrix multiplies.
 func (c *Common) FLOPs(vp int) float64 {
-	l, t, ch := float64(c.NumLayers), float64(c.SeqLength), float64(c.HiddenSize)
-	f := float64(cmp.Or(c.FFNHiddenSize, 4*c.HiddenSize))
-	n := l*(4*ch*ch+2*ch*f) + float64(vp)*ch
-	tokens := float64(c.GlobalBatchSize * c.SeqLength)
-	return tokens * (6*n + 12*l*t*ch)
+	m := nn.TransformerConfig{NumLayers: c.NumLayers, Hidden: c.HiddenSize, FFNHidden: c.FFNHiddenSize}
+	return nn.TrainingFLOPs(m, vp, c.GlobalBatchSize, c.SeqLength)
 }

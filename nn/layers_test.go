@@ -98,13 +98,12 @@ func TestColumnParallelLinear(t *testing.T) {
 		for _, mode := range []string{"split", "gather", "skip-bias"} {
 			t.Run(fmt.Sprintf("tp%d/%s", tp, mode), func(t *testing.T) {
 				onRanks(t, tp, func(c parallel.Comm, dev *tensor.Device) (struct{}, error) {
-					l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1)})
+					l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1),
+						GatherOutput: mode == "gather", SkipBiasAdd: mode == "skip-bias"})
 					if err := LoadGlobal(l.Params(), map[string]*tensor.Tensor{
 						"fc.weight": tensor.FromSlice(dev, w, out, in), "fc.bias": tensor.FromSlice(dev, bias, out)}); err != nil {
 						return struct{}{}, err
 					}
-					l.GatherOutput = mode == "gather"
-					l.SkipBiasAdd = mode == "skip-bias"
 					xt := tensor.FromSlice(dev, x, b, tt, in).SetRequiresGrad(true)
 					got, gotBias := l.ForwardWithBias(Eval(context.Background()), xt)
 					lo, width := c.Rank()*out/tp, out/tp // this rank's output features
@@ -137,8 +136,8 @@ func TestColumnParallelLinearGatherAddsBias(t *testing.T) {
 	// With GatherOutput the bias is added before the gather, even with SkipBiasAdd: a
 	// per-rank bias slice could not be added to the gathered output.
 	onRanks(t, 2, func(c parallel.Comm, dev *tensor.Device) (struct{}, error) {
-		l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", 3, 4, LinearOptions{Bias: true, Init: Normal(1)})
-		l.GatherOutput, l.SkipBiasAdd = true, true
+		l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", 3, 4, LinearOptions{Bias: true, Init: Normal(1),
+			GatherOutput: true, SkipBiasAdd: true})
 		_, bias := l.ForwardWithBias(Eval(context.Background()), tensor.Ones(dev, tensor.F64, 1, 2, 3))
 		if bias != nil {
 			t.Errorf("rank %d: bias returned with GatherOutput", c.Rank())
@@ -157,12 +156,12 @@ func TestRowParallelLinear(t *testing.T) {
 		for _, parallelIn := range []bool{true, false} {
 			t.Run(fmt.Sprintf("tp%d/input-parallel=%v", tp, parallelIn), func(t *testing.T) {
 				onRanks(t, tp, func(c parallel.Comm, dev *tensor.Device) (struct{}, error) {
-					l := NewRowParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1)})
+					l := NewRowParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1),
+						ScatterInput: !parallelIn})
 					if err := LoadGlobal(l.Params(), map[string]*tensor.Tensor{
 						"fc.weight": tensor.FromSlice(dev, w, out, in), "fc.bias": tensor.FromSlice(dev, bias, out)}); err != nil {
 						return struct{}{}, err
 					}
-					l.InputIsParallel = parallelIn
 					lo, width := c.Rank()*in/tp, in/tp // this rank's input features
 					xs, wantDX := x, dx
 					if parallelIn {

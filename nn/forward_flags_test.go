@@ -11,13 +11,13 @@ import (
 	"testing"
 )
 
-// TestForwardTestsNoFlags checks the promise of doc.go: variants are chosen when a layer
+// TestNoFlagsInForward checks the promise of doc.go: variants are chosen when a layer
 // is built, so no Forward method (Forward, ForwardWithBias, ForwardKV, any Forward…)
 // contains an if or a switch whose condition reads the receiver — a field
 // ("l.sp", "l.cfg.PostLN", "a.tp.Size() > 1") or a local copy of one
 // ("c := a.cfg; if c.Position == RoPE"). Branches on arguments ("cache != nil",
 // "p.Train") are allowed.
-func TestForwardTestsNoFlags(t *testing.T) {
+func TestNoFlagsInForward(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +42,45 @@ func TestForwardTestsNoFlags(t *testing.T) {
 	}
 }
 
+// TestNoFlagsInForwardChecker checks the checker on small methods, with how many branches it
+// must report.
+func TestNoFlagsInForwardChecker(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"field", "if l.sp { return }", 1},
+		{"nested field", "if l.cfg.PostLN { return }", 1},
+		{"method of a field", "if l.tp.Size() > 1 { return }", 1},
+		{"copy of a field", "c := l.cfg; if c.Position == RoPE { return }", 1},
+		{"var copy of a field", "var c = &l.cfg; if c.Position == RoPE { return }", 1},
+		{"switch tag", "switch l.act { case 1: }", 1},
+		{"switch case", "switch { case l.sp: }", 1},
+		{"if init", "if n := l.tp.Size(); n > 1 { return }", 1},
+		{"inside a closure", "f := func() { if l.sp { return } }; f()", 1},
+		{"argument", "if cache != nil && p.Train { return }", 0},
+		{"value computed from a field", "n := l.tp.Size() * 2; if n > 1 { return }", 0},
+		{"no branch", "l.f(x)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "package nn\nfunc (l *L) Forward(p *Pass, cache *KVCache, x int) {\n" + tc.body + "\n}\n" +
+				"func (l *L) helper() { if l.sp { return } }\n" // not a Forward method: not checked
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "x.go", src, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range f.Decls {
+				got = append(got, forwardFlags(fset, d)...)
+			}
+			if len(got) != tc.want {
+				t.Errorf("%s: reported %q, want %d", tc.body, got, tc.want)
+			}
+		})
+	}
+}
+
 // forwardFlags returns "file:line: Type.Method: condition" for each if or switch in the
 // method d, if it is a Forward method, whose condition reads the receiver.
 func forwardFlags(fset *token.FileSet, d ast.Decl) []string {
@@ -59,7 +98,8 @@ func forwardFlags(fset *token.FileSet, d ast.Decl) []string {
 		for _, c := range conds {
 			if c != nil && readsReceiver(c, rooted) {
 				pos := fset.Position(n.Pos())
-				out = append(out, fmt.Sprintf("%s:%d: %s: %s", pos.Filename, pos.Line, fn.Name.Name, exprString(fset, c)))
+				out = append(out, fmt.Sprintf("%s:%d: %s.%s: %s", pos.Filename, pos.Line,
+					exprString(fset, recv.Type), fn.Name.Name, exprString(fset, c)))
 				return
 			}
 		}
@@ -67,9 +107,19 @@ func forwardFlags(fset *token.FileSet, d ast.Decl) []string {
 	ast.Inspect(fn.Body, func(n ast.Node) bool {
 		switch s := n.(type) {
 		case *ast.AssignStmt:
-			for i, rhs := range s.Rhs {
-				if id, ok := s.Lhs[min(i, len(s.Lhs)-1)].(*ast.Ident); ok && len(s.Lhs) == len(s.Rhs) && isReceiverPath(rhs, rooted) {
-					rooted[id.Name] = true
+			if len(s.Lhs) == len(s.Rhs) {
+				for i, rhs := range s.Rhs {
+					if id, ok := s.Lhs[i].(*ast.Ident); ok && isReceiverPath(rhs, rooted) {
+						rooted[id.Name] = true
+					}
+				}
+			}
+		case *ast.ValueSpec:
+			if len(s.Names) == len(s.Values) {
+				for i, v := range s.Values {
+					if isReceiverPath(v, rooted) {
+						rooted[s.Names[i].Name] = true
+					}
 				}
 			}
 		case *ast.IfStmt:

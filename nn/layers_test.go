@@ -146,6 +146,30 @@ func TestColumnParallelLinearGatherAddsBias(t *testing.T) {
 	})
 }
 
+func TestLinearOptionsOfOtherLayersPanic(t *testing.T) {
+	b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F64, RNG: tensor.NewRNG(7), TP: parallel.Self()}
+	for _, tc := range []struct {
+		want  string
+		build func()
+	}{
+		{"nn: ColumnParallelLinear fc: GatherOutput false, SkipBiasAdd false, ScatterInput true",
+			func() { NewColumnParallelLinear(b, "fc", 2, 2, LinearOptions{ScatterInput: true}) }},
+		{"nn: RowParallelLinear fc: GatherOutput true, SkipBiasAdd false, ScatterInput false",
+			func() { NewRowParallelLinear(b, "fc", 2, 2, LinearOptions{GatherOutput: true}) }},
+		{"nn: Linear fc: GatherOutput false, SkipBiasAdd true, ScatterInput false",
+			func() { NewLinear(b, "fc", 2, 2, LinearOptions{SkipBiasAdd: true}) }},
+	} {
+		t.Run(strings.Fields(tc.want)[1], func(t *testing.T) {
+			defer func() {
+				if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), tc.want) {
+					t.Errorf("panic %v, want one starting %q", r, tc.want)
+				}
+			}()
+			tc.build()
+		})
+	}
+}
+
 func TestRowParallelLinear(t *testing.T) {
 	const b, tt, in, out = 2, 3, 8, 5
 	n := b * tt

@@ -55,6 +55,14 @@ func returnBias(y *tensor.Tensor, b *Param) (out, bias *tensor.Tensor) {
 	return y, b.Tensor
 }
 
+// sumBias returns y + bias, or y when bias is nil: ForwardWithBias's results added.
+func sumBias(y, bias *tensor.Tensor) *tensor.Tensor {
+	if bias == nil {
+		return y
+	}
+	return tensor.Add(y, bias)
+}
+
 // ColumnParallelLinear is y = x·Wᵀ + b with W [O, I] split by output rows over the TP
 // group: rank r owns rows [r·O/tp, (r+1)·O/tp) and the matching bias. Its input goes
 // through CopyToTP (or GatherFromSP under sequence parallelism); its output is this rank's
@@ -108,11 +116,7 @@ func (l *ColumnParallelLinear) Params() []*Param {
 // Forward maps x [B, T, I] (or [B, T/tp, I] under sequence parallelism) to [B, T, O/tp]
 // ([B, T, O] with GatherOutput), bias added.
 func (l *ColumnParallelLinear) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor {
-	y, bias := l.ForwardWithBias(p, x)
-	if bias != nil {
-		y = tensor.Add(y, bias)
-	}
-	return y
+	return sumBias(l.ForwardWithBias(p, x))
 }
 
 // ForwardWithBias is Forward returning the bias separately when built with SkipBiasAdd
@@ -172,11 +176,7 @@ func (l *RowParallelLinear) Params() []*Param {
 // Forward maps x [B, T, I/tp] ([B, T, I] with ScatterInput) to [B, T, O] ([B, T/tp, O]
 // under sequence parallelism), bias added.
 func (l *RowParallelLinear) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor {
-	y, bias := l.ForwardWithBias(p, x)
-	if bias != nil {
-		y = tensor.Add(y, bias)
-	}
-	return y
+	return sumBias(l.ForwardWithBias(p, x))
 }
 
 // ForwardWithBias is Forward returning the bias separately when built with SkipBiasAdd

@@ -31,9 +31,10 @@ type MLP struct {
 func NewMLP(b *Builder, name string, cfg TransformerConfig) *MLP {
 	cfg = cfg.Defaults()
 	lo := LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}
-	m := &MLP{name: name, tp: b.TP, act: (*MLP).swiGLU}
+	m := &MLP{name: name, tp: b.TP}
 	if cfg.Activation == SwiGLU {
 		m.Gate = NewColumnParallelLinear(b, name+".gate", cfg.Hidden, cfg.FFNHidden, lo)
+		m.act = (*MLP).swiGLU
 	} else {
 		f := activation(cfg.Activation)
 		m.act = func(_ *MLP, _ *Pass, _, h *tensor.Tensor) *tensor.Tensor { return f(h) }
@@ -53,8 +54,9 @@ func (m *MLP) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor {
 	s := h.Shape()
 	full := s.Clone()
 	full[2] *= m.tp.Size()
-	h = dropout(p, h, m.Dropout, m.name+".act.dropout", full, []int{0, 0, m.tp.Rank() * s[2]}) // none when Dropout is 0
-	return m.FC2.Forward(p, h)                                                                 // [B, T, C]
+	// With Dropout 0 (the default) dropout returns h as it is.
+	h = dropout(p, h, m.Dropout, m.name+".act.dropout", full, []int{0, 0, m.tp.Rank() * s[2]})
+	return m.FC2.Forward(p, h) // [B, T, C]
 }
 
 // swiGLU is the SwiGLU activation silu(gate(x))·h of h = up(x).

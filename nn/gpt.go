@@ -57,6 +57,9 @@ type GPT struct {
 	// (logits on the last stage, else hiddenOut).
 	first func(m *GPT, p *Pass, input *tensor.Tensor, caches []*KVCache) *tensor.Tensor
 	last  func(m *GPT, p *Pass, x *tensor.Tensor) *tensor.Tensor
+	// positions adds learned position embeddings to the word embeddings
+	// ((*GPT).addPositions), or nothing (noPositions: RoPE rotates in attention).
+	positions func(m *GPT, x *tensor.Tensor, pastLen int) *tensor.Tensor
 }
 
 // NewGPT builds the part of a GPT that stage holds. Parameter names: embedding.word.weight,
@@ -77,13 +80,14 @@ func NewGPT(b *Builder, cfg GPTConfig, stage Stage) (*GPT, error) {
 		return nil, fmt.Errorf("nn: GPT stage layers [%d, %d) outside [0, %d)", stage.FirstLayer, stage.FirstLayer+stage.NumLayers, cfg.NumLayers)
 	}
 	m := &GPT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), region: b.region(),
-		first: hiddenIn, last: hiddenOut}
+		first: hiddenIn, last: hiddenOut, positions: noPositions}
 	init := Normal(cfg.InitStd)
 	if stage.PreProcess {
 		m.first = (*GPT).embedIDs
 		m.Word = NewVocabParallelEmbedding(b, "embedding.word", m.Vp, cfg.Hidden, init)
 		if cfg.Position == LearnedPositions {
 			m.Position = NewEmbedding(b, "embedding.position", cfg.MaxPosition, cfg.Hidden, init)
+			m.positions = (*GPT).addPositions
 		}
 	}
 	m.Block = NewBlock(b, "layers", cfg.TransformerConfig, stage.FirstLayer, stage.NumLayers, false)
@@ -126,18 +130,25 @@ func (m *GPT) Params() []*Param {
 // Embed maps token ids [B, T] to the first layer's input [B, T, C] ([B, T/tp, C] under
 // sequence parallelism). pastLen is the number of positions already in a KV cache.
 func (m *GPT) Embed(p *Pass, ids *tensor.Tensor, pastLen int) *tensor.Tensor {
-	x := m.Word.Forward(p, ids) // [B, T, C]
-	if m.Position != nil {
-		t := ids.Dim(1)
-		if pastLen+t > m.Config.MaxPosition {
-			panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
-		}
-		pos := tensor.Arange(ids.Device(), tensor.I64, float64(pastLen), 1, t)
-		x = tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, m.Config.Hidden)) // [B, T, C]
-	}
+	x := m.Word.Forward(p, ids)      // [B, T, C]
+	x = m.positions(m, x, pastLen)   // [B, T, C]
 	x = m.region.fromEmbedding(p, x) // [B, T/tp, C] under sequence parallelism
 	return m.region.dropout(p, x, m.Config.Dropout, "embedding.dropout")
 }
+
+// addPositions adds the learned embeddings of positions [pastLen, pastLen+T) to x
+// [B, T, C]. It panics if they exceed MaxPosition.
+func (m *GPT) addPositions(x *tensor.Tensor, pastLen int) *tensor.Tensor {
+	t := x.Dim(1)
+	if pastLen+t > m.Config.MaxPosition {
+		panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
+	}
+	pos := tensor.Arange(x.Device(), tensor.I64, float64(pastLen), 1, t)
+	return tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, m.Config.Hidden)) // [B, T, C]
+}
+
+// noPositions is addPositions without learned positions.
+func noPositions(_ *GPT, x *tensor.Tensor, _ int) *tensor.Tensor { return x }
 
 // Forward runs the stage. The first stage takes token ids [B, T]; later stages take the
 // previous stage's hidden states. The last stage returns logits [B, T, Vp/tp] (this rank's

@@ -23,8 +23,8 @@ type TransformerLayer struct {
 	region  tpRegion
 	// residual wraps a sub-block in its norm and residual add: preLN or postLN.
 	residual residualFunc
-	// cross runs the cross-attention sub-block of a decoder layer ((*TransformerLayer).crossBlock)
-	// or nothing (noCross).
+	// cross runs a decoder layer's cross-attention sub-block
+	// ((*TransformerLayer).crossBlock), or nothing (noCross).
 	cross func(l *TransformerLayer, p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor
 }
 

@@ -60,9 +60,10 @@ type SelfAttention struct {
 	Proj *RowParallelLinear    // [C, NH·HS/tp]
 
 	cfg  TransformerConfig
-	name string
 	tp   parallel.Comm
 	core attendFunc // attend, or recomputed in backward (Builder.Recompute)
+	spec attnSpec
+	rope ropeFunc // rotary embeddings with RoPE, else none
 }
 
 // NewSelfAttention creates name.qkv and name.proj for cfg (after Defaults).
@@ -72,7 +73,7 @@ func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAtten
 	return &SelfAttention{
 		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}),
 		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
-		cfg:  cfg, name: name, tp: b.TP, core: attentionCore(b.Recompute),
+		cfg:  cfg, tp: b.TP, core: attentionCore(b.Recompute), spec: newAttnSpec(b, name, cfg), rope: ropeFor(cfg),
 	}
 }
 
@@ -91,21 +92,11 @@ func (a *SelfAttention) Forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	q := parts[0].Reshape(b, t, gl*per, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, T, HS]
 	k := parts[1].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
 	v := parts[2].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
-	if c.Position == RoPE {
-		pos := m.Positions
-		if pos == nil {
-			pos = make([]int, t)
-			for i := range pos {
-				pos[i] = cache.Len() + i
-			}
-		}
-		q = applyRoPE(q, pos, c.RoPETheta)
-		k = applyRoPE(k, pos, c.RoPETheta)
-	}
+	q, k = a.rope(q, k, m.Positions, cache.Len())
 	if cache != nil {
 		k, v = cache.append(k, v)
 	}
-	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp) // [B, T, NH·HS/tp]
+	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, a.spec) // [B, T, NH·HS/tp]
 	return a.Proj.Forward(p, out)
 }
 
@@ -134,13 +125,31 @@ func expandGroups(x *tensor.Tensor, per int) *tensor.Tensor {
 	return x.Reshape(b, g, 1, t, hs).Expand(b, g, per, t, hs).Reshape(b, g*per, t, hs)
 }
 
+// attnSpec is what an attention core needs besides its inputs, fixed when the layer is
+// built.
+type attnSpec struct {
+	scale   float64 // of the scores: 1/√HS, or 1 with NoAttentionScale (T5)
+	dropout float64 // of the probabilities (AttnDropout)
+	// key names the probabilities' dropout site, name+".probs.dropout". It differs from
+	// the layer's residual dropout after this attention, "<layer>.attn.dropout"
+	// (= name+".dropout"): the two masks must be independent.
+	key string
+	tp  parallel.Comm
+}
+
+// newAttnSpec returns the core's settings of attention layer name built with b and cfg.
+func newAttnSpec(b *Builder, name string, cfg TransformerConfig) attnSpec {
+	s := attnSpec{scale: 1, dropout: cfg.AttnDropout, key: name + ".probs.dropout", tp: b.TP}
+	if !cfg.NoAttentionScale {
+		s.scale = 1 / math.Sqrt(float64(cfg.HeadSize))
+	}
+	return s
+}
+
 // attend computes softmax(q·kᵀ·scale + bias, masked)·v for q [B, NH/tp, Tq, HS] and k, v
 // [B, NH/tp, Tk, HS], with attention dropout, and returns [B, Tq, NH·HS/tp].
-func attend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, c TransformerConfig, name string, tp parallel.Comm) *tensor.Tensor {
-	scale := 1.0
-	if !c.NoAttentionScale {
-		scale = 1 / math.Sqrt(float64(c.HeadSize))
-	}
+func attend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
+	scale := a.scale
 	scores := tensor.MatMulT(q, k, false, true) // [B, NH/tp, Tq, Tk]
 	if m.Bias != nil {
 		scores = tensor.Add(tensor.Scale(scores, scale), m.Bias)
@@ -149,10 +158,8 @@ func attend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, c TransformerConfi
 	probs := tensor.Softmax(scores, tensor.SoftmaxOptions{Scale: scale, Causal: m.Causal, Mask: m.Masked})
 	s := probs.Shape()
 	full := s.Clone()
-	full[1] *= tp.Size()
-	// The key differs from the layer's residual dropout after this attention, which is
-	// named "<layer>.attn.dropout" (= name+".dropout"): the two masks must be independent.
-	probs = dropout(p, probs, c.AttnDropout, name+".probs.dropout", full, []int{0, tp.Rank() * s[1], 0, 0})
+	full[1] *= a.tp.Size()
+	probs = dropout(p, probs, a.dropout, a.key, full, []int{0, a.tp.Rank() * s[1], 0, 0})
 	ctx := tensor.MatMul(probs, v) // [B, NH/tp, Tq, HS]
 	b, nh, tq, hs := ctx.Dim(0), ctx.Dim(1), ctx.Dim(2), ctx.Dim(3)
 	return ctx.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs)
@@ -167,9 +174,9 @@ type CrossAttention struct {
 	Proj *RowParallelLinear    // [C, NH·HS/tp]
 
 	cfg  TransformerConfig
-	name string
 	tp   parallel.Comm
 	core attendFunc
+	spec attnSpec
 }
 
 // NewCrossAttention creates name.q, name.kv and name.proj.
@@ -180,7 +187,7 @@ func NewCrossAttention(b *Builder, name string, cfg TransformerConfig) *CrossAtt
 		Q:    NewColumnParallelLinear(b, name+".q", cfg.Hidden, cfg.Heads*cfg.HeadSize, lo),
 		KV:   NewColumnParallelLinear(b, name+".kv", cfg.Hidden, 2*cfg.KVHeads*cfg.HeadSize, lo),
 		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
-		cfg:  cfg, name: name, tp: b.TP, core: attentionCore(b.Recompute),
+		cfg:  cfg, tp: b.TP, core: attentionCore(b.Recompute), spec: newAttnSpec(b, name, cfg),
 	}
 }
 
@@ -214,6 +221,6 @@ func (a *CrossAttention) ForwardKV(p *Pass, x, k, v *tensor.Tensor, m AttentionM
 	b, tq := q.Dim(0), q.Dim(1)
 	q = q.Reshape(b, tq, q.Dim(2)/c.HeadSize, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, Tq, HS]
 	per := c.Heads / c.KVHeads
-	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, c, a.name, a.tp)
+	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, a.spec) // [B, Tq, NH·HS/tp]
 	return a.Proj.Forward(p, out)
 }

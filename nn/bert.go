@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 
-	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -53,8 +52,17 @@ type BERT struct {
 	Config BERTConfig
 	Stage  Stage
 	Vp     int // padded vocabulary
-	tp     parallel.Comm
-	sp     bool
+	region tpRegion
+
+	// Chosen by NewBERT from the stage and the configuration: first maps the stage's
+	// input to the first layer's input ((*BERT).embedInput on the first stage, else
+	// hiddenInput); last maps the last layer's output to the stage's output
+	// ((*BERT).heads on the last stage, else hiddenOutput).
+	first                func(m *BERT, p *Pass, in BERTInput) *tensor.Tensor
+	last                 func(m *BERT, p *Pass, x *tensor.Tensor, in BERTInput) BERTOutput
+	embedNorm, finalNorm func(x *tensor.Tensor) *tensor.Tensor                     // the norm or the identity (post- or pre-LN)
+	lmActivation         func(x *tensor.Tensor) *tensor.Tensor                     // the MLM head's activation
+	binary               func(m *BERT, p *Pass, x *tensor.Tensor, out *BERTOutput) // (*BERT).binaryHead, or noBinaryHead
 }
 
 // NewBERT builds the part of a BERT that stage holds (the zero Stage: the whole model).
@@ -80,10 +88,12 @@ func NewBERT(b *Builder, cfg BERTConfig, stage Stage) (*BERT, error) {
 	if stage.FirstLayer < 0 || stage.NumLayers < 0 || stage.FirstLayer+stage.NumLayers > cfg.NumLayers {
 		return nil, fmt.Errorf("nn: BERT stage layers [%d, %d) outside [0, %d)", stage.FirstLayer, stage.FirstLayer+stage.NumLayers, cfg.NumLayers)
 	}
-	m := &BERT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), tp: b.TP, sp: b.SequenceParallel}
+	m := &BERT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), region: b.region(),
+		first: hiddenInput, last: hiddenOutput}
 	c := cfg.TransformerConfig
 	init := Normal(c.InitStd)
 	if stage.PreProcess {
+		m.first = (*BERT).embedInput
 		m.Word = NewVocabParallelEmbedding(b, "embedding.word", m.Vp, c.Hidden, init)
 		m.Position = NewEmbedding(b, "embedding.position", c.MaxPosition, c.Hidden, init)
 		m.TokenType = NewEmbedding(b, "embedding.token_type", cfg.TypeVocab, c.Hidden, init)
@@ -91,8 +101,10 @@ func NewBERT(b *Builder, cfg BERTConfig, stage Stage) (*BERT, error) {
 			m.EmbedNorm = NewNorm(b, "embedding.norm", c.Norm, c.Hidden, c.NormEps)
 		}
 	}
+	m.embedNorm = optionalNorm(m.EmbedNorm)
 	m.Block = NewBlock(b, "layers", c, stage.FirstLayer, stage.NumLayers, false)
 	if stage.PostProcess {
+		m.last = (*BERT).heads
 		m.newHeads(b, init)
 	}
 	return m, nil
@@ -136,10 +148,14 @@ func (m *BERT) newHeads(b *Builder, init Init) {
 		word.Shared = true
 	}
 	bias := newParam(b, "lm_head.bias", tensor.Shape{m.Vp}, 0, Constant(0))
-	m.LMOutput = &ColumnParallelLinear{Weight: word, Bias: bias, tp: b.TP, sp: b.SequenceParallel}
+	m.LMOutput = columnParallelOf(b, word, bias, LinearOptions{})
+	m.binary = noBinaryHead
 	if !m.Config.NoBinaryHead {
 		m.BinaryHead = NewLinear(&whole, "binary_head", c.Hidden, 2, LinearOptions{Bias: true, Init: init})
+		m.binary = (*BERT).binaryHead
 	}
+	m.finalNorm = optionalNorm(m.FinalNorm)
+	m.lmActivation = activation(c.Activation)
 }
 
 // Params returns the stage's parameters, each once (the tied MLM output weight on the
@@ -218,13 +234,9 @@ func (m *BERT) Embed(p *Pass, ids, types *tensor.Tensor) *tensor.Tensor {
 		types = tensor.Zeros(dev, tensor.I64, ids.Shape()...)
 	}
 	x = tensor.Add(x, m.TokenType.Forward(types)) // [B, T, C]
-	if m.sp {
-		x = parallel.ScatterToSP(p.Ctx, m.tp, x) // [B, T/tp, C]
-	}
-	if m.EmbedNorm != nil {
-		x = m.EmbedNorm.Forward(x)
-	}
-	return hiddenDropout(p, x, c.Dropout, "embedding.dropout", m.sp, m.tp.Rank(), m.tp.Size())
+	x = m.region.fromEmbedding(p, x)              // [B, T/tp, C] under sequence parallelism
+	x = m.embedNorm(x)
+	return m.region.dropout(p, x, c.Dropout, "embedding.dropout")
 }
 
 // Forward runs the stage: the embedding on the first stage, its layers (bidirectional
@@ -235,31 +247,48 @@ func (m *BERT) Forward(p *Pass, in BERTInput) BERTOutput {
 	if in.Attend != nil {
 		mask.Masked = PaddingMask(in.Attend) // [B, 1, 1, T]
 	}
-	x := in.Hidden
-	if m.Stage.PreProcess {
-		x = m.Embed(p, in.IDs, in.TokenTypes)
-	}
+	x := m.first(m, p, in)
 	x = m.Block.Forward(p, x, LayerInput{Self: mask}, nil) // [B, T, C]
-	if !m.Stage.PostProcess {
-		return BERTOutput{Hidden: x}
-	}
-	if m.FinalNorm != nil {
-		x = m.FinalNorm.Forward(x)
-	}
+	return m.last(m, p, x, in)
+}
+
+// embedInput is the first stage's input: the embedding of in.IDs and in.TokenTypes.
+func (m *BERT) embedInput(p *Pass, in BERTInput) *tensor.Tensor {
+	return m.Embed(p, in.IDs, in.TokenTypes)
+}
+
+// hiddenInput is a later stage's input, the previous stage's hidden states.
+func hiddenInput(_ *BERT, _ *Pass, in BERTInput) *tensor.Tensor { return in.Hidden }
+
+// hiddenOutput is the output of a stage without the heads: its hidden states.
+func hiddenOutput(_ *BERT, _ *Pass, x *tensor.Tensor, _ BERTInput) BERTOutput {
+	return BERTOutput{Hidden: x}
+}
+
+// heads is the last stage's output: the final norm (pre-LN), the MLM scores (of
+// in.LMPositions only, if set) and the binary head's.
+func (m *BERT) heads(p *Pass, x *tensor.Tensor, in BERTInput) BERTOutput {
+	x = m.finalNorm(x)
 	out := BERTOutput{Hidden: x}
-	h := activate(m.Config.Activation, m.LMDense.Forward(x)) // [B, T, C]
+	h := m.lmActivation(m.LMDense.Forward(x)) // [B, T, C]
 	h = m.LMNorm.Forward(h)
 	if in.LMPositions != nil {
 		out.LMLogits = m.lmScoresAt(p, h, in.LMPositions) // [N, Vp/tp]
 	} else {
 		out.LMLogits = m.LMOutput.Forward(p, h) // [B, T, Vp/tp]
 	}
-	if m.BinaryHead != nil {
-		out.Pooled = tensor.Tanh(m.Pooler.Forward(m.firstToken(p, x))) // [B, C]
-		out.BinaryLogits = m.BinaryHead.Forward(out.Pooled)            // [B, 2]
-	}
+	m.binary(m, p, x, &out)
 	return out
 }
+
+// binaryHead sets out.Pooled and out.BinaryLogits from the last layer's output x.
+func (m *BERT) binaryHead(p *Pass, x *tensor.Tensor, out *BERTOutput) {
+	out.Pooled = tensor.Tanh(m.Pooler.Forward(m.region.firstPosition(p, x))) // [B, C]
+	out.BinaryLogits = m.BinaryHead.Forward(out.Pooled)                      // [B, 2]
+}
+
+// noBinaryHead is binaryHead for a model without one (NoBinaryHead).
+func noBinaryHead(*BERT, *Pass, *tensor.Tensor, *BERTOutput) {}
 
 // lmScoresAt returns the MLM scores [N, Vp/tp] of positions [N] (indices into the
 // flattened batch) of h [B, T, C] ([B, T/tp, C] under sequence parallelism). The rows are
@@ -267,43 +296,10 @@ func (m *BERT) Forward(p *Pass, in BERTInput) BERTOutput {
 // parallelism (backward: reduce-scatter), else CopyToTP (backward: all-reduce) — so each
 // rank's partial gradient of the chosen rows is summed as the full projection's would be.
 func (m *BERT) lmScoresAt(p *Pass, h, positions *tensor.Tensor) *tensor.Tensor {
-	if m.sp {
-		h = parallel.GatherFromSP(p.Ctx, m.tp, h) // [B, T, C]
-	} else {
-		h = parallel.CopyToTP(p.Ctx, m.tp, h)
-	}
+	h = m.region.toColumn(p, h)                                                 // [B, T, C]
 	rows := tensor.Embedding(h.Reshape(h.Dim(0)*h.Dim(1), h.Dim(2)), positions) // [N, C]
 	y := tensor.MatMulT(rows, m.LMOutput.Weight.Tensor, false, true)            // [N, Vp/tp]
 	return tensor.Add(y, m.LMOutput.Bias.Tensor)
-}
-
-// firstToken returns the hidden state of each sequence's first token [B, C], whole on
-// every rank. Under sequence parallelism only TP rank 0 holds it: the ranks all-gather
-// their first local positions and keep rank 0's, with a backward that keeps each rank's
-// own part (Megatron's gather_from_sequence_parallel_region with
-// tensor_parallel_output_grad=False): every rank computes the same pooler output, so the
-// gradient must not be summed over ranks.
-func (m *BERT) firstToken(p *Pass, x *tensor.Tensor) *tensor.Tensor {
-	b, c := x.Dim(0), x.Dim(2)
-	first := x.Narrow(1, 0, 1) // [B, 1, C]
-	if m.sp && m.tp.Size() > 1 {
-		all := parallel.GatherFromTP(p.Ctx, m.tp, first.Permute(0, 2, 1)) // [B, C, tp]
-		first = all.Narrow(2, 0, 1)                                       // [B, C, 1]
-	}
-	return first.Reshape(b, c)
-}
-
-// activate applies a (non-gated) activation.
-func activate(a Activation, x *tensor.Tensor) *tensor.Tensor {
-	switch a {
-	case GeLU:
-		return tensor.GeLU(x)
-	case GeLUErf:
-		return tensor.GeLUErf(x)
-	case ReLU:
-		return tensor.ReLU(x)
-	}
-	panic(fmt.Sprintf("nn: activation %d is not a plain activation", a))
 }
 
 // Loss returns BERT's pre-training loss, total = lm + binary, with lm the mean cross
@@ -312,7 +308,7 @@ func activate(a Activation, x *tensor.Tensor) *tensor.Tensor {
 // out.BinaryLogits against binaryLabels [B] (nil, and not added, without the binary head
 // or labels).
 func (m *BERT) Loss(p *Pass, out BERTOutput, lmLabels, binaryLabels *tensor.Tensor) (total, lm, binary *tensor.Tensor) {
-	perToken := VocabParallelCrossEntropy(p, m.tp, out.LMLogits, lmLabels,
+	perToken := VocabParallelCrossEntropy(p, m.region.tp, out.LMLogits, lmLabels,
 		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100}) // [B, T]
 	lm = MeanLoss(perToken, LabelMask(lmLabels, -100, perToken.DType()))
 	if out.BinaryLogits == nil || binaryLabels == nil {

@@ -18,6 +18,11 @@ type BERTClassifier struct {
 	Pooler     *Linear    // [C, C]; last stage
 	Classifier *Linear    // [Classes, C]; last stage
 	Classes    int
+
+	// last maps the encoder's output to the stage's output: (*BERTClassifier).classify
+	// on the last stage, else noClassify.
+	last      func(m *BERTClassifier, p *Pass, x *tensor.Tensor) *tensor.Tensor
+	finalNorm func(x *tensor.Tensor) *tensor.Tensor // FinalNorm's (pre-LN) or the identity
 }
 
 // NewBERTClassifier builds the part of a classifier over classes classes that stage
@@ -37,10 +42,11 @@ func NewBERTClassifier(b *Builder, cfg BERTConfig, classes int, stage Stage) (*B
 	if err != nil {
 		return nil, err
 	}
-	m := &BERTClassifier{Encoder: e, Classes: classes}
+	m := &BERTClassifier{Encoder: e, Classes: classes, last: noClassify}
 	if !stage.PostProcess {
 		return m, nil
 	}
+	m.last = (*BERTClassifier).classify
 	c := e.Config.TransformerConfig
 	if !c.PostLN {
 		m.FinalNorm = NewNorm(b, "final_norm", c.Norm, c.Hidden, c.NormEps)
@@ -50,6 +56,7 @@ func NewBERTClassifier(b *Builder, cfg BERTConfig, classes int, stage Stage) (*B
 	init := Normal(c.InitStd)
 	m.Pooler = NewLinear(&whole, "pooler", c.Hidden, c.Hidden, LinearOptions{Bias: true, Init: init})
 	m.Classifier = NewLinear(&whole, "classifier", c.Hidden, classes, LinearOptions{Bias: true, Init: init})
+	m.finalNorm = optionalNorm(m.FinalNorm)
 	return m, nil
 }
 
@@ -71,17 +78,21 @@ func (m *BERTClassifier) Params() []*Param {
 // class scores [B, Classes] (nil elsewhere).
 func (m *BERTClassifier) Forward(p *Pass, in BERTInput) (hidden, logits *tensor.Tensor) {
 	x := m.Encoder.Forward(p, in).Hidden
-	if m.Classifier == nil {
-		return x, nil
-	}
-	if m.FinalNorm != nil {
-		x = m.FinalNorm.Forward(x)
-	}
-	c := m.Encoder.Config
-	pooled := tensor.Tanh(m.Pooler.Forward(m.Encoder.firstToken(p, x))) // [B, C]
-	pooled = dropout(p, pooled, c.Dropout, "classifier.dropout", pooled.Shape(), []int{0, 0})
-	return x, m.Classifier.Forward(pooled) // [B, Classes]
+	return x, m.last(m, p, x)
 }
+
+// classify returns the class scores [B, Classes] of the encoder's output x: the final
+// norm (pre-LN), the pooler of the first position, dropout and the classifier.
+func (m *BERTClassifier) classify(p *Pass, x *tensor.Tensor) *tensor.Tensor {
+	x = m.finalNorm(x)
+	c := m.Encoder.Config
+	pooled := tensor.Tanh(m.Pooler.Forward(m.Encoder.region.firstPosition(p, x))) // [B, C]
+	pooled = dropout(p, pooled, c.Dropout, "classifier.dropout", pooled.Shape(), []int{0, 0})
+	return m.Classifier.Forward(pooled) // [B, Classes]
+}
+
+// noClassify is classify on a stage without the head: no scores.
+func noClassify(*BERTClassifier, *Pass, *tensor.Tensor) *tensor.Tensor { return nil }
 
 // Loss returns the mean cross entropy of logits [B, Classes] against labels [B] (-100
 // is ignored).

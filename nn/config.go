@@ -149,6 +149,9 @@ func (c TransformerConfig) Validate() error {
 	if c.Dropout < 0 || c.Dropout >= 1 || c.AttnDropout < 0 || c.AttnDropout >= 1 {
 		bad("Dropout = %v and AttnDropout = %v must be in [0, 1)", c.Dropout, c.AttnDropout)
 	}
+	if c.Activation > SwiGLU {
+		bad("Activation = %d is not one of GeLU, GeLUErf, ReLU, SwiGLU", c.Activation)
+	}
 	if c.Position == RoPE && c.HeadSize%2 != 0 {
 		bad("HeadSize = %d must be even with RoPE", c.HeadSize)
 	}

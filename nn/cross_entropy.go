@@ -59,14 +59,19 @@ func newVocabCE(p *Pass, tp parallel.Comm, logits, targets *tensor.Tensor, o Cro
 			panic(fmt.Sprintf("nn: VocabParallelCrossEntropy: target %d at position %d outside [0, %d)", t, i, kp.Vocab))
 		}
 	}
-	return &vocabCE{p: p, tp: tp, kp: kp, targets: targets}
+	f := &vocabCE{p: p, tp: tp, kp: kp, targets: targets, combine: (*vocabCE).combineOverTP}
+	if tp.Size() == 1 {
+		f.combine = func(*vocabCE) {} // this rank's statistics are the global ones
+	}
+	return f
 }
 
 type vocabCE struct {
 	p       *Pass
 	tp      parallel.Comm
 	kp      tensor.VocabCrossEntropyParams
-	targets *tensor.Tensor // [B, T]
+	targets *tensor.Tensor   // [B, T]
+	combine func(f *vocabCE) // combineOverTP, or nothing at tp 1
 
 	logits *tensor.Tensor // [B, T, Vp/tp]
 	// stats holds each row's global statistics, F64 [4, B·T]: the maximum logit M,
@@ -86,18 +91,16 @@ func (f *vocabCE) Forward(in []*tensor.Tensor) []*tensor.Tensor {
 	dev := x.Device()
 	f.stats = tensor.Empty(dev, tensor.F64, 4, x.Numel()/max(x.Dim(-1), 1))
 	dev.Backend().VocabCrossEntropyStats(f.stats.Span(), x.Span(), f.targets.Span(), f.kp)
-	if f.tp.Size() > 1 {
-		f.combine()
-	}
+	f.combine(f)
 	loss := tensor.Empty(dev, x.DType(), x.Shape()[:x.Rank()-1]...) // [B, T]
 	dev.Backend().VocabCrossEntropyLoss(loss.Span(), f.stats.Span(), f.targets.Span(), f.kp)
 	return []*tensor.Tensor{loss}
 }
 
-// combine turns this rank's statistics (over its own columns, Σ e^(x−m) relative to its
+// combineOverTP turns this rank's statistics (over its own columns, Σ e^(x−m) relative to its
 // own maximum m) into the global ones: M = MAX of the maxima, each rank's Σ e^(x−m)
 // rescaled by e^(m−M), then one SUM of Σ e^(x−M), the target logit and Σ x.
-func (f *vocabCE) combine() {
+func (f *vocabCE) combineOverTP() {
 	m := f.stats.Narrow(0, 0, 1) // [1, N] views of stats
 	s := f.stats.Narrow(0, 1, 1)
 	local := m.Clone()

@@ -17,8 +17,10 @@
 //     (how nn creates a Param), Builder and Pass.
 //   - config.go: TransformerConfig with its documented defaults (Defaults), Validate,
 //     OutputInitStd and PaddedVocab.
-//   - linear.go: ColumnParallelLinear and RowParallelLinear; linear_replicated.go: Linear,
-//     a layer every TP rank holds whole.
+//   - tp_region.go: tpRegion, the mappings by which activations enter and leave TP
+//     regions (plain or sequence parallel), chosen once by the Builder.
+//   - linear.go: ColumnParallelLinear and RowParallelLinear, their variants chosen by
+//     LinearOptions; linear_replicated.go: Linear, a layer every TP rank holds whole.
 //   - embedding.go: VocabParallelEmbedding and the replicated Embedding.
 //   - cross_entropy.go: VocabParallelCrossEntropy (softmax over the vocabulary split over
 //     TP, label smoothing over the global vocabulary; the per-row work in the backend's
@@ -91,12 +93,32 @@
 // mode, dropout RNG, global sample offset). Layers keep only the groups they use, never a
 // mesh or package state.
 //
-// Sequence parallelism is a construction-time choice (Builder.SequenceParallel): the
-// layers built with it pick the SP mappings (GatherFromSP before column-parallel layers,
-// ReduceScatterToSP after row-parallel ones), and replicated parameters used on
+// Variants are chosen when a layer is built, never by a flag tested inside Forward (a
+// test, forward_flags_test.go, checks that no Forward method branches on its receiver;
+// branches on arguments, like a KV cache or Pass.Train, are fine). Each layer holds the
+// few function values its constructor picked:
+//
+//   - its tpRegion (Builder.region): CopyToTP or GatherFromSP into column-parallel
+//     layers, ReduceFromTP or ReduceScatterToSP out of row-parallel ones, the embedding's
+//     output kept whole or scattered over the sequence (ScatterToSP), the hidden dropout
+//     region (the whole sequence or this rank's part) and BERT's first position;
+//   - the linear layers' options (LinearOptions: GatherOutput, SkipBiasAdd, ScatterInput);
+//   - LayerNorm or RMSNorm; the MLP's activation (plain or SwiGLU); rotary embeddings or
+//     none; the attention core (attend, or recomputed in backward) with its scale fixed;
+//     pre-LN or post-LN residual blocks (preLN, postLN); a decoder layer's
+//     cross-attention or none;
+//   - a pipeline stage's first and last steps (embedding or hidden input, heads or
+//     hidden output) and the optional norms and heads of its configuration.
+//
+// These values are also where fused operations plug in: a fused attention core, bias with
+// GeLU after SkipBiasAdd, or norm with residual add is chosen at construction in the same
+// place as its unfused composition, and Forward does not change.
+//
+// Sequence parallelism is such a construction-time choice (Builder.SequenceParallel):
+// the layers built with it hold the SP mappings, and replicated parameters used on
 // sequence-split activations are marked SequenceParallel so that their gradients are
-// summed over TP (ReduceSequenceParallelGrads). Nothing inside Forward tests a flag to
-// decide whether to communicate. The parameters are the same with and without it.
+// summed over TP (ReduceSequenceParallelGrads). The parameters are the same with and
+// without it.
 //
 // Dropout masks depend only on the Pass's RNG, the dropout site's name and global
 // coordinates (global sample index, position, feature or head), never on a rank, so they

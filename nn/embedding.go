@@ -13,7 +13,8 @@ import (
 type VocabParallelEmbedding struct {
 	Weight *Param // [Vp/tp, C]
 
-	tp parallel.Comm
+	tp     parallel.Comm
+	lookup func(e *VocabParallelEmbedding, p *Pass, ids *tensor.Tensor) *tensor.Tensor // serialLookup at tp 1, else parallelLookup
 }
 
 // NewVocabParallelEmbedding creates name.weight [vocab, hidden] split by rows. vocab must
@@ -22,7 +23,12 @@ func NewVocabParallelEmbedding(b *Builder, name string, vocab, hidden int, init 
 	if vocab%b.TP.Size() != 0 {
 		panic(fmt.Sprintf("nn: VocabParallelEmbedding %s: vocab %d not divisible by tp %d", name, vocab, b.TP.Size()))
 	}
-	return &VocabParallelEmbedding{Weight: newParam(b, name+".weight", tensor.Shape{vocab, hidden}, 0, init), tp: b.TP}
+	e := &VocabParallelEmbedding{Weight: newParam(b, name+".weight", tensor.Shape{vocab, hidden}, 0, init), tp: b.TP,
+		lookup: (*VocabParallelEmbedding).parallelLookup}
+	if b.TP.Size() == 1 {
+		e.lookup = serialLookup
+	}
+	return e
 }
 
 // Params returns the table.
@@ -31,9 +37,17 @@ func (e *VocabParallelEmbedding) Params() []*Param { return []*Param{e.Weight} }
 // Forward maps ids [B, T] (I32 or I64) to [B, T, C], the same on every TP rank. It panics
 // if an id is outside [0, Vp).
 func (e *VocabParallelEmbedding) Forward(p *Pass, ids *tensor.Tensor) *tensor.Tensor {
-	if e.tp.Size() == 1 {
-		return tensor.Embedding(e.Weight.Tensor, ids)
-	}
+	return e.lookup(e, p, ids)
+}
+
+// serialLookup is Forward for a TP group of one rank, which holds the whole table.
+func serialLookup(e *VocabParallelEmbedding, _ *Pass, ids *tensor.Tensor) *tensor.Tensor {
+	return tensor.Embedding(e.Weight.Tensor, ids)
+}
+
+// parallelLookup is Forward over TP: each rank looks up the ids in its rows (zero rows
+// for the others) and the parts are summed by ReduceFromTP.
+func (e *VocabParallelEmbedding) parallelLookup(p *Pass, ids *tensor.Tensor) *tensor.Tensor {
 	rows := e.Weight.Dim(0)
 	start := e.tp.Rank() * rows
 	all := tensor.ToSlice[int64](ids)

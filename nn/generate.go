@@ -51,7 +51,7 @@ func checkGenerate(m *GPT, prompts [][]int32, o GenerateOptions) error {
 	if !m.Stage.PreProcess || !m.Stage.PostProcess {
 		return errors.New("nn: Generate: pipeline-parallel generation is not implemented (m is a pipeline stage)")
 	}
-	if m.sp {
+	if m.region.sp {
 		return errors.New("nn: Generate: m was built with sequence parallelism; build it without for inference (same parameters)")
 	}
 	v := m.Config.Vocab
@@ -161,9 +161,9 @@ func lastLogits(p *Pass, m *GPT, ids []int32, b int, caches []*KVCache) [][]floa
 	s := dev.NewScope()
 	defer s.Close()
 	t := len(ids) / b
-	logits := m.Forward(p, tensor.FromSlice(dev, ids, b, t), caches)          // [B, T, Vp/tp]
-	last := logits.Narrow(1, t-1, 1)                                          // [B, 1, Vp/tp]
-	full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.tp, last)) // [B, 1, Vp]
+	logits := m.Forward(p, tensor.FromSlice(dev, ids, b, t), caches)                 // [B, T, Vp/tp]
+	last := logits.Narrow(1, t-1, 1)                                                 // [B, 1, Vp/tp]
+	full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.region.tp, last)) // [B, 1, Vp]
 	vp, v := len(full)/b, m.Config.Vocab
 	rows := make([][]float64, b)
 	for i := range rows {

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 
-	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -52,8 +51,15 @@ type GPT struct {
 	Config GPTConfig
 	Stage  Stage
 	Vp     int // padded vocabulary
-	tp     parallel.Comm
-	sp     bool
+	region tpRegion
+	// first maps the stage's input to the first layer's input (embedIDs on the first
+	// stage, else hiddenIn); last maps the last layer's output to the stage's output
+	// (logits on the last stage, else hiddenOut).
+	first func(m *GPT, p *Pass, input *tensor.Tensor, caches []*KVCache) *tensor.Tensor
+	last  func(m *GPT, p *Pass, x *tensor.Tensor) *tensor.Tensor
+	// positions adds learned position embeddings to the word embeddings
+	// ((*GPT).addPositions), or nothing (noPositions: RoPE rotates in attention).
+	positions func(m *GPT, x *tensor.Tensor, pastLen int) *tensor.Tensor
 }
 
 // NewGPT builds the part of a GPT that stage holds. Parameter names: embedding.word.weight,
@@ -73,22 +79,26 @@ func NewGPT(b *Builder, cfg GPTConfig, stage Stage) (*GPT, error) {
 	if stage.FirstLayer < 0 || stage.NumLayers < 0 || stage.FirstLayer+stage.NumLayers > cfg.NumLayers {
 		return nil, fmt.Errorf("nn: GPT stage layers [%d, %d) outside [0, %d)", stage.FirstLayer, stage.FirstLayer+stage.NumLayers, cfg.NumLayers)
 	}
-	m := &GPT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), tp: b.TP, sp: b.SequenceParallel}
+	m := &GPT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), region: b.region(),
+		first: hiddenIn, last: hiddenOut, positions: noPositions}
 	init := Normal(cfg.InitStd)
 	if stage.PreProcess {
+		m.first = (*GPT).embedIDs
 		m.Word = NewVocabParallelEmbedding(b, "embedding.word", m.Vp, cfg.Hidden, init)
 		if cfg.Position == LearnedPositions {
 			m.Position = NewEmbedding(b, "embedding.position", cfg.MaxPosition, cfg.Hidden, init)
+			m.positions = (*GPT).addPositions
 		}
 	}
 	m.Block = NewBlock(b, "layers", cfg.TransformerConfig, stage.FirstLayer, stage.NumLayers, false)
 	if stage.PostProcess {
+		m.last = (*GPT).logits
 		m.FinalNorm = NewNorm(b, "final_norm", cfg.Norm, cfg.Hidden, cfg.NormEps)
 		switch {
 		case cfg.Untied:
 			m.Output = NewColumnParallelLinear(b, "output", cfg.Hidden, m.Vp, LinearOptions{Init: init})
 		case m.Word != nil:
-			m.Output = &ColumnParallelLinear{Weight: m.Word.Weight, tp: b.TP, sp: b.SequenceParallel}
+			m.Output = columnParallelOf(b, m.Word.Weight, nil, LinearOptions{})
 		default:
 			m.Output = NewColumnParallelLinear(b, "embedding.word", cfg.Hidden, m.Vp, LinearOptions{Init: init})
 			m.Output.Weight.Shared = true
@@ -120,46 +130,60 @@ func (m *GPT) Params() []*Param {
 // Embed maps token ids [B, T] to the first layer's input [B, T, C] ([B, T/tp, C] under
 // sequence parallelism). pastLen is the number of positions already in a KV cache.
 func (m *GPT) Embed(p *Pass, ids *tensor.Tensor, pastLen int) *tensor.Tensor {
-	x := m.Word.Forward(p, ids) // [B, T, C]
-	if m.Position != nil {
-		t := ids.Dim(1)
-		if pastLen+t > m.Config.MaxPosition {
-			panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
-		}
-		pos := tensor.Arange(ids.Device(), tensor.I64, float64(pastLen), 1, t)
-		x = tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, m.Config.Hidden)) // [B, T, C]
-	}
-	if m.sp {
-		x = parallel.ScatterToSP(p.Ctx, m.tp, x) // [B, T/tp, C]
-	}
-	return hiddenDropout(p, x, m.Config.Dropout, "embedding.dropout", m.sp, m.tp.Rank(), m.tp.Size())
+	x := m.Word.Forward(p, ids)      // [B, T, C]
+	x = m.positions(m, x, pastLen)   // [B, T, C]
+	x = m.region.fromEmbedding(p, x) // [B, T/tp, C] under sequence parallelism
+	return m.region.dropout(p, x, m.Config.Dropout, "embedding.dropout")
 }
+
+// addPositions adds the learned embeddings of positions [pastLen, pastLen+T) to x
+// [B, T, C]. It panics if they exceed MaxPosition.
+func (m *GPT) addPositions(x *tensor.Tensor, pastLen int) *tensor.Tensor {
+	t := x.Dim(1)
+	if pastLen+t > m.Config.MaxPosition {
+		panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
+	}
+	pos := tensor.Arange(x.Device(), tensor.I64, float64(pastLen), 1, t)
+	return tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, m.Config.Hidden)) // [B, T, C]
+}
+
+// noPositions is addPositions without learned positions.
+func noPositions(_ *GPT, x *tensor.Tensor, _ int) *tensor.Tensor { return x }
 
 // Forward runs the stage. The first stage takes token ids [B, T]; later stages take the
 // previous stage's hidden states. The last stage returns logits [B, T, Vp/tp] (this rank's
 // slice of the padded vocabulary); other stages return hidden states. caches, if not nil,
 // holds one KV cache per layer of the stage (generation).
 func (m *GPT) Forward(p *Pass, input *tensor.Tensor, caches []*KVCache) *tensor.Tensor {
-	x := input
-	if m.Stage.PreProcess {
-		past := 0
-		if len(caches) > 0 {
-			past = caches[0].Len()
-		}
-		x = m.Embed(p, input, past)
-	}
+	x := m.first(m, p, input, caches)
 	x = m.Block.Forward(p, x, LayerInput{Self: AttentionMask{Causal: true}}, caches)
-	if !m.Stage.PostProcess {
-		return x
-	}
-	x = m.FinalNorm.Forward(x)
-	return m.Output.Forward(p, x) // [B, T, Vp/tp]
+	return m.last(m, p, x)
 }
+
+// embedIDs is the first stage's input: the embedding of ids [B, T] following the
+// caches' past positions.
+func (m *GPT) embedIDs(p *Pass, ids *tensor.Tensor, caches []*KVCache) *tensor.Tensor {
+	past := 0
+	if len(caches) > 0 {
+		past = caches[0].Len()
+	}
+	return m.Embed(p, ids, past)
+}
+
+// logits is the last stage's output: the final norm and the output layer, [B, T, Vp/tp].
+func (m *GPT) logits(p *Pass, x *tensor.Tensor) *tensor.Tensor {
+	return m.Output.Forward(p, m.FinalNorm.Forward(x))
+}
+
+// hiddenIn and hiddenOut pass hidden states through a stage that does not embed or
+// does not hold the heads.
+func hiddenIn(_ *GPT, _ *Pass, x *tensor.Tensor, _ []*KVCache) *tensor.Tensor { return x }
+func hiddenOut(_ *GPT, _ *Pass, x *tensor.Tensor) *tensor.Tensor              { return x }
 
 // Loss returns the mean cross entropy of logits [B, T, Vp/tp] against labels [B, T],
 // over the labels that are not -100 (Hugging Face's convention), and the per-token losses.
 func (m *GPT) Loss(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tensor.Tensor) {
-	perToken = VocabParallelCrossEntropy(p, m.tp, logits, labels,
+	perToken = VocabParallelCrossEntropy(p, m.region.tp, logits, labels,
 		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100})
 	return MeanLoss(perToken, LabelMask(labels, -100, perToken.DType())), perToken
 }

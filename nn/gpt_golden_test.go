@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"megago/internal/golden"
-	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -38,50 +37,38 @@ func TestGPTGolden(t *testing.T) {
 		cfg := tc.cfg(f)
 		for _, tp := range []int{1, 2} {
 			t.Run(f.Model+"/tp"+string(rune('0'+tp)), func(t *testing.T) {
-				require.NoError(t, parallel.RunLocal(tp, func(c parallel.Comm) error {
-					b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F32, RNG: tensor.NewRNG(1), TP: c}
-					m, err := NewGPT(b, cfg, Stage{})
-					if err != nil {
-						return err
-					}
-					global, err := m.FromHF(goldenParams(b.Dev, f))
-					if err != nil {
-						return err
-					}
-					if err := LoadGlobal(m.Params(), global); err != nil {
-						return err
-					}
-					p := Eval(context.Background())
-					logits := m.Forward(p, goldenInts(b.Dev, f.Input("input_ids")), nil)
-					loss, _ := m.Loss(p, logits, goldenInts(b.Dev, f.Input("labels")))
-					loss.Backward()
-					full := parallel.GatherFromTP(p.Ctx, c, logits.Detach())
-					// At TP>1 the all-reduce of partial products reorders fp32 sums once more:
-					// logits near zero may move by a few ulps of the larger partial sums.
-					atol := goldenAtol
-					if tp > 1 {
-						atol = 4e-6
-					}
-					requireCloseTol(t, "logits", narrowLast(full, cfg.Vocab), f.Logits.Data, goldenRtol, atol)
-					requireClose(t, "loss", []float64{loss.Item()}, []float32{float32(f.Loss)})
-					if tp > 1 {
-						return nil // gradients are compared at TP=1; TP equivalence is tested elsewhere
-					}
-					grads := map[string]*tensor.Tensor{}
-					for _, q := range m.Params() {
-						grads[q.Name] = q.Grad()
-					}
-					hf, err := m.ToHF(grads)
-					if err != nil {
-						return err
-					}
-					for name := range f.Grads {
-						g, ok := hf[name]
-						require.True(t, ok, "no gradient for %s", name)
-						requireClose(t, "grad "+name, tensor.ToSlice[float64](g), f.Grad(name).Data)
-					}
-					return nil
-				}))
+				// The ranks only run the model; the comparisons are made here, on the test
+				// goroutine, so that a failure stops the test at once.
+				run := runRanks(t, tp, false, func() *Pass { return Eval(context.Background()) }, tensor.F32,
+					func(b *Builder) (hfModel, error) { return NewGPT(b, cfg, Stage{}) },
+					func(m hfModel) (map[string]*tensor.Tensor, error) {
+						return m.FromHF(goldenParams(m.Params()[0].Device(), f))
+					},
+					func(p *Pass, mm hfModel) (*tensor.Tensor, *tensor.Tensor, map[string]*tensor.Tensor) {
+						m := mm.(*GPT)
+						dev := m.Word.Weight.Device()
+						logits := m.Forward(p, goldenInts(dev, f.Input("input_ids")), nil)
+						loss, _ := m.Loss(p, logits, goldenInts(dev, f.Input("labels")))
+						return logits, loss, nil
+					})
+				// At TP>1 the all-reduce of partial products reorders fp32 sums once more:
+				// logits near zero may move by a few ulps of the larger partial sums.
+				atol := goldenAtol
+				if tp > 1 {
+					atol = 4e-6
+				}
+				requireCloseTol(t, "logits", narrowLast(run.logits, cfg.Vocab), f.Logits.Data, goldenRtol, atol)
+				requireClose(t, "loss", []float64{run.loss}, []float32{float32(f.Loss)})
+				if tp > 1 {
+					return // gradients are compared at TP=1; TP equivalence is tested elsewhere
+				}
+				hf, err := run.model.ToHF(globalGrads(t, run.params))
+				require.NoError(t, err)
+				for name := range f.Grads {
+					g, ok := hf[name]
+					require.True(t, ok, "no gradient for %s", name)
+					requireClose(t, "grad "+name, tensor.ToSlice[float64](g), f.Grad(name).Data)
+				}
 			})
 		}
 	}

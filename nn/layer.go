@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 
-	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -19,22 +18,30 @@ type TransformerLayer struct {
 	Norm2     *LayerNorm
 	MLP       *MLP
 
-	cfg  TransformerConfig
-	name string
-	tp   parallel.Comm
-	sp   bool
+	name    string
+	dropout float64 // hidden dropout after each sub-block
+	region  tpRegion
+	// residual wraps a sub-block in its norm and residual add: preLN or postLN.
+	residual residualFunc
+	// cross runs a decoder layer's cross-attention sub-block
+	// ((*TransformerLayer).crossBlock), or nothing (noCross).
+	cross func(l *TransformerLayer, p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor
 }
 
 // NewTransformerLayer creates layer name (e.g. "layers.3"); withCross adds
 // cross-attention.
 func NewTransformerLayer(b *Builder, name string, cfg TransformerConfig, withCross bool) *TransformerLayer {
 	cfg = cfg.Defaults()
-	l := &TransformerLayer{cfg: cfg, name: name, tp: b.TP, sp: b.SequenceParallel}
+	l := &TransformerLayer{name: name, dropout: cfg.Dropout, region: b.region(), residual: preLN, cross: noCross}
+	if cfg.PostLN {
+		l.residual = postLN
+	}
 	l.Norm1 = NewNorm(b, name+".norm1", cfg.Norm, cfg.Hidden, cfg.NormEps)
 	l.Attn = NewSelfAttention(b, name+".attn", cfg)
 	if withCross {
 		l.NormCross = NewNorm(b, name+".norm_cross", cfg.Norm, cfg.Hidden, cfg.NormEps)
 		l.Cross = NewCrossAttention(b, name+".cross", cfg)
+		l.cross = (*TransformerLayer).crossBlock
 	}
 	l.Norm2 = NewNorm(b, name+".norm2", cfg.Norm, cfg.Hidden, cfg.NormEps)
 	l.MLP = NewMLP(b, name+".mlp", cfg)
@@ -70,32 +77,50 @@ type LayerInput struct {
 
 // Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.
 func (l *TransformerLayer) Forward(p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor {
-	x = l.residual(p, x, l.Norm1, "attn", func(h *tensor.Tensor) *tensor.Tensor {
+	x = l.subBlock(p, x, l.Norm1, "attn", func(h *tensor.Tensor) *tensor.Tensor {
 		return l.Attn.Forward(p, h, in.Self, in.Cache)
 	})
-	if l.Cross != nil {
-		if in.Memory == nil && in.CrossKV == nil {
-			panic(fmt.Sprintf("nn: %s: decoder layer without encoder memory", l.name))
-		}
-		x = l.residual(p, x, l.NormCross, "cross", func(h *tensor.Tensor) *tensor.Tensor {
-			if in.CrossKV != nil {
-				return l.Cross.ForwardKV(p, h, in.CrossKV.K, in.CrossKV.V, in.Cross)
-			}
-			return l.Cross.Forward(p, h, in.Memory, in.Cross)
-		})
-	}
-	return l.residual(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) *tensor.Tensor { return l.MLP.Forward(p, h) })
+	x = l.cross(l, p, x, in)
+	return l.subBlock(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) *tensor.Tensor { return l.MLP.Forward(p, h) })
 }
 
-// residual applies one sub-block f with its norm, hidden dropout and residual add.
-func (l *TransformerLayer) residual(p *Pass, x *tensor.Tensor, norm *LayerNorm, site string, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
-	drop := func(h *tensor.Tensor) *tensor.Tensor {
-		return hiddenDropout(p, h, l.cfg.Dropout, l.name+"."+site+".dropout", l.sp, l.tp.Rank(), l.tp.Size())
+// crossBlock is a decoder layer's cross-attention sub-block. It panics if in has no
+// encoder memory.
+func (l *TransformerLayer) crossBlock(p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor {
+	if in.Memory == nil && in.CrossKV == nil {
+		panic(fmt.Sprintf("nn: %s: decoder layer without encoder memory", l.name))
 	}
-	if l.cfg.PostLN {
-		return norm.Forward(tensor.Add(x, drop(f(x))))
-	}
-	return tensor.Add(x, drop(f(norm.Forward(x))))
+	return l.subBlock(p, x, l.NormCross, "cross", func(h *tensor.Tensor) *tensor.Tensor {
+		if in.CrossKV != nil {
+			return l.Cross.ForwardKV(p, h, in.CrossKV.K, in.CrossKV.V, in.Cross)
+		}
+		return l.Cross.Forward(p, h, in.Memory, in.Cross)
+	})
+}
+
+// noCross is the missing cross-attention sub-block of an encoder layer.
+func noCross(_ *TransformerLayer, _ *Pass, x *tensor.Tensor, _ LayerInput) *tensor.Tensor { return x }
+
+// subBlock applies one sub-block f with its norm, hidden dropout at site and residual add.
+func (l *TransformerLayer) subBlock(p *Pass, x *tensor.Tensor, norm *LayerNorm, site string, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	key := l.name + "." + site + ".dropout"
+	return l.residual(x, norm, func(h *tensor.Tensor) *tensor.Tensor {
+		return l.region.dropout(p, f(h), l.dropout, key)
+	})
+}
+
+// residualFunc adds a sub-block f, its hidden dropout included, to its input x [B, T, C]
+// ([B, T/tp, C] under sequence parallelism) with the norm where the layer puts it.
+type residualFunc func(x *tensor.Tensor, norm *LayerNorm, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor
+
+// preLN normalizes the sub-block's input: x + f(norm(x)) (GPT, Llama, T5).
+func preLN(x *tensor.Tensor, norm *LayerNorm, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	return tensor.Add(x, f(norm.Forward(x)))
+}
+
+// postLN normalizes after the residual add: norm(x + f(x)) (BERT).
+func postLN(x *tensor.Tensor, norm *LayerNorm, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	return norm.Forward(tensor.Add(x, f(x)))
 }
 
 // Block is a stack of transformer layers [First, First+len(Layers)) of a model's L —

@@ -98,13 +98,12 @@ func TestColumnParallelLinear(t *testing.T) {
 		for _, mode := range []string{"split", "gather", "skip-bias"} {
 			t.Run(fmt.Sprintf("tp%d/%s", tp, mode), func(t *testing.T) {
 				onRanks(t, tp, func(c parallel.Comm, dev *tensor.Device) (struct{}, error) {
-					l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1)})
+					l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1),
+						GatherOutput: mode == "gather", SkipBiasAdd: mode == "skip-bias"})
 					if err := LoadGlobal(l.Params(), map[string]*tensor.Tensor{
 						"fc.weight": tensor.FromSlice(dev, w, out, in), "fc.bias": tensor.FromSlice(dev, bias, out)}); err != nil {
 						return struct{}{}, err
 					}
-					l.GatherOutput = mode == "gather"
-					l.SkipBiasAdd = mode == "skip-bias"
 					xt := tensor.FromSlice(dev, x, b, tt, in).SetRequiresGrad(true)
 					got, gotBias := l.ForwardWithBias(Eval(context.Background()), xt)
 					lo, width := c.Rank()*out/tp, out/tp // this rank's output features
@@ -137,14 +136,38 @@ func TestColumnParallelLinearGatherAddsBias(t *testing.T) {
 	// With GatherOutput the bias is added before the gather, even with SkipBiasAdd: a
 	// per-rank bias slice could not be added to the gathered output.
 	onRanks(t, 2, func(c parallel.Comm, dev *tensor.Device) (struct{}, error) {
-		l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", 3, 4, LinearOptions{Bias: true, Init: Normal(1)})
-		l.GatherOutput, l.SkipBiasAdd = true, true
+		l := NewColumnParallelLinear(rankBuilder(c, dev), "fc", 3, 4, LinearOptions{Bias: true, Init: Normal(1),
+			GatherOutput: true, SkipBiasAdd: true})
 		_, bias := l.ForwardWithBias(Eval(context.Background()), tensor.Ones(dev, tensor.F64, 1, 2, 3))
 		if bias != nil {
 			t.Errorf("rank %d: bias returned with GatherOutput", c.Rank())
 		}
 		return struct{}{}, nil
 	})
+}
+
+func TestLinearOptionsOfOtherLayersPanic(t *testing.T) {
+	b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F64, RNG: tensor.NewRNG(7), TP: parallel.Self()}
+	for _, tc := range []struct {
+		want  string
+		build func()
+	}{
+		{"nn: ColumnParallelLinear fc: GatherOutput false, SkipBiasAdd false, ScatterInput true",
+			func() { NewColumnParallelLinear(b, "fc", 2, 2, LinearOptions{ScatterInput: true}) }},
+		{"nn: RowParallelLinear fc: GatherOutput true, SkipBiasAdd false, ScatterInput false",
+			func() { NewRowParallelLinear(b, "fc", 2, 2, LinearOptions{GatherOutput: true}) }},
+		{"nn: Linear fc: GatherOutput false, SkipBiasAdd true, ScatterInput false",
+			func() { NewLinear(b, "fc", 2, 2, LinearOptions{SkipBiasAdd: true}) }},
+	} {
+		t.Run(strings.Fields(tc.want)[1], func(t *testing.T) {
+			defer func() {
+				if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), tc.want) {
+					t.Errorf("panic %v, want one starting %q", r, tc.want)
+				}
+			}()
+			tc.build()
+		})
+	}
 }
 
 func TestRowParallelLinear(t *testing.T) {
@@ -157,12 +180,12 @@ func TestRowParallelLinear(t *testing.T) {
 		for _, parallelIn := range []bool{true, false} {
 			t.Run(fmt.Sprintf("tp%d/input-parallel=%v", tp, parallelIn), func(t *testing.T) {
 				onRanks(t, tp, func(c parallel.Comm, dev *tensor.Device) (struct{}, error) {
-					l := NewRowParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1)})
+					l := NewRowParallelLinear(rankBuilder(c, dev), "fc", in, out, LinearOptions{Bias: true, Init: Normal(1),
+						ScatterInput: !parallelIn})
 					if err := LoadGlobal(l.Params(), map[string]*tensor.Tensor{
 						"fc.weight": tensor.FromSlice(dev, w, out, in), "fc.bias": tensor.FromSlice(dev, bias, out)}); err != nil {
 						return struct{}{}, err
 					}
-					l.InputIsParallel = parallelIn
 					lo, width := c.Rank()*in/tp, in/tp // this rank's input features
 					xs, wantDX := x, dx
 					if parallelIn {

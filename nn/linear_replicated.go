@@ -14,8 +14,10 @@ type Linear struct {
 }
 
 // NewLinear creates name.weight [out, in] and, with o.Bias, name.bias [out] (zeros),
-// replicated over TP.
+// replicated over TP. It panics if o selects a parallel layer's variant (GatherOutput,
+// SkipBiasAdd, ScatterInput).
 func NewLinear(b *Builder, name string, in, out int, o LinearOptions) *Linear {
+	checkLinearOptions("Linear", name, o, false, false, false)
 	l := &Linear{Weight: newParam(b, name+".weight", tensor.Shape{out, in}, -1, o.Init)}
 	l.Weight.SequenceParallel = b.SequenceParallel
 	if o.Bias {
@@ -35,9 +37,6 @@ func (l *Linear) Params() []*Param {
 
 // Forward maps x [..., I] to [..., O].
 func (l *Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
-	y := tensor.MatMulT(x, l.Weight.Tensor, false, true) // [..., O]
-	if l.Bias != nil {
-		y = tensor.Add(y, l.Bias.Tensor)
-	}
+	y, _ := addBias(tensor.MatMulT(x, l.Weight.Tensor, false, true), l.Bias) // [..., O]
 	return y
 }

@@ -9,12 +9,18 @@ type LayerNorm struct {
 	Weight *Param // [C]
 	Bias   *Param // [C], nil for RMSNorm
 	Eps    float64
-	Kind   Norm
+	// Kind is the norm NewNorm built, which chose the function Forward applies.
+	Kind Norm
+
+	apply func(n *LayerNorm, x *tensor.Tensor) *tensor.Tensor // layerNorm or rmsNorm
 }
 
 // NewNorm creates name.weight (ones) and, for LayerNorm, name.bias (zeros).
 func NewNorm(b *Builder, name string, kind Norm, hidden int, eps float64) *LayerNorm {
-	n := &LayerNorm{Eps: eps, Kind: kind}
+	n := &LayerNorm{Eps: eps, Kind: kind, apply: layerNorm}
+	if kind == RMSNormKind {
+		n.apply = rmsNorm
+	}
 	n.Weight = newParam(b, name+".weight", tensor.Shape{hidden}, -1, Constant(1))
 	n.Weight.SequenceParallel = b.SequenceParallel
 	if kind == LayerNormKind {
@@ -28,11 +34,23 @@ func NewNorm(b *Builder, name string, kind Norm, hidden int, eps float64) *Layer
 func (n *LayerNorm) Params() []*Param { return params{n.Weight, n.Bias}.Params() }
 
 // Forward normalizes x [..., C].
-func (n *LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
-	if n.Kind == RMSNormKind {
-		return tensor.RMSNorm(x, n.Weight.Tensor, n.Eps)
-	}
+func (n *LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor { return n.apply(n, x) }
+
+func layerNorm(n *LayerNorm, x *tensor.Tensor) *tensor.Tensor {
 	return tensor.LayerNorm(x, n.Weight.Tensor, n.Bias.Tensor, n.Eps)
+}
+
+func rmsNorm(n *LayerNorm, x *tensor.Tensor) *tensor.Tensor {
+	return tensor.RMSNorm(x, n.Weight.Tensor, n.Eps)
+}
+
+// optionalNorm returns n.Forward, or the identity when n is nil (a norm the
+// configuration leaves out, as BERT's final norm under post-LN).
+func optionalNorm(n *LayerNorm) func(*tensor.Tensor) *tensor.Tensor {
+	if n == nil {
+		return func(x *tensor.Tensor) *tensor.Tensor { return x }
+	}
+	return n.Forward
 }
 
 // dropout applies dropout with probability prob to x, which holds the region of a full
@@ -48,16 +66,4 @@ func dropout(p *Pass, x *tensor.Tensor, prob float64, key string, full tensor.Sh
 	full[0] += p.SampleOffset // dim 0 is the micro-batch: samples are numbered globally
 	start[0] += p.SampleOffset
 	return tensor.DropoutRegion(x, prob, p.RNG.Named(key), full, start)
-}
-
-// hiddenDropout drops out a hidden state x [B, T, C] or, under sequence parallelism, its
-// slice [B, T/tp, C] of the sequence (tpRank's).
-func hiddenDropout(p *Pass, x *tensor.Tensor, prob float64, key string, sp bool, tpRank, tp int) *tensor.Tensor {
-	s := x.Shape()
-	full, start := s.Clone(), make([]int, 3)
-	if sp {
-		full[1] = s[1] * tp
-		start[1] = tpRank * s[1]
-	}
-	return dropout(p, x, prob, key, full, start)
 }

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 
-	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -96,7 +95,7 @@ func layerInputs(x *tensor.Tensor, in LayerInput) ([]*tensor.Tensor, func([]*ten
 }
 
 // attendFunc computes attention from q, k, v (see attend).
-type attendFunc func(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, c TransformerConfig, name string, tp parallel.Comm) *tensor.Tensor
+type attendFunc func(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor
 
 // attentionCore returns how attention layers built with r compute their core.
 func attentionCore(r Recompute) attendFunc {
@@ -108,7 +107,7 @@ func attentionCore(r Recompute) attendFunc {
 
 // recomputedAttend is attend under tensor.Checkpoint: q, k, v and the mask and bias are
 // kept, the scores and probabilities recomputed in backward.
-func recomputedAttend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, c TransformerConfig, name string, tp parallel.Comm) *tensor.Tensor {
+func recomputedAttend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
 	ins := []*tensor.Tensor{q, k, v}
 	if m.Masked != nil {
 		ins = append(ins, m.Masked)
@@ -124,6 +123,6 @@ func recomputedAttend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, c Transf
 		if m.Bias != nil {
 			mm.Bias = t[i]
 		}
-		return []*tensor.Tensor{attend(p, t[0], t[1], t[2], mm, c, name, tp)}
+		return []*tensor.Tensor{attend(p, t[0], t[1], t[2], mm, a)}
 	}, ins...)[0]
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"strings"
 
-	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -58,8 +57,7 @@ type T5 struct {
 
 	Config T5Config
 	Vp     int // padded vocabulary
-	tp     parallel.Comm
-	sp     bool
+	region tpRegion
 }
 
 // NewT5 builds a T5. stage must be the whole model: the zero Stage, or one with
@@ -85,7 +83,7 @@ func NewT5(b *Builder, cfg T5Config, stage Stage) (*T5, error) {
 		return nil, fmt.Errorf("%w (stage %+v)", errT5Pipeline, stage)
 	}
 	c := cfg.TransformerConfig
-	m := &T5{Config: cfg, Vp: PaddedVocab(c.Vocab, cfg.VocabMultiple, b.TP.Size()), tp: b.TP, sp: b.SequenceParallel}
+	m := &T5{Config: cfg, Vp: PaddedVocab(c.Vocab, cfg.VocabMultiple, b.TP.Size()), region: b.region()}
 	init := Normal(c.InitStd)
 	m.Word = NewVocabParallelEmbedding(b, "embedding.word", m.Vp, c.Hidden, Normal(cmp.Or(cfg.EmbeddingInitStd, c.InitStd)))
 	m.EncoderBias = NewRelativePositionBias(b, "encoder.relative_bias", c.RelativeBuckets, c.RelativeMaxDistance, c.Heads, true, init)
@@ -96,7 +94,7 @@ func NewT5(b *Builder, cfg T5Config, stage Stage) (*T5, error) {
 	m.DecoderBias = NewRelativePositionBias(b, "decoder.relative_bias", c.RelativeBuckets, c.RelativeMaxDistance, c.Heads, false, init)
 	m.Decoder = NewBlock(b, "decoder.layers", dc, 0, dc.NumLayers, true)
 	m.DecoderNorm = NewNorm(b, "decoder.final_norm", c.Norm, c.Hidden, c.NormEps)
-	m.Output = &ColumnParallelLinear{Weight: m.Word.Weight, tp: b.TP, sp: b.SequenceParallel}
+	m.Output = columnParallelOf(b, m.Word.Weight, nil, LinearOptions{})
 	for _, l := range append(append([]*TransformerLayer(nil), m.Encoder.Layers...), m.Decoder.Layers...) {
 		l.MLP.Dropout = c.Dropout // T5's DenseReluDense drops out after the ReLU
 	}
@@ -153,17 +151,15 @@ type T5Input struct {
 // embed looks up ids [B, T] in the shared embedding and applies dropout (key site),
 // returning [B, T, C] ([B, T/tp, C] under sequence parallelism).
 func (m *T5) embed(p *Pass, ids *tensor.Tensor, site string) *tensor.Tensor {
-	x := m.Word.Forward(p, ids) // [B, T, C]
-	if m.sp {
-		x = parallel.ScatterToSP(p.Ctx, m.tp, x) // [B, T/tp, C]
-	}
+	x := m.Word.Forward(p, ids)      // [B, T, C]
+	x = m.region.fromEmbedding(p, x) // [B, T/tp, C] under sequence parallelism
 	return m.dropHidden(p, x, site)
 }
 
 // dropHidden applies hidden dropout at site to x [B, T, C] ([B, T/tp, C] under sequence
 // parallelism).
 func (m *T5) dropHidden(p *Pass, x *tensor.Tensor, site string) *tensor.Tensor {
-	return hiddenDropout(p, x, m.Config.Dropout, site, m.sp, m.tp.Rank(), m.tp.Size())
+	return m.region.dropout(p, x, m.Config.Dropout, site)
 }
 
 // Encode runs the encoder on ids [B, Te] with Hugging Face's attention_mask attend [B, Te]
@@ -211,7 +207,7 @@ func (m *T5) Forward(p *Pass, in T5Input) *tensor.Tensor {
 // Loss returns the mean cross entropy of logits [B, Td, Vp/tp] against labels [B, Td]
 // over the labels that are not -100 (the true vocabulary only), and the per-token losses.
 func (m *T5) Loss(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tensor.Tensor) {
-	perToken = VocabParallelCrossEntropy(p, m.tp, logits, labels,
+	perToken = VocabParallelCrossEntropy(p, m.region.tp, logits, labels,
 		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100})
 	return MeanLoss(perToken, LabelMask(labels, -100, perToken.DType())), perToken
 }

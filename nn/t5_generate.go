@@ -63,7 +63,7 @@ func NewT5Decoding(ctx context.Context, m *T5, inputs [][]int32) (d *T5Decoding,
 
 // checkT5Inputs returns an error if m cannot decode from inputs.
 func checkT5Inputs(m *T5, inputs [][]int32) error {
-	if m.sp {
+	if m.region.sp {
 		return errors.New("nn: T5Decoding: m was built with sequence parallelism; build it without for inference (same parameters)")
 	}
 	if len(inputs) == 0 {
@@ -142,8 +142,8 @@ func (d *T5Decoding) step(ids *tensor.Tensor) [][]float64 {
 		x = l.Forward(p, x, LayerInput{Self: self, Cross: d.cross, Cache: d.self[i], CrossKV: d.mem[i]})
 	}
 	x = tensor.Scale(m.DecoderNorm.Forward(x), 1/math.Sqrt(float64(m.Config.Hidden)))
-	out := m.Output.Forward(p, x)                                            // [B, 1, Vp/tp]
-	full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.tp, out)) // [B, 1, Vp]
+	out := m.Output.Forward(p, x)                                                   // [B, 1, Vp/tp]
+	full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.region.tp, out)) // [B, 1, Vp]
 	return vocabRows(full, d.b, m.Config.Vocab)
 }
 

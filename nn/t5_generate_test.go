@@ -36,8 +36,8 @@ func t5Reference(m *T5, input []int32, start int32, steps int) (toks []int32, lo
 		seq := []int32{start}
 		for range steps {
 			t := len(seq)
-			out := m.Decode(p, tensor.FromSlice(dev, seq, 1, t), nil, mem, nil)                        // [1, T, Vp/tp]
-			full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.tp, out.Narrow(1, t-1, 1))) // [1, 1, Vp]
+			out := m.Decode(p, tensor.FromSlice(dev, seq, 1, t), nil, mem, nil)                               // [1, T, Vp/tp]
+			full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.region.tp, out.Narrow(1, t-1, 1))) // [1, 1, Vp]
 			row := append([]float64(nil), vocabRows(full, 1, m.Config.Vocab)[0]...)
 			tok := int32(argmax(row))
 			logits, toks, seq = append(logits, row), append(toks, tok), append(seq, tok)

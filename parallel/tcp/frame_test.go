@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"bytes"
@@ -6,10 +6,12 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"megago/parallel/internal/transport"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
-	h := header{kind: kindColl, op: opReduceScatter, dtype: 2, flags: flagLast, group: 0xdeadbeefcafe, seq: 1<<40 + 3}
+	h := header{kind: kindColl, op: transport.ReduceScatter, dtype: 2, flags: flagLast, group: 0xdeadbeefcafe, seq: 1<<40 + 3}
 	p := []byte("payload bytes")
 	h.length = uint32(len(p))
 	b := make([]byte, headerSize)
@@ -112,7 +114,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	}
 	f.Add(frame(header{kind: kindHello}, encodeHello(hello{version: protocolVersion, rank: 1, world: 2, port: 80, token: []byte("t")})))
 	f.Add(frame(header{kind: kindTable}, encodeTable([]string{"", "127.0.0.1:1"})))
-	f.Add(frame(header{kind: kindColl, op: opAllReduce, dtype: 2, group: 1, seq: 7}, make([]byte, 64)))
+	f.Add(frame(header{kind: kindColl, op: transport.AllReduce, dtype: 2, group: 1, seq: 7}, make([]byte, 64)))
 	f.Add(frame(header{kind: kindP2P, flags: flagLast}, []byte{1, 2, 3}))
 	f.Add(frame(header{kind: kindAbort}, encodeAbort(abortMsg{2, 0, "connection lost"})))
 	f.Add(frame(header{kind: kindReject}, []byte("wrong job token")))

@@ -15,9 +15,9 @@ import (
 // its goroutines has hit one.
 type call struct {
 	c      *comm
-	what   transport.Kind
-	dt     uint8  // dtype of the data, checked on every frame
-	seq    uint64 // the group's collective number
+	what   transport.Kind // what the call does; a collective checks it on every frame
+	dt     uint8          // dtype of the data, checked on every frame
+	seq    uint64         // the group's collective number
 	parent context.Context
 	ctx    context.Context // parent with the transport's timeout
 	cancel context.CancelFunc

@@ -22,6 +22,20 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCollectiveWireCodes pins the op byte of each collective: the values are part of
+// the wire format (protocolVersion), whatever order transport.Kind lists them in.
+func TestCollectiveWireCodes(t *testing.T) {
+	want := map[transport.Kind]byte{transport.AllReduce: 1, transport.AllGather: 2, transport.ReduceScatter: 3,
+		transport.Broadcast: 4, transport.Barrier: 5, transport.Split: 6}
+	b := make([]byte, headerSize)
+	for k, code := range want {
+		encodeHeader(b, header{kind: kindColl, op: k})
+		if b[5] != code {
+			t.Errorf("%v is sent as op %d, want %d", k, b[5], code)
+		}
+	}
+}
+
 func TestDecodeHeaderRejects(t *testing.T) {
 	valid := func() []byte {
 		b := make([]byte, headerSize)

@@ -54,9 +54,9 @@ func Reduce(dt tensor.DType, op Op, dst, a, x []byte) {
 	case tensor.F32:
 		reduceFloat[float32](op, dst, a, x)
 	case tensor.BF16:
-		reduceHalf[tensor.BFloat16](op, dst, a, x)
+		reduceHalf(true, op, dst, a, x)
 	case tensor.F16:
-		reduceHalf[tensor.Float16](op, dst, a, x)
+		reduceHalf(false, op, dst, a, x)
 	case tensor.I32:
 		reduceInt[int32](op, dst, a, x)
 	case tensor.I64:
@@ -79,9 +79,9 @@ func Finish(dt tensor.DType, op Op, acc []byte, n int) {
 	case tensor.F32:
 		divideFloat[float32](acc, n)
 	case tensor.BF16:
-		divideHalf[tensor.BFloat16](acc, n)
+		divideHalf(true, acc, n)
 	case tensor.F16:
-		divideHalf[tensor.Float16](acc, n)
+		divideHalf(false, acc, n)
 	case tensor.I32:
 		divideInt[int32](acc, n)
 	case tensor.I64:
@@ -163,34 +163,38 @@ func view[T float](b []byte) ([]T, bool) {
 // format does.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// half is a 16-bit float type, combined in float32 and rounded back.
-type half interface {
-	tensor.BFloat16 | tensor.Float16
-	Float32() float32
-}
-
-// roundHalf rounds f to the nearest H.
-func roundHalf[H half](f float32) H {
-	var h H
-	if _, bf := any(h).(tensor.BFloat16); bf {
-		return H(tensor.BF16FromFloat32(f))
+// widenHalf returns the BF16 (bf) or F16 bits h as a float32.
+func widenHalf(bf bool, h uint16) float32 {
+	if bf {
+		return tensor.BFloat16(h).Float32()
 	}
-	return H(tensor.F16FromFloat32(f))
+	return tensor.Float16(h).Float32()
 }
 
-// reduceHalf is Reduce for BF16 or F16 elements; op is not Avg.
-func reduceHalf[H half](op Op, dst, a, x []byte) {
+// reduceHalf is Reduce for BF16 (bf) or F16 elements, combined in float32 and rounded
+// back; op is not Avg. The rounding is written out in the loop (here and in divideHalf)
+// so that BF16FromFloat32 is inlined: a helper choosing between the two conversions
+// would be too big to inline itself.
+func reduceHalf(bf bool, op Op, dst, a, x []byte) {
 	for i := 0; i < len(a); i += 2 {
-		u, v := H(le.Uint16(a[i:])).Float32(), H(le.Uint16(x[i:])).Float32()
-		le.PutUint16(dst[i:], uint16(roundHalf[H](combineFloat(op, u, v))))
+		r := combineFloat(op, widenHalf(bf, le.Uint16(a[i:])), widenHalf(bf, le.Uint16(x[i:])))
+		if bf {
+			le.PutUint16(dst[i:], uint16(tensor.BF16FromFloat32(r)))
+		} else {
+			le.PutUint16(dst[i:], uint16(tensor.F16FromFloat32(r)))
+		}
 	}
 }
 
-// divideHalf divides every BF16 or F16 element of acc by n, in float32.
-func divideHalf[H half](acc []byte, n int) {
+// divideHalf divides every BF16 (bf) or F16 element of acc by n, in float32.
+func divideHalf(bf bool, acc []byte, n int) {
 	for i := 0; i < len(acc); i += 2 {
-		v := H(le.Uint16(acc[i:])).Float32() / float32(n)
-		le.PutUint16(acc[i:], uint16(roundHalf[H](v)))
+		r := widenHalf(bf, le.Uint16(acc[i:])) / float32(n)
+		if bf {
+			le.PutUint16(acc[i:], uint16(tensor.BF16FromFloat32(r)))
+		} else {
+			le.PutUint16(acc[i:], uint16(tensor.F16FromFloat32(r)))
+		}
 	}
 }
 

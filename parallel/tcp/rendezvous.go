@@ -21,7 +21,7 @@ const (
 // errWrongToken is why a connection presenting another job's token is refused.
 var errWrongToken = errors.New("wrong job token")
 
-// rendezvous connects this rank to every other (see the comment at the top of tcp.go).
+// rendezvous connects this rank to every other (see Rendezvous in doc.go).
 func (t *endpoint) rendezvous(ctx context.Context) error {
 	if t.rank == 0 {
 		return t.rendezvousRoot(ctx)
@@ -172,7 +172,7 @@ func (t *endpoint) checkHello(h hello, lo, hi int) error {
 		return fmt.Errorf("rank %d, expected one in [%d, %d)", h.rank, lo, hi)
 	}
 	if h.segment != t.cfg.SegmentBytes {
-		return fmt.Errorf("segment size %d, this rank uses %d (Config.SegmentBytes must be the same on every rank)", h.segment, t.cfg.SegmentBytes)
+		return fmt.Errorf("segment size %d, this rank uses %d (tcp.Config.SegmentBytes must be the same on every rank)", h.segment, t.cfg.SegmentBytes)
 	}
 	return nil
 }

@@ -19,10 +19,10 @@
 // # parallel: where the communication is
 //
 // megago/parallel holds the Comm interface and its transports (in-process goroutine ranks
-// with RunLocal, TCP across processes and hosts), the Mesh that builds TP/CP/PP/DP groups
-// in Megatron's rank order, the autograd-aware TP and SP mappings, point-to-point
-// transfers, pipeline schedules (no pipelining, 1F1B, interleaved) with a trace, and the
-// DDP gradient-bucket engine. It works on tensors only and never sees a layer.
+// with RunLocal; TCP across processes and hosts in megago/parallel/tcp), the Mesh that
+// builds TP/CP/PP/DP groups in Megatron's rank order, the autograd-aware TP and SP
+// mappings, point-to-point transfers, pipeline schedules (no pipelining, 1F1B,
+// interleaved) with a trace, and the DDP gradient-bucket engine. It works on tensors only and never sees a layer.
 //
 // # nn: where the model is
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"megago/parallel"
+	"megago/parallel/tcp"
 	"megago/tensor"
 )
 
@@ -339,15 +340,15 @@ func (c *Comm) Close() error {
 var _ parallel.Comm = (*Comm)(nil)
 
 // NewCommFromEnv joins the job that torchrun, Slurm or `megago launch` describe in the
-// environment (parallel.ConfigFromEnv): it connects the TCP transport, which then
+// environment (tcp.ConfigFromEnv): it connects the TCP transport, which then
 // carries the unique id and later Splits, and creates the world's NCCL communicator on
 // b's device. Close also closes the TCP transport.
 func NewCommFromEnv(ctx context.Context, getenv func(string) string, b *Backend, nccl *NCCL) (*Comm, error) {
-	cfg, err := parallel.ConfigFromEnv(getenv)
+	cfg, err := tcp.ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	boot, err := parallel.NewTCP(ctx, cfg)
+	boot, err := tcp.New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -98,18 +98,3 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// checkSizes panics with the op's name when dst and src do not fit a gather/scatter over
-// size ranks: these are caller bugs.
-func checkSizes(op string, dst, src *tensor.Tensor, size int, gather bool) {
-	if dst.DType() != src.DType() {
-		panic(fmt.Sprintf("parallel: %s: dst %v and src %v dtypes differ", op, dst.DType(), src.DType()))
-	}
-	big, small := dst, src
-	if !gather {
-		big, small = src, dst
-	}
-	if big.Numel() != size*small.Numel() {
-		panic(fmt.Sprintf("parallel: %s: %v has %d elements, need %d × %v = %d", op, big.Shape(), big.Numel(), size, small.Shape(), size*small.Numel()))
-	}
-}

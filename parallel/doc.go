@@ -1,16 +1,25 @@
 // Package parallel is megago's communication layer: the Comm interface that every
-// collective goes through, its transports, the Mesh that lays TP × CP × PP × DP ranks out
-// in Megatron's order, and the tensor- and sequence-parallel mappings. It works on tensors
-// only; it never sees a layer or a parameter.
+// collective goes through, the in-process transport, the Mesh that lays TP × CP × PP × DP
+// ranks out in Megatron's order, and the tensor- and sequence-parallel mappings. It works
+// on tensors only; it never sees a layer or a parameter. The TCP transport, for
+// processes on one or many hosts, is package megago/parallel/tcp; the NCCL one is in
+// package cuda.
 //
 // # Reading order
 //
 //   - comm.go: Comm (Rank, Size, AllReduce, AllGather, ReduceScatter, Broadcast, Send,
 //     Recv, Barrier, Split), Op and Error.
 //   - local.go: the in-process transport. RunLocal(n, fn) runs n goroutine ranks; tests
-//     and CPU experiments use it.
-//   - tcp*.go, env.go, frame*.go: the TCP transport for processes on one or many hosts,
-//     configured from torchrun's or Slurm's environment (`megago launch` sets it).
+//     and CPU experiments use it. Its groups meet in local_collectives.go (each call a
+//     transport.Kind, checked to agree across ranks) and local_p2p.go (Send's queues);
+//     local_world.go aborts a job whose ranks fail or deadlock.
+//   - tcp/: the TCP transport (tcp.New, tcp.ConfigFromEnv), configured from torchrun's
+//     or Slurm's environment (`megago launch` sets it); its doc.go has its own reading
+//     order.
+//   - internal/transport: what the transports share: the kinds of call, the argument
+//     checks, and the element arithmetic of reductions over host bytes (hostbuf.go, one
+//     generic loop per family of dtypes). internal/commtest: the collective suite every
+//     transport passes.
 //   - mesh*.go: Sizes, Coord and the pure rank arithmetic; Mesh builds every group.
 //   - mappings.go: CopyToTP, ReduceFromTP, ScatterToTP, GatherFromTP, ScatterToSP,
 //     GatherFromSP, ReduceScatterToSP, each named after its forward with its backward

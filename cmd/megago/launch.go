@@ -21,7 +21,7 @@ func init() {
 
 Launch starts -n processes running PROG on this host and waits for them. Each
 gets, on top of launch's own environment, the variables that
-parallel.ConfigFromEnv reads (the same torchrun sets):
+ConfigFromEnv of megago/parallel/tcp reads (the same torchrun sets):
 
 	RANK, WORLD_SIZE         global rank (node-rank × n + local rank) and size
 	LOCAL_RANK, LOCAL_WORLD_SIZE

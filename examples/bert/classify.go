@@ -15,6 +15,7 @@ import (
 	"megago/examples/internal/report"
 	"megago/nn"
 	"megago/parallel"
+	"megago/parallel/tcp"
 	"megago/tensor"
 	"megago/train"
 )
@@ -59,7 +60,7 @@ func pretrained(dir string) (nn.BERTConfig, error) {
 }
 
 // runClassify is the program with --finetune-classify.
-func runClassify(ctx context.Context, cfg *config, tcp *parallel.TCPConfig, stdout io.Writer) (*summary, error) {
+func runClassify(ctx context.Context, cfg *config, job *tcp.Config, stdout io.Writer) (*summary, error) {
 	model, err := pretrained(cfg.Load)
 	if err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func runClassify(ctx context.Context, cfg *config, tcp *parallel.TCPConfig, stdo
 	if cfg.SeqLength > model.MaxPosition {
 		return nil, fmt.Errorf("--seq-length %d is more than the %d positions of the BERT of --load", cfg.SeqLength, model.MaxPosition)
 	}
-	task, err := loadClassify(ctx, cfg, ranks.Builder(tcp), stdout)
+	task, err := loadClassify(ctx, cfg, ranks.Builder(job), stdout)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func runClassify(ctx context.Context, cfg *config, tcp *parallel.TCPConfig, stdo
 			cfg.Load, model.Vocab, v, cfg.TokenizerType)
 	}
 	var sum *summary
-	err = ranks.Run(ctx, tcp, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
+	err = ranks.Run(ctx, job, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
 		s, err := finetune(ctx, cfg, model, task, world, out)
 		if world.Rank() == 0 {
 			sum = s

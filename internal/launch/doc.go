@@ -2,7 +2,8 @@
 // is the library behind "megago launch".
 //
 // Run starts Config.N copies of a program. Each gets, on top of the launcher's own
-// environment and Config.ExtraEnv, the variables parallel.ConfigFromEnv reads:
+// environment and Config.ExtraEnv, the variables that ConfigFromEnv of megago/parallel/tcp
+// reads:
 //
 //	RANK              global rank: NodeRank·N + LOCAL_RANK
 //	WORLD_SIZE        NNodes·N

@@ -13,6 +13,7 @@ import (
 
 	"megago/internal/launch"
 	"megago/parallel"
+	"megago/parallel/tcp"
 )
 
 // TCPWorker is the body of a test that runs only as one rank of a job RunTCPWorkers
@@ -27,12 +28,12 @@ func TCPWorker(t *testing.T, env string, fn func(ctx context.Context, world para
 	if dir == "" {
 		t.Skip("runs only as a worker process started by its test (" + env + " unset)")
 	}
-	cfg, err := parallel.ConfigFromEnv(os.Getenv)
+	cfg, err := tcp.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	world, err := parallel.NewTCP(ctx, cfg)
+	world, err := tcp.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,17 +6,18 @@ import (
 
 	"megago/nn"
 	"megago/parallel"
+	"megago/parallel/tcp"
 	"megago/tensor"
 )
 
 // FromEnv returns the TCP job this process belongs to, described by the environment
 // variables torchrun and megago launch set (RANK, WORLD_SIZE, MASTER_ADDR, ...) or
 // Slurm's; nil when there is none.
-func FromEnv(getenv func(string) string) (*parallel.TCPConfig, error) {
+func FromEnv(getenv func(string) string) (*tcp.Config, error) {
 	if getenv("RANK") == "" && getenv("SLURM_PROCID") == "" {
 		return nil, nil
 	}
-	t, err := parallel.ConfigFromEnv(getenv)
+	t, err := tcp.ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -25,26 +26,26 @@ func FromEnv(getenv func(string) string) (*parallel.TCPConfig, error) {
 
 // Builder reports whether this process builds the caches (the default corpus, dataset
 // indices) on its host: local rank 0 of a TCP job, or the only process.
-func Builder(tcp *parallel.TCPConfig) bool {
-	return tcp == nil || tcp.LocalRank == 0 || (tcp.LocalRank < 0 && tcp.Rank == 0)
+func Builder(job *tcp.Config) bool {
+	return job == nil || job.LocalRank == 0 || (job.LocalRank < 0 && job.Rank == 0)
 }
 
 // Output returns where a process of a TCP job reports: stdout on rank 0, nowhere on
 // the others (their errors still reach stderr).
-func Output(tcp *parallel.TCPConfig, stdout io.Writer) io.Writer {
-	if tcp != nil && tcp.Rank != 0 {
+func Output(job *tcp.Config, stdout io.Writer) io.Writer {
+	if job != nil && job.Rank != 0 {
 		return io.Discard
 	}
 	return stdout
 }
 
-// Run runs fn on every rank: this process's rank of the TCP job tcp, n goroutine ranks
-// (tcp nil, n > 1), or this process alone. fn gets the world and where to report:
+// Run runs fn on every rank: this process's rank of the TCP job job, n goroutine ranks
+// (job nil, n > 1), or this process alone. fn gets the world and where to report:
 // stdout on world rank 0, io.Discard on the others. It returns the first error.
-func Run(ctx context.Context, tcp *parallel.TCPConfig, n int, stdout io.Writer, fn func(world parallel.Comm, out io.Writer) error) error {
+func Run(ctx context.Context, job *tcp.Config, n int, stdout io.Writer, fn func(world parallel.Comm, out io.Writer) error) error {
 	switch {
-	case tcp != nil:
-		world, err := parallel.NewTCP(ctx, *tcp)
+	case job != nil:
+		world, err := tcp.New(ctx, *job)
 		if err != nil {
 			return err
 		}

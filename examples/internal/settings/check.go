@@ -15,6 +15,7 @@ import (
 	"megago/nn"
 	"megago/optim"
 	"megago/parallel"
+	"megago/parallel/tcp"
 	"megago/tensor"
 )
 
@@ -299,7 +300,7 @@ func (c *Common) Cache() (string, error) {
 }
 
 // TCPWorld returns the world size of a TCP job, or 0 for none.
-func TCPWorld(t *parallel.TCPConfig) int {
+func TCPWorld(t *tcp.Config) int {
 	if t == nil {
 		return 0
 	}

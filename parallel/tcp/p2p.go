@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"context"
@@ -7,22 +7,18 @@ import (
 	"hash/fnv"
 	"sort"
 
+	"megago/parallel"
+	"megago/parallel/internal/transport"
 	"megago/tensor"
 )
 
-func (c *tcpComm) checkPeer(op string, peer int) {
-	if peer < 0 || peer >= c.Size() || peer == c.rank {
-		panic(fmt.Sprintf("parallel: %s: peer %d invalid for rank %d of group %s (size %d)", op, peer, c.rank, c.name, c.Size()))
-	}
-}
-
 // Send writes t's elements to the connection to rank to, in frames of at most
-// TCPConfig.SegmentBytes, and returns once they are handed to the operating system: it
+// Config.SegmentBytes, and returns once they are handed to the operating system: it
 // does not wait for the matching Recv. The receiving process queues messages that have
 // arrived before their Recv, without bound.
-func (c *tcpComm) Send(ctx context.Context, t *tensor.Tensor, to int) error {
-	c.checkPeer("Send", to)
-	o, err := c.begin(ctx, "send", 0, t.DType())
+func (c *comm) Send(ctx context.Context, t *tensor.Tensor, to int) error {
+	transport.CheckPeer("Send", to, c.rank, c.Size(), c.name)
+	o, err := c.begin(ctx, transport.Send, t.DType())
 	if err != nil {
 		return err
 	}
@@ -46,9 +42,9 @@ func (c *tcpComm) Send(ctx context.Context, t *tensor.Tensor, to int) error {
 
 // Recv receives the next message from rank from into t. A message of another dtype or
 // size is an error.
-func (c *tcpComm) Recv(ctx context.Context, t *tensor.Tensor, from int) error {
-	c.checkPeer("Recv", from)
-	o, err := c.begin(ctx, "recv", 0, t.DType())
+func (c *comm) Recv(ctx context.Context, t *tensor.Tensor, from int) error {
+	transport.CheckPeer("Recv", from, c.rank, c.Size(), c.name)
+	o, err := c.begin(ctx, transport.Recv, t.DType())
 	if err != nil {
 		return err
 	}
@@ -78,13 +74,13 @@ func (c *tcpComm) Recv(ctx context.Context, t *tensor.Tensor, from int) error {
 // the ranks of its color. The new group's id hashes the parent's id, the split's
 // sequence number and the color, so every member derives the same id without more
 // messages.
-func (c *tcpComm) Split(ctx context.Context, name string, color, key int) (Comm, error) {
+func (c *comm) Split(ctx context.Context, name string, color, key int) (parallel.Comm, error) {
 	n := c.Size()
 	pairs := make([]byte, 16*n)
 	le := binary.LittleEndian
 	le.PutUint64(pairs[16*c.rank:], uint64(int64(color)))
 	le.PutUint64(pairs[16*c.rank+8:], uint64(int64(key)))
-	o, err := c.begin(ctx, "split", opSplit, tensor.I64)
+	o, err := c.begin(ctx, transport.Split, tensor.I64)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,9 @@
-package parallel
+package tcp
 
 import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 func envFunc(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -98,25 +97,4 @@ func TestSlurmParsing(t *testing.T) {
 			t.Errorf("slurmTasksOnNode(%q, %q) = %d, want %d", tc.perNode, tc.node, got, tc.want)
 		}
 	}
-}
-
-func ExampleConfigFromEnv() {
-	env := map[string]string{ // as megago launch -n 4 sets it for the third process
-		"RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "4",
-		"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "MEGAGO_JOB_TOKEN": "5f1e...",
-	}
-	cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	cfg.Timeout = 2 * time.Minute
-	fmt.Printf("rank %d of %d, rendezvous at %s:%d\n", cfg.Rank, cfg.WorldSize, cfg.MasterAddr, cfg.MasterPort)
-	// A program would now call: world, err := parallel.NewTCP(ctx, cfg)
-
-	_, err = ConfigFromEnv(func(string) string { return "" })
-	fmt.Println(err)
-	// Output:
-	// rank 2 of 4, rendezvous at 127.0.0.1:29500
-	// parallel: environment: neither RANK (set by megago launch and torchrun) nor SLURM_PROCID (set by srun) is set
 }

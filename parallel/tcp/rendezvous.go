@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"context"
@@ -21,15 +21,15 @@ const (
 // errWrongToken is why a connection presenting another job's token is refused.
 var errWrongToken = errors.New("wrong job token")
 
-// rendezvous connects this rank to every other (see the comment at the top of tcp.go).
-func (t *tcpTransport) rendezvous(ctx context.Context) error {
+// rendezvous connects this rank to every other (see Rendezvous in doc.go).
+func (t *endpoint) rendezvous(ctx context.Context) error {
 	if t.rank == 0 {
 		return t.rendezvousRoot(ctx)
 	}
 	return t.rendezvousPeer(ctx)
 }
 
-func (t *tcpTransport) rendezvousRoot(ctx context.Context) error {
+func (t *endpoint) rendezvousRoot(ctx context.Context) error {
 	host := ""
 	if isLoopback(t.cfg.MasterAddr) {
 		host = t.cfg.MasterAddr
@@ -59,7 +59,7 @@ func (t *tcpTransport) rendezvousRoot(ctx context.Context) error {
 	return nil
 }
 
-func (t *tcpTransport) rendezvousPeer(ctx context.Context) error {
+func (t *endpoint) rendezvousPeer(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	master := t.masterHostPort()
@@ -117,7 +117,7 @@ func (t *tcpTransport) rendezvousPeer(ctx context.Context) error {
 }
 
 // dialLower connects to every rank in [1, t.rank).
-func (t *tcpTransport) dialLower(ctx context.Context, addrs []string) error {
+func (t *endpoint) dialLower(ctx context.Context, addrs []string) error {
 	for r := 1; r < t.rank; r++ {
 		nc, err := dialRetry(ctx, addrs[r])
 		if err != nil {
@@ -133,7 +133,7 @@ func (t *tcpTransport) dialLower(ctx context.Context, addrs []string) error {
 
 // handshake sends this rank's hello on a connection it dialed and checks the answer,
 // which must come from rank want.
-func (t *tcpTransport) handshake(ctx context.Context, nc net.Conn, want, port int) error {
+func (t *endpoint) handshake(ctx context.Context, nc net.Conn, want, port int) error {
 	me := hello{version: protocolVersion, rank: t.rank, world: t.world, port: port, segment: t.cfg.SegmentBytes, token: []byte(t.cfg.Token)}
 	if err := writeRaw(ctx, nc, kindHello, encodeHello(me)); err != nil {
 		return err
@@ -161,7 +161,7 @@ func (t *tcpTransport) handshake(ctx context.Context, nc net.Conn, want, port in
 
 // checkHello checks a hello's token (first, in constant time), world size, rank and
 // segment size.
-func (t *tcpTransport) checkHello(h hello, lo, hi int) error {
+func (t *endpoint) checkHello(h hello, lo, hi int) error {
 	if subtle.ConstantTimeCompare(h.token, []byte(t.cfg.Token)) != 1 {
 		return errWrongToken
 	}
@@ -172,7 +172,7 @@ func (t *tcpTransport) checkHello(h hello, lo, hi int) error {
 		return fmt.Errorf("rank %d, expected one in [%d, %d)", h.rank, lo, hi)
 	}
 	if h.segment != t.cfg.SegmentBytes {
-		return fmt.Errorf("segment size %d, this rank uses %d (TCPConfig.SegmentBytes must be the same on every rank)", h.segment, t.cfg.SegmentBytes)
+		return fmt.Errorf("segment size %d, this rank uses %d (tcp.Config.SegmentBytes must be the same on every rank)", h.segment, t.cfg.SegmentBytes)
 	}
 	return nil
 }
@@ -184,7 +184,7 @@ type joinedPeer struct {
 
 // acceptPeers accepts connections on ln until every rank in [lo, world) has joined with
 // a valid hello, refusing the others, and closes ln.
-func (t *tcpTransport) acceptPeers(ctx context.Context, ln net.Listener, lo int) (map[int]joinedPeer, error) {
+func (t *endpoint) acceptPeers(ctx context.Context, ln net.Listener, lo int) (map[int]joinedPeer, error) {
 	defer ln.Close()
 	type arrival struct {
 		nc net.Conn
@@ -255,7 +255,7 @@ func (t *tcpTransport) acceptPeers(ctx context.Context, ln net.Listener, lo int)
 }
 
 // readHello reads and checks the hello of a connection this rank accepted.
-func (t *tcpTransport) readHello(ctx context.Context, nc net.Conn, lo int) (hello, error) {
+func (t *endpoint) readHello(ctx context.Context, nc net.Conn, lo int) (hello, error) {
 	f, p, err := readRawAny(ctx, nc, time.Now().Add(helloWait))
 	if err != nil {
 		return hello{}, err
@@ -271,7 +271,7 @@ func (t *tcpTransport) readHello(ctx context.Context, nc net.Conn, lo int) (hell
 }
 
 // refuse answers a connection that failed its check with the reason, closes it and logs.
-func (t *tcpTransport) refuse(nc net.Conn, why error) {
+func (t *endpoint) refuse(nc net.Conn, why error) {
 	reason := why.Error()
 	if len(reason) > helloMax {
 		reason = reason[:helloMax]

@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -61,7 +62,7 @@ func TestTCPStrayConnections(t *testing.T) {
 	port := freePort(t)
 	var logMu sync.Mutex
 	var logged []string
-	cfgFor := func(r int) TCPConfig {
+	cfgFor := func(r int) Config {
 		cfg := tcpConfig(r, n, port)
 		cfg.Logf = func(format string, args ...any) {
 			logMu.Lock()
@@ -75,11 +76,11 @@ func TestTCPStrayConnections(t *testing.T) {
 		return strayFrame(header{kind: kindHello, length: uint32(len(p))}, p)
 	}
 
-	comms := make([]Comm, n)
+	comms := make([]parallel.Comm, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := func(r int) {
-		wg.Go(func() { comms[r], errs[r] = NewTCP(context.Background(), cfgFor(r)) })
+		wg.Go(func() { comms[r], errs[r] = New(context.Background(), cfgFor(r)) })
 	}
 	start(0)
 
@@ -141,7 +142,7 @@ func TestTCPStrayConnections(t *testing.T) {
 	// A rank of another job (wrong token) is refused at once rather than retrying.
 	bad := cfgFor(2)
 	bad.Token = "another-job"
-	if _, err := NewTCP(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "refused this rank: wrong job token") {
+	if _, err := New(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "refused this rank: wrong job token") {
 		t.Errorf("rank with the wrong token: got %v", err)
 	}
 
@@ -158,7 +159,7 @@ func TestTCPStrayConnections(t *testing.T) {
 		jobs.Go(func() {
 			defer c.(io.Closer).Close()
 			x := tensor.Full(tensor.NewCPU(), tensor.F32, float64(r), 10)
-			if err := c.AllReduce(context.Background(), x, Sum); err != nil {
+			if err := c.AllReduce(context.Background(), x, parallel.Sum); err != nil {
 				t.Errorf("rank %d after the strays: %v", r, err)
 			} else if got := tensor.ToSlice[float32](x)[0]; got != 0+1+2 {
 				t.Errorf("rank %d after the strays: sum %v, want 3", r, got)

@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"context"
@@ -8,59 +8,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"megago/parallel"
 )
 
-// TCP transport: processes on one or many hosts, each holding one world rank, connected
-// pairwise over TCP (a full mesh). The wire format is in frame.go.
-//
-// Rendezvous. Rank 0 listens on MasterAddr:MasterPort. Every other rank dials it, retrying
-// until the timeout, opens a listener of its own on an ephemeral port (on the interface
-// that reaches rank 0) and sends a hello frame: protocol version, job token, rank, world
-// size, segment size and that port. Rank 0 checks the token (in constant time), then the
-// rest, answers with its own hello, and once every rank has joined sends each the table
-// of listen addresses (host as rank 0 saw it, port as announced) and closes its listener.
-// Then every pair i < j connects: j dials i and the two exchange hellos the same way.
-// Rank 0's connection to rank i is the pair (0, i). A connection that fails the check
-// (wrong token, world size or segment size, a rank already joined, garbage, an oversized
-// frame, nothing at all within 10 s) is answered with a reject frame when possible,
-// closed and logged (TCPConfig.Logf); the job goes on. The token is sent in clear text:
-// it keeps strays and other jobs out, it is no defence against someone who can read the
-// network.
-//
-// Traffic. One goroutine per connection reads frames as they come and queues each by
-// (group, kind), so the groups sharing a connection never wait on one another and a
-// peer's writes never block on a full socket buffer. No frame payload may exceed
-// TCPConfig.SegmentBytes; every frame of a call is checked against the call (collective,
-// sequence number, dtype, length) and a mismatch is an error on both sides.
-//
-// Collectives. AllReduce is a ring reduce-scatter followed by a ring all-gather over the
-// group's ranks in rank order; ReduceScatter and AllGather are those halves; Broadcast is
-// a pipelined chain from the root; Barrier is a dissemination barrier. Data moves in
-// segments: a rank sends segment k of a step, from a goroutine of its own, as soon as it
-// has received (and reduced) segment k of the previous step, so both directions of every
-// link are busy. Tensors in host memory (tensor.HostBytes) are sent from, reduced into
-// and received into in place; others are staged a segment at a time through ReadHost
-// and WriteHost; either way a call needs memory for the segments in flight only. Each
-// chunk is reduced along the ring in a fixed order, so results are the same from run to
-// run and on every rank (they may differ in the last bits from RunLocal's rank-order
-// sums). After a collective has failed, a send of it still in progress may read its
-// tensor while the caller has it back; what it sends goes to a failed group, which
-// ignores it.
-//
-// Failures. Every blocking call honours its context and TCPConfig.Timeout. A broken
-// connection fails the calls that need it with an *Error naming that peer. The rank that
-// sees a group fail first tells the group's other members (an abort frame naming the
-// culprit), and each of them passes it on before its own calls return, so the others
-// fail at once, naming the same peer, instead of waiting for the timeout or blaming a rank
-// that exited because of the failure. After any failure the group is unusable: later
-// calls on it return the error at once.
-
-// DefaultTimeout is the TCP transport's timeout when TCPConfig.Timeout is zero.
+// DefaultTimeout is the TCP transport's timeout when Config.Timeout is zero.
 const DefaultTimeout = 5 * time.Minute
 
-// TCPConfig configures NewTCP. ConfigFromEnv fills it from the environment that
+// Config configures New. ConfigFromEnv fills it from the environment that
 // megago launch, torchrun or Slurm's srun set.
-type TCPConfig struct {
+type Config struct {
 	Rank      int // this process's world rank, in [0, WorldSize)
 	WorldSize int // number of processes in the job, ≥ 1
 
@@ -95,31 +52,31 @@ const (
 )
 
 // Validate reports the first field that cannot work.
-func (c TCPConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.WorldSize < 1 || c.WorldSize > maxWorldSize:
-		return fmt.Errorf("parallel: TCPConfig: world size %d not in [1, %d]", c.WorldSize, maxWorldSize)
+		return fmt.Errorf("parallel: tcp.Config: world size %d not in [1, %d]", c.WorldSize, maxWorldSize)
 	case c.Rank < 0 || c.Rank >= c.WorldSize:
-		return fmt.Errorf("parallel: TCPConfig: rank %d not in [0, %d)", c.Rank, c.WorldSize)
+		return fmt.Errorf("parallel: tcp.Config: rank %d not in [0, %d)", c.Rank, c.WorldSize)
 	case c.Timeout < 0:
-		return fmt.Errorf("parallel: TCPConfig: negative timeout %v", c.Timeout)
+		return fmt.Errorf("parallel: tcp.Config: negative timeout %v", c.Timeout)
 	case c.SegmentBytes != 0 && (c.SegmentBytes < 8 || c.SegmentBytes > maxSegmentBytes):
-		return fmt.Errorf("parallel: TCPConfig: SegmentBytes %d not in [8, %d]", c.SegmentBytes, maxSegmentBytes)
+		return fmt.Errorf("parallel: tcp.Config: SegmentBytes %d not in [8, %d]", c.SegmentBytes, maxSegmentBytes)
 	case c.WorldSize == 1:
 		return nil
 	case c.Token == "":
-		return errors.New("parallel: TCPConfig: empty job token (set MEGAGO_JOB_TOKEN; megago launch does)")
+		return errors.New("parallel: tcp.Config: empty job token (set MEGAGO_JOB_TOKEN; megago launch does)")
 	case len(c.Token) > tokenMax:
-		return fmt.Errorf("parallel: TCPConfig: job token of %d bytes, at most %d", len(c.Token), tokenMax)
+		return fmt.Errorf("parallel: tcp.Config: job token of %d bytes, at most %d", len(c.Token), tokenMax)
 	case c.MasterAddr == "":
-		return errors.New("parallel: TCPConfig: no master address")
+		return errors.New("parallel: tcp.Config: no master address")
 	case c.MasterPort < 1 || c.MasterPort > 65535:
-		return fmt.Errorf("parallel: TCPConfig: master port %d not in [1, 65535]", c.MasterPort)
+		return fmt.Errorf("parallel: tcp.Config: master port %d not in [1, 65535]", c.MasterPort)
 	}
 	return nil
 }
 
-func (c TCPConfig) withDefaults() TCPConfig {
+func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
@@ -133,16 +90,16 @@ func (c TCPConfig) withDefaults() TCPConfig {
 	return c
 }
 
-// NewTCP joins the job cfg describes and returns this process's world Comm once every
-// rank has joined. It blocks until then, ctx ends or cfg.Timeout passes. The Comm also
+// New joins the job cfg describes and returns this process's world Comm once every rank
+// has joined. It blocks until then, ctx ends or cfg.Timeout passes. The Comm also
 // implements io.Closer: Close closes every connection, which fails the calls in flight
 // on this rank and, on its peers, the calls that wait for it.
-func NewTCP(ctx context.Context, cfg TCPConfig) (Comm, error) {
+func New(ctx context.Context, cfg Config) (parallel.Comm, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	t := &tcpTransport{cfg: cfg, rank: cfg.Rank, world: cfg.WorldSize,
+	t := &endpoint{cfg: cfg, rank: cfg.Rank, world: cfg.WorldSize,
 		conns: make([]*peerConn, cfg.WorldSize), groups: map[uint64]*groupState{}}
 	if cfg.WorldSize > 1 {
 		rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -166,12 +123,12 @@ func NewTCP(ctx context.Context, cfg TCPConfig) (Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tcpWorld{c}, nil
+	return &worldComm{c}, nil
 }
 
-// tcpTransport is one process's side of a TCP job.
-type tcpTransport struct {
-	cfg   TCPConfig
+// endpoint is one process's side of a TCP job.
+type endpoint struct {
+	cfg   Config
 	rank  int // world rank
 	world int
 	conns []*peerConn // by world rank; nil at this rank's index
@@ -184,7 +141,7 @@ type tcpTransport struct {
 
 const worldGroupID = 1
 
-func (t *tcpTransport) close() {
+func (t *endpoint) close() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
@@ -197,7 +154,7 @@ func (t *tcpTransport) close() {
 
 // group returns the state of group id, creating it: an abort may arrive for a group this
 // rank has not created yet.
-func (t *tcpTransport) group(id uint64) *groupState {
+func (t *endpoint) group(id uint64) *groupState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.groups[id]
@@ -209,7 +166,7 @@ func (t *tcpTransport) group(id uint64) *groupState {
 }
 
 // newComm creates this rank's handle on group id.
-func (t *tcpTransport) newComm(id uint64, name string, members []int, rank int) (*tcpComm, error) {
+func (t *endpoint) newComm(id uint64, name string, members []int, rank int) (*comm, error) {
 	g := t.group(id)
 	t.mu.Lock()
 	created := g.members != nil
@@ -220,7 +177,7 @@ func (t *tcpTransport) newComm(id uint64, name string, members []int, rank int) 
 	if created {
 		return nil, fmt.Errorf("parallel: tcp: group id %#x of %q already in use", id, name)
 	}
-	return &tcpComm{t: t, id: id, name: name, rank: rank, members: members, g: g,
+	return &comm{t: t, id: id, name: name, rank: rank, members: members, g: g,
 		sendSeq: make([]atomic.Uint64, len(members)), recvSeq: make([]atomic.Uint64, len(members))}, nil
 }
 
@@ -261,7 +218,7 @@ func (g *groupState) fail(f groupFailure) bool {
 // its calls returns the failure (and so before its process may exit): the report then
 // precedes, on each connection, the end of that connection, and no rank mistakes a
 // rank that exits because of the failure for its cause.
-func (t *tcpTransport) abortReceived(id uint64, a abortMsg, peer int) {
+func (t *endpoint) abortReceived(id uint64, a abortMsg, peer int) {
 	if a.culprit < -1 || a.culprit >= t.world {
 		a.culprit = -1
 	}
@@ -279,7 +236,7 @@ func (t *tcpTransport) abortReceived(id uint64, a abortMsg, peer int) {
 }
 
 // tellGroup sends a to every member of g but this rank and skip, then closes g.told.
-func (t *tcpTransport) tellGroup(g *groupState, members []int, a abortMsg, skip int) {
+func (t *endpoint) tellGroup(g *groupState, members []int, a abortMsg, skip int) {
 	defer close(g.told)
 	p := encodeAbort(a)
 	var wg sync.WaitGroup
@@ -303,9 +260,9 @@ func (g *groupState) failure() *groupFailure {
 	return g.cause
 }
 
-// tcpComm is one rank's handle on a group of a TCP job.
-type tcpComm struct {
-	t       *tcpTransport
+// comm is one rank's handle on a group of a TCP job.
+type comm struct {
+	t       *endpoint
 	id      uint64 // group id carried by every frame of the group
 	name    string
 	rank    int
@@ -316,13 +273,13 @@ type tcpComm struct {
 	sendSeq, recvSeq []atomic.Uint64 // messages sent to / received from each group rank
 }
 
-func (c *tcpComm) Rank() int           { return c.rank }
-func (c *tcpComm) Size() int           { return len(c.members) }
-func (c *tcpComm) Name() string        { return c.name }
-func (c *tcpComm) WorldRank(r int) int { return c.members[r] }
+func (c *comm) Rank() int           { return c.rank }
+func (c *comm) Size() int           { return len(c.members) }
+func (c *comm) Name() string        { return c.name }
+func (c *comm) WorldRank(r int) int { return c.members[r] }
 
 // groupRank returns the group rank of world rank w, or -1.
-func (c *tcpComm) groupRank(w int) int {
+func (c *comm) groupRank(w int) int {
 	for i, m := range c.members {
 		if m == w {
 			return i
@@ -331,18 +288,18 @@ func (c *tcpComm) groupRank(w int) int {
 	return -1
 }
 
-func (c *tcpComm) conn(r int) *peerConn { return c.t.conns[c.members[r]] }
+func (c *comm) conn(r int) *peerConn { return c.t.conns[c.members[r]] }
 
-// tcpWorld is the world Comm NewTCP returns; it can be closed.
-type tcpWorld struct{ *tcpComm }
+// worldComm is the world Comm New returns; it can be closed.
+type worldComm struct{ *comm }
 
 // Close closes every connection of this process's transport, failing calls in flight on
 // every group.
-func (w *tcpWorld) Close() error {
+func (w *worldComm) Close() error {
 	w.t.close()
 	return nil
 }
 
-func (t *tcpTransport) masterHostPort() string {
+func (t *endpoint) masterHostPort() string {
 	return joinHostPort(t.cfg.MasterAddr, t.cfg.MasterPort)
 }

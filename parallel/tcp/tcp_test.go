@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"megago/internal/testutil"
+	"megago/parallel"
+	"megago/parallel/internal/commtest"
+	"megago/parallel/internal/transport"
 	"megago/tensor"
 )
 
@@ -38,16 +41,16 @@ func freePort(t testing.TB) int {
 }
 
 // tcpConfig returns the configuration of rank r of n in a job at port.
-func tcpConfig(r, n, port int) TCPConfig {
-	return TCPConfig{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1",
+func tcpConfig(r, n, port int) Config {
+	return Config{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1",
 		MasterPort: port, Token: tcpTestToken, Timeout: tcpTestTimeout, SegmentBytes: 256,
 		Logf: func(string, ...any) {}}
 }
 
-// tcpRun joins n goroutine ranks with NewTCP (after tweak adjusts each one's config),
+// tcpRun joins n goroutine ranks with New (after tweak adjusts each one's config),
 // runs fn on each, closes the comms and returns the ranks' errors, joined and prefixed
 // with the rank.
-func tcpRun(t testing.TB, n int, tweak func(cfg *TCPConfig), fn func(c Comm) error) error {
+func tcpRun(t testing.TB, n int, tweak func(cfg *Config), fn func(c parallel.Comm) error) error {
 	t.Helper()
 	port := freePort(t)
 	errs := make([]error, n)
@@ -58,7 +61,7 @@ func tcpRun(t testing.TB, n int, tweak func(cfg *TCPConfig), fn func(c Comm) err
 			if tweak != nil {
 				tweak(&cfg)
 			}
-			c, err := NewTCP(context.Background(), cfg)
+			c, err := New(context.Background(), cfg)
 			if err != nil {
 				errs[r] = err
 				return
@@ -81,12 +84,12 @@ func TestCollectiveSuiteTCP(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4} {
 		t.Run(fmt.Sprintf("%d-ranks", n), func(t *testing.T) {
 			testutil.ForEachBackend(t, func(t *testing.T, dev *tensor.Device) {
-				err := tcpRun(t, n, nil, func(c Comm) error {
+				err := tcpRun(t, n, nil, func(c parallel.Comm) error {
 					d, err := tensor.Open(dev.String())
 					if err != nil {
 						return err
 					}
-					return runCollectiveSuite(context.Background(), c, d)
+					return commtest.Suite(context.Background(), c, d)
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -99,10 +102,10 @@ func TestCollectiveSuiteTCP(t *testing.T) {
 // TestTCPLargeAllReduce checks a multi-segment all-reduce at the default segment size.
 func TestTCPLargeAllReduce(t *testing.T) {
 	const n, m = 3, 3 << 20 // 12 MiB of float32 per rank
-	err := tcpRun(t, n, func(cfg *TCPConfig) { cfg.SegmentBytes = 0 }, func(c Comm) error {
+	err := tcpRun(t, n, func(cfg *Config) { cfg.SegmentBytes = 0 }, func(c parallel.Comm) error {
 		dev := tensor.NewCPU()
 		x := tensor.Arange(dev, tensor.F32, float64(c.Rank()), 1, m) // x[i] = r + i: sums exact below 2^24
-		if err := c.AllReduce(context.Background(), x, Sum); err != nil {
+		if err := c.AllReduce(context.Background(), x, parallel.Sum); err != nil {
 			return err
 		}
 		got := tensor.ToSlice[float32](x)
@@ -126,9 +129,9 @@ func TestTCPReductionIsReproducible(t *testing.T) {
 	for run := range 3 {
 		var mu sync.Mutex
 		got := map[int][]float32{}
-		err := tcpRun(t, 4, nil, func(c Comm) error {
+		err := tcpRun(t, 4, nil, func(c parallel.Comm) error {
 			x := tensor.FromSlice(tensor.NewCPU(), []float32{vals[c.Rank()], vals[(c.Rank()+1)%4], vals[(c.Rank()+2)%4], vals[(c.Rank()+3)%4]})
-			if err := c.AllReduce(context.Background(), x, Sum); err != nil {
+			if err := c.AllReduce(context.Background(), x, parallel.Sum); err != nil {
 				return err
 			}
 			mu.Lock()
@@ -157,10 +160,10 @@ func TestTCPReductionIsReproducible(t *testing.T) {
 	}
 }
 
-// tcpExpectPeerError checks that err is an *Error naming peer whose message contains
+// tcpExpectPeerError checks that err is a *parallel.Error naming peer whose message contains
 // every one of words.
 func tcpExpectPeerError(err error, peer int, words ...string) error {
-	var pe *Error
+	var pe *parallel.Error
 	if !errors.As(err, &pe) {
 		return fmt.Errorf("got %v, want a *parallel.Error", err)
 	}
@@ -182,14 +185,14 @@ func TestTCPPeerClosed(t *testing.T) {
 	ctx := context.Background()
 	var joined sync.WaitGroup // every rank is up (not a Barrier: its last frames may still be in flight)
 	joined.Add(n)
-	err := tcpRun(t, n, nil, func(c Comm) error {
+	err := tcpRun(t, n, nil, func(c parallel.Comm) error {
 		joined.Done()
 		joined.Wait()
 		if c.Rank() == gone {
 			return c.(io.Closer).Close()
 		}
 		x := tensor.Ones(tensor.NewCPU(), tensor.F32, 1<<16)
-		err := c.AllReduce(ctx, x, Sum)
+		err := c.AllReduce(ctx, x, parallel.Sum)
 		if err := tcpExpectPeerError(err, gone, "all-reduce", fmt.Sprintf("peer %d", gone)); err != nil {
 			return err
 		}
@@ -214,15 +217,15 @@ func TestTCPTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	ctx := context.Background()
 	var released = make(chan struct{})
-	err := tcpRun(t, 2, func(cfg *TCPConfig) { cfg.Timeout = timeout }, func(c Comm) error {
+	err := tcpRun(t, 2, func(cfg *Config) { cfg.Timeout = timeout }, func(c parallel.Comm) error {
 		x := tensor.Ones(tensor.NewCPU(), tensor.F32, 100)
 		if c.Rank() == 1 {
 			<-released
-			err := c.AllReduce(ctx, x, Sum)
+			err := c.AllReduce(ctx, x, parallel.Sum)
 			return tcpExpectPeerError(err, -1, "reported by rank 0")
 		}
 		defer close(released)
-		err := c.AllReduce(ctx, x, Sum)
+		err := c.AllReduce(ctx, x, parallel.Sum)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("got %v, want a deadline error", err)
 		}
@@ -236,7 +239,7 @@ func TestTCPTimeout(t *testing.T) {
 // TestTCPContextCancel: a cancelled context fails the call on its rank (nobody's fault)
 // and the peer learns that rank gave up.
 func TestTCPContextCancel(t *testing.T) {
-	err := tcpRun(t, 2, nil, func(c Comm) error {
+	err := tcpRun(t, 2, nil, func(c parallel.Comm) error {
 		x := tensor.Ones(tensor.NewCPU(), tensor.F32, 100)
 		if c.Rank() == 0 {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -247,7 +250,7 @@ func TestTCPContextCancel(t *testing.T) {
 			}
 			return tcpExpectPeerError(err, -1, "recv")
 		}
-		err := c.AllReduce(context.Background(), x, Sum)
+		err := c.AllReduce(context.Background(), x, parallel.Sum)
 		return tcpExpectPeerError(err, 0, "gave up", "reported by rank 0")
 	})
 	if err != nil {
@@ -258,15 +261,15 @@ func TestTCPContextCancel(t *testing.T) {
 // TestTCPMismatch: ranks calling different collectives both get an error saying so.
 func TestTCPMismatch(t *testing.T) {
 	ctx := context.Background()
-	err := tcpRun(t, 2, nil, func(c Comm) error {
+	err := tcpRun(t, 2, nil, func(c parallel.Comm) error {
 		dev := tensor.NewCPU()
 		var err error
 		if c.Rank() == 0 {
-			err = c.AllReduce(ctx, tensor.Ones(dev, tensor.F32, 8), Sum)
+			err = c.AllReduce(ctx, tensor.Ones(dev, tensor.F32, 8), parallel.Sum)
 		} else {
 			err = c.AllGather(ctx, tensor.Zeros(dev, tensor.F32, 8), tensor.Ones(dev, tensor.F32, 4))
 		}
-		var pe *Error
+		var pe *parallel.Error
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "mismatched collectives") {
 			return fmt.Errorf("got %v, want a mismatch error", err)
 		}
@@ -280,7 +283,7 @@ func TestTCPMismatch(t *testing.T) {
 // TestTCPRecvSizeMismatch: a Recv into a tensor of another size than the Send's fails.
 func TestTCPRecvSizeMismatch(t *testing.T) {
 	ctx := context.Background()
-	err := tcpRun(t, 2, nil, func(c Comm) error {
+	err := tcpRun(t, 2, nil, func(c parallel.Comm) error {
 		dev := tensor.NewCPU()
 		if c.Rank() == 0 {
 			return c.Send(ctx, tensor.Ones(dev, tensor.F32, 5), 1)
@@ -297,17 +300,17 @@ func TestTCPConfigValidate(t *testing.T) {
 	good := tcpConfig(1, 2, 29500)
 	tests := []struct {
 		name    string
-		edit    func(*TCPConfig)
+		edit    func(*Config)
 		mention string
 	}{
-		{"rank too big", func(c *TCPConfig) { c.Rank = 2 }, "rank 2"},
-		{"no ranks", func(c *TCPConfig) { c.WorldSize = 0 }, "world size 0"},
-		{"no token", func(c *TCPConfig) { c.Token = "" }, "MEGAGO_JOB_TOKEN"},
-		{"no master", func(c *TCPConfig) { c.MasterAddr = "" }, "master address"},
-		{"bad port", func(c *TCPConfig) { c.MasterPort = 70000 }, "port 70000"},
-		{"negative timeout", func(c *TCPConfig) { c.Timeout = -1 }, "timeout"},
-		{"tiny segments", func(c *TCPConfig) { c.SegmentBytes = 4 }, "SegmentBytes 4"},
-		{"huge segments", func(c *TCPConfig) { c.SegmentBytes = 1 << 30 }, "SegmentBytes 1073741824"},
+		{"rank too big", func(c *Config) { c.Rank = 2 }, "rank 2"},
+		{"no ranks", func(c *Config) { c.WorldSize = 0 }, "world size 0"},
+		{"no token", func(c *Config) { c.Token = "" }, "MEGAGO_JOB_TOKEN"},
+		{"no master", func(c *Config) { c.MasterAddr = "" }, "master address"},
+		{"bad port", func(c *Config) { c.MasterPort = 70000 }, "port 70000"},
+		{"negative timeout", func(c *Config) { c.Timeout = -1 }, "timeout"},
+		{"tiny segments", func(c *Config) { c.SegmentBytes = 4 }, "SegmentBytes 4"},
+		{"huge segments", func(c *Config) { c.SegmentBytes = 1 << 30 }, "SegmentBytes 1073741824"},
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
@@ -320,8 +323,8 @@ func TestTCPConfigValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.mention) {
 				t.Errorf("Validate() = %v, want an error mentioning %q", err, tc.mention)
 			}
-			if _, err := NewTCP(context.Background(), cfg); err == nil {
-				t.Errorf("NewTCP accepted the config")
+			if _, err := New(context.Background(), cfg); err == nil {
+				t.Errorf("New accepted the config")
 			}
 		})
 	}
@@ -332,7 +335,7 @@ func TestTCPConfigValidate(t *testing.T) {
 func TestTCPRendezvousTimeout(t *testing.T) {
 	cfg := tcpConfig(0, 3, freePort(t))
 	cfg.Timeout = 200 * time.Millisecond
-	_, err := NewTCP(context.Background(), cfg)
+	_, err := New(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "ranks [1 2] did not connect") {
 		t.Fatalf("got %v, want an error naming ranks 1 and 2", err)
 	}
@@ -343,10 +346,10 @@ func TestTCPRendezvousTimeout(t *testing.T) {
 // fails the calls waiting on that rank, naming it.
 func TestTCPOversizedFrameFromPeer(t *testing.T) {
 	ctx := context.Background()
-	err := tcpRun(t, 2, nil, func(c Comm) error {
-		w := c.(*tcpWorld)
+	err := tcpRun(t, 2, nil, func(c parallel.Comm) error {
+		w := c.(*worldComm)
 		if c.Rank() == 1 {
-			return w.t.conns[0].write(ctx, header{kind: kindColl, op: opAllReduce, group: w.id}, make([]byte, 300))
+			return w.t.conns[0].write(ctx, header{kind: kindColl, op: transport.AllReduce, group: w.id}, make([]byte, 300))
 		}
 		err := c.Recv(ctx, tensor.Zeros(tensor.NewCPU(), tensor.F32, 1), 1)
 		return tcpExpectPeerError(err, 1, "malformed frame", "300 bytes exceeds the limit of 256")

@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"megago/internal/launch"
+	"megago/parallel"
+	"megago/parallel/internal/commtest"
 	"megago/tensor"
 )
 
@@ -49,13 +51,13 @@ func TestTCPWorker(t *testing.T) {
 		signal.Ignore(syscall.SIGTERM) // report, even though the launcher stops the job
 	}
 	ctx := context.Background()
-	c, err := NewTCP(ctx, cfg)
+	c, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	switch mode {
 	case "suite", "stray":
-		if err := runCollectiveSuite(ctx, c, tensor.NewCPU()); err != nil {
+		if err := commtest.Suite(ctx, c, tensor.NewCPU()); err != nil {
 			t.Fatal(err)
 		}
 		fmt.Printf("SUITE-OK rank %d\n", c.Rank())
@@ -77,7 +79,7 @@ func workerWaitFor(t *testing.T, path string) {
 
 // workerKill: the last rank exits while every rank loops on all-reduces; the others
 // must fail within the timeout with an error naming it.
-func workerKill(t *testing.T, c Comm, timeout time.Duration) {
+func workerKill(t *testing.T, c parallel.Comm, timeout time.Duration) {
 	ctx := context.Background()
 	victim := c.Size() - 1
 	if err := c.Barrier(ctx); err != nil {
@@ -86,7 +88,7 @@ func workerKill(t *testing.T, c Comm, timeout time.Duration) {
 	x := tensor.Ones(tensor.NewCPU(), tensor.F32, 1<<18)
 	if c.Rank() == victim {
 		go func() {
-			for c.AllReduce(ctx, x, Sum) == nil {
+			for c.AllReduce(ctx, x, parallel.Sum) == nil {
 			}
 		}()
 		time.Sleep(100 * time.Millisecond)
@@ -94,7 +96,7 @@ func workerKill(t *testing.T, c Comm, timeout time.Duration) {
 	}
 	for i := 0; ; i++ {
 		start := time.Now()
-		err := c.AllReduce(ctx, x, Sum)
+		err := c.AllReduce(ctx, x, parallel.Sum)
 		if err == nil {
 			if i > 100000 {
 				t.Fatal("the all-reduces never failed")
@@ -102,7 +104,7 @@ func workerKill(t *testing.T, c Comm, timeout time.Duration) {
 			continue
 		}
 		elapsed := time.Since(start)
-		var pe *Error
+		var pe *parallel.Error
 		ok := errors.As(err, &pe) && pe.Peer == victim && elapsed < timeout
 		fmt.Printf("KILL-RESULT rank %d ok %t after %v: %v\n", c.Rank(), ok, elapsed, err)
 		if !ok {

@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"megago/internal/testutil"
+	"megago/parallel"
+	"megago/parallel/internal/commtest"
 	"megago/tensor"
 )
 
@@ -14,13 +16,13 @@ import (
 // ReduceScatter into this rank's slice of the source, and AllReduce, which sends from its
 // tensor and receives into it. The TCP ring reads and writes host tensors in place, so
 // the order of those reads and writes matters; 13 elements a rank and 8-byte segments
-// make every chunk several segments long. The expected values are suiteReduce's.
+// make every chunk several segments long. The expected values are commtest.Reduce's.
 func TestTCPInPlace(t *testing.T) {
 	const m = 13
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d-ranks", n), func(t *testing.T) {
 			testutil.ForEachBackend(t, func(t *testing.T, dev *tensor.Device) {
-				err := tcpRun(t, n, func(cfg *TCPConfig) { cfg.SegmentBytes = 8 }, func(c Comm) error {
+				err := tcpRun(t, n, func(cfg *Config) { cfg.SegmentBytes = 8 }, func(c parallel.Comm) error {
 					d, err := tensor.Open(dev.String())
 					if err != nil {
 						return err
@@ -35,43 +37,43 @@ func TestTCPInPlace(t *testing.T) {
 	}
 }
 
-func checkInPlace(ctx context.Context, c Comm, dev *tensor.Device, m int) error {
+func checkInPlace(ctx context.Context, c parallel.Comm, dev *tensor.Device, m int) error {
 	n, r := c.Size(), c.Rank()
-	const k = 5 // suiteValue's case number
+	const k = 5 // commtest.Value's case number
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
-		full := suiteTensor(dev, dt, suiteValues(k, r, n*m), n*m)
+		full := commtest.Tensor(dev, dt, commtest.Values(k, r, n*m), n*m)
 		if err := c.AllGather(ctx, full, full.Narrow(0, r*m, m)); err != nil {
 			return err
 		}
 		var want []float64
 		for q := range n {
-			want = append(want, suiteValues(k, q, n*m)[q*m:(q+1)*m]...)
+			want = append(want, commtest.Values(k, q, n*m)[q*m:(q+1)*m]...)
 		}
-		if err := suiteCheck(fmt.Sprintf("rank %d: in-place all-gather of %v", r, dt), full, want); err != nil {
+		if err := commtest.Check(fmt.Sprintf("rank %d: in-place all-gather of %v", r, dt), full, want); err != nil {
 			return err
 		}
 
-		for _, op := range []Op{Sum, Avg} {
-			src := suiteTensor(dev, dt, suiteValues(k, r, n*m), n*m)
+		for _, op := range []parallel.Op{parallel.Sum, parallel.Avg} {
+			src := commtest.Tensor(dev, dt, commtest.Values(k, r, n*m), n*m)
 			if err := c.ReduceScatter(ctx, src.Narrow(0, r*m, m), src, op); err != nil {
 				return err
 			}
-			want := suiteValues(k, r, n*m) // other ranks' chunks are left as they were
+			want := commtest.Values(k, r, n*m) // other ranks' chunks are left as they were
 			for i := r * m; i < (r+1)*m; i++ {
-				want[i] = suiteReduce(dt, op, k, n, i)
+				want[i] = commtest.Reduce(dt, op, k, n, i)
 			}
-			if err := suiteCheck(fmt.Sprintf("rank %d: in-place reduce-scatter %v of %v", r, op, dt), src, want); err != nil {
+			if err := commtest.Check(fmt.Sprintf("rank %d: in-place reduce-scatter %v of %v", r, op, dt), src, want); err != nil {
 				return err
 			}
 
-			x := suiteTensor(dev, dt, suiteValues(k, r, n*m), n*m)
+			x := commtest.Tensor(dev, dt, commtest.Values(k, r, n*m), n*m)
 			if err := c.AllReduce(ctx, x, op); err != nil {
 				return err
 			}
 			for i := range want {
-				want[i] = suiteReduce(dt, op, k, n, i)
+				want[i] = commtest.Reduce(dt, op, k, n, i)
 			}
-			if err := suiteCheck(fmt.Sprintf("rank %d: all-reduce %v of %v", r, op, dt), x, want); err != nil {
+			if err := commtest.Check(fmt.Sprintf("rank %d: all-reduce %v of %v", r, op, dt), x, want); err != nil {
 				return err
 			}
 		}

@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 // one group never wait behind another's. Writers take turns through wsem, one frame at a
 // time.
 type peerConn struct {
-	t    *tcpTransport
+	t    *endpoint
 	peer int // world rank
 	nc   net.Conn
 
@@ -50,7 +50,7 @@ type frame struct {
 	p []byte // from the transport's pool
 }
 
-func newPeerConn(t *tcpTransport, peer int, nc net.Conn) *peerConn {
+func newPeerConn(t *endpoint, peer int, nc net.Conn) *peerConn {
 	return &peerConn{t: t, peer: peer, nc: nc, wsem: make(chan struct{}, 1),
 		boxes: map[boxKey]*mailbox{}, dead: make(chan struct{}), readDone: make(chan struct{})}
 }
@@ -195,7 +195,7 @@ func (pc *peerConn) write(ctx context.Context, h header, p []byte) error {
 }
 
 // connError describes why reading or writing a connection failed.
-func (t *tcpTransport) connError(err error) error {
+func (t *endpoint) connError(err error) error {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()

@@ -1,9 +1,11 @@
-package parallel
+package tcp
 
 import (
 	"context"
 	"fmt"
 
+	"megago/parallel"
+	"megago/parallel/internal/transport"
 	"megago/tensor"
 )
 
@@ -96,7 +98,7 @@ type ringPass struct {
 // ring runs rp. A segment is sent, by a goroutine of its own, as soon as the previous
 // step's receive of it has been handled, so sends, receives and reductions overlap and
 // both directions of every link are busy.
-func (o *tcpOp) ring(rp ringPass) error {
+func (o *call) ring(rp ringPass) error {
 	c := o.c
 	n := c.Size()
 	right, left := (c.rank+1)%n, (c.rank+n-1)%n
@@ -176,27 +178,26 @@ func (o *tcpOp) ring(rp ringPass) error {
 	}
 }
 
-func checkOp(name string, op Op) {
-	if op < Sum || op > Avg {
+func checkOp(name string, op parallel.Op) {
+	if op < parallel.Sum || op > parallel.Avg {
 		panic(fmt.Sprintf("parallel: %s: unknown op %v", name, op))
 	}
 }
 
 // AllReduce is a ring reduce-scatter then a ring all-gather: every rank sends and
 // receives 2(n−1)/n of t's bytes.
-func (c *tcpComm) AllReduce(ctx context.Context, t *tensor.Tensor, op Op) error {
+func (c *comm) AllReduce(ctx context.Context, t *tensor.Tensor, op parallel.Op) error {
 	checkOp("AllReduce", op)
 	n := c.Size()
 	if n == 1 {
 		return nil
 	}
-	o, err := c.begin(ctx, "all-reduce", opAllReduce, t.DType())
+	o, err := c.begin(ctx, transport.AllReduce, t.DType())
 	if err != nil {
 		return err
 	}
 	defer o.end()
-	dt, x, pool := t.DType(), newRingTensor(t), &c.t.pool
-	step := stepOp(op)
+	dt, x, pool, rop := t.DType(), newRingTensor(t), &c.t.pool, transport.Op(op)
 	return o.ring(ringPass{numel: t.Numel(), esz: x.esz, base: c.rank, steps: 2 * (n - 1), rewrite: n - 1,
 		load: func(a, b int) outBuf { return x.read(pool, a, b) },
 		recv: func(s, a, b int, p []byte) outBuf {
@@ -205,12 +206,10 @@ func (c *tcpComm) AllReduce(ctx context.Context, t *tensor.Tensor, op Op) error 
 				return outBuf{p: p, pooled: true}
 			}
 			acc := x.read(pool, a, b)
-			reduceInto(dt, step, acc.p, p)
+			transport.Reduce(dt, rop, acc.p, acc.p, p)
 			pool.put(p)
 			if s == n-2 { // acc is now fully reduced
-				if op == Avg {
-					finishAvg(dt, acc.p, n)
-				}
+				transport.Finish(dt, rop, acc.p, n)
 				if acc.pooled {
 					x.write(a, b, acc.p)
 				}
@@ -221,21 +220,20 @@ func (c *tcpComm) AllReduce(ctx context.Context, t *tensor.Tensor, op Op) error 
 
 // ReduceScatter is the reduce-scatter half of AllReduce, arranged so that rank r ends
 // with chunk r.
-func (c *tcpComm) ReduceScatter(ctx context.Context, dst, src *tensor.Tensor, op Op) error {
+func (c *comm) ReduceScatter(ctx context.Context, dst, src *tensor.Tensor, op parallel.Op) error {
 	checkOp("ReduceScatter", op)
 	n := c.Size()
-	checkSizes("ReduceScatter", dst, src, n, false)
+	transport.CheckSizes("ReduceScatter", dst, src, n, false)
 	if n == 1 {
 		dst.CopyFrom(src.Reshape(dst.Shape()...))
 		return nil
 	}
-	o, err := c.begin(ctx, "reduce-scatter", opReduceScatter, src.DType())
+	o, err := c.begin(ctx, transport.ReduceScatter, src.DType())
 	if err != nil {
 		return err
 	}
 	defer o.end()
-	dt, x, y, pool := src.DType(), newRingTensor(src), newRingTensor(dst), &c.t.pool
-	step := stepOp(op)
+	dt, x, y, pool, rop := src.DType(), newRingTensor(src), newRingTensor(dst), &c.t.pool, transport.Op(op)
 	off := c.rank * dst.Numel() // of dst's elements in src
 	return o.ring(ringPass{numel: src.Numel(), esz: x.esz, base: c.rank - 1, steps: n - 1,
 		load: func(a, b int) outBuf { return x.read(pool, a, b) },
@@ -246,12 +244,10 @@ func (c *tcpComm) ReduceScatter(ctx context.Context, dst, src *tensor.Tensor, op
 			if last && y.host != nil {
 				acc = y.at(a-off, b-off)
 			}
-			reduceTo(dt, step, acc, mine.p, p)
+			transport.Reduce(dt, rop, acc, mine.p, p)
 			mine.release(pool)
 			if last {
-				if op == Avg {
-					finishAvg(dt, acc, n)
-				}
+				transport.Finish(dt, rop, acc, n)
 				if y.host == nil {
 					y.write(a-off, b-off, acc)
 				}
@@ -261,14 +257,14 @@ func (c *tcpComm) ReduceScatter(ctx context.Context, dst, src *tensor.Tensor, op
 }
 
 // AllGather is a ring all-gather: every rank sends and receives (n−1)/n of dst's bytes.
-func (c *tcpComm) AllGather(ctx context.Context, dst, src *tensor.Tensor) error {
+func (c *comm) AllGather(ctx context.Context, dst, src *tensor.Tensor) error {
 	n := c.Size()
-	checkSizes("AllGather", dst, src, n, true)
+	transport.CheckSizes("AllGather", dst, src, n, true)
 	if n == 1 {
 		dst.CopyFrom(src.Reshape(dst.Shape()...))
 		return nil
 	}
-	o, err := c.begin(ctx, "all-gather", opAllGather, src.DType())
+	o, err := c.begin(ctx, transport.AllGather, src.DType())
 	if err != nil {
 		return err
 	}
@@ -289,15 +285,13 @@ func (c *tcpComm) AllGather(ctx context.Context, dst, src *tensor.Tensor) error 
 
 // Broadcast pipelines t down the chain root, root+1, ..., root−1 (mod n), one segment
 // at a time: each rank forwards a segment as soon as it has it.
-func (c *tcpComm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) error {
+func (c *comm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) error {
 	n := c.Size()
-	if root < 0 || root >= n {
-		panic(fmt.Sprintf("parallel: Broadcast: root %d outside group %s of size %d", root, c.name, n))
-	}
+	transport.CheckRoot(root, n, c.name)
 	if n == 1 {
 		return nil
 	}
-	o, err := c.begin(ctx, "broadcast", opBroadcast, t.DType())
+	o, err := c.begin(ctx, transport.Broadcast, t.DType())
 	if err != nil {
 		return err
 	}
@@ -361,7 +355,7 @@ func (c *tcpComm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) err
 }
 
 // segments cuts t's elements into ranges of at most SegmentBytes (at least one range).
-func (c *tcpComm) segments(t *tensor.Tensor) [][2]int {
+func (c *comm) segments(t *tensor.Tensor) [][2]int {
 	per := max(1, c.t.cfg.SegmentBytes/t.DType().Size())
 	n := t.Numel()
 	segs := [][2]int{{0, min(per, n)}}
@@ -373,12 +367,12 @@ func (c *tcpComm) segments(t *tensor.Tensor) [][2]int {
 
 // Barrier is a dissemination barrier: in round i every rank signals rank+2^i and waits
 // for rank−2^i, so after ⌈log2 n⌉ rounds each has heard, indirectly, from all.
-func (c *tcpComm) Barrier(ctx context.Context) error {
+func (c *comm) Barrier(ctx context.Context) error {
 	n := c.Size()
 	if n == 1 {
 		return nil
 	}
-	o, err := c.begin(ctx, "barrier", opBarrier, 0)
+	o, err := c.begin(ctx, transport.Barrier, 0)
 	if err != nil {
 		return err
 	}

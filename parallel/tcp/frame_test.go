@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"bytes"
@@ -6,10 +6,12 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"megago/parallel/internal/transport"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
-	h := header{kind: kindColl, op: opReduceScatter, dtype: 2, flags: flagLast, group: 0xdeadbeefcafe, seq: 1<<40 + 3}
+	h := header{kind: kindColl, op: transport.ReduceScatter, dtype: 2, flags: flagLast, group: 0xdeadbeefcafe, seq: 1<<40 + 3}
 	p := []byte("payload bytes")
 	h.length = uint32(len(p))
 	b := make([]byte, headerSize)
@@ -17,6 +19,20 @@ func TestFrameRoundTrip(t *testing.T) {
 	got, gp, err := readFrame(bytes.NewReader(append(b, p...)), make([]byte, headerSize), 1<<20, nil)
 	if err != nil || got != h || !bytes.Equal(gp, p) {
 		t.Fatalf("readFrame = %+v, %q, %v; want %+v, %q", got, gp, err, h, p)
+	}
+}
+
+// TestCollectiveWireCodes pins the op byte of each collective: the values are part of
+// the wire format (protocolVersion), whatever order transport.Kind lists them in.
+func TestCollectiveWireCodes(t *testing.T) {
+	want := map[transport.Kind]byte{transport.AllReduce: 1, transport.AllGather: 2, transport.ReduceScatter: 3,
+		transport.Broadcast: 4, transport.Barrier: 5, transport.Split: 6}
+	b := make([]byte, headerSize)
+	for k, code := range want {
+		encodeHeader(b, header{kind: kindColl, op: k})
+		if b[5] != code {
+			t.Errorf("%v is sent as op %d, want %d", k, b[5], code)
+		}
 	}
 }
 
@@ -112,7 +128,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	}
 	f.Add(frame(header{kind: kindHello}, encodeHello(hello{version: protocolVersion, rank: 1, world: 2, port: 80, token: []byte("t")})))
 	f.Add(frame(header{kind: kindTable}, encodeTable([]string{"", "127.0.0.1:1"})))
-	f.Add(frame(header{kind: kindColl, op: opAllReduce, dtype: 2, group: 1, seq: 7}, make([]byte, 64)))
+	f.Add(frame(header{kind: kindColl, op: transport.AllReduce, dtype: 2, group: 1, seq: 7}, make([]byte, 64)))
 	f.Add(frame(header{kind: kindP2P, flags: flagLast}, []byte{1, 2, 3}))
 	f.Add(frame(header{kind: kindAbort}, encodeAbort(abortMsg{2, 0, "connection lost"})))
 	f.Add(frame(header{kind: kindReject}, []byte("wrong job token")))

@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// ConfigFromEnv returns the TCPConfig that the environment describes, read through
+// ConfigFromEnv returns the Config that the environment describes, read through
 // getenv (os.Getenv in a program, a map lookup in tests). Errors name the variable that
 // is missing or bad.
 //
@@ -23,9 +23,9 @@ import (
 // MEGAGO_JOB_TOKEN is the job's shared token (required with more than one rank; megago
 // launch generates it), and MEGAGO_TIMEOUT optionally overrides DefaultTimeout with a
 // Go duration such as "90s".
-func ConfigFromEnv(getenv func(string) string) (TCPConfig, error) {
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	e := envReader{getenv: getenv}
-	cfg := TCPConfig{LocalRank: -1, LocalWorldSize: -1}
+	cfg := Config{LocalRank: -1, LocalWorldSize: -1}
 	switch {
 	case getenv("RANK") != "":
 		cfg.Rank = e.int("RANK")
@@ -44,16 +44,16 @@ func ConfigFromEnv(getenv func(string) string) (TCPConfig, error) {
 		}
 		cfg.LocalWorldSize = slurmTasksOnNode(getenv("SLURM_TASKS_PER_NODE"), getenv("SLURM_NODEID"))
 	default:
-		return TCPConfig{}, errors.New("parallel: environment: neither RANK (set by megago launch and torchrun) nor SLURM_PROCID (set by srun) is set")
+		return Config{}, errors.New("parallel: environment: neither RANK (set by megago launch and torchrun) nor SLURM_PROCID (set by srun) is set")
 	}
 	if e.err != nil {
-		return TCPConfig{}, e.err
+		return Config{}, e.err
 	}
 	if cfg.WorldSize < 1 {
-		return TCPConfig{}, fmt.Errorf("parallel: environment: world size %d is not positive", cfg.WorldSize)
+		return Config{}, fmt.Errorf("parallel: environment: world size %d is not positive", cfg.WorldSize)
 	}
 	if cfg.Rank < 0 || cfg.Rank >= cfg.WorldSize {
-		return TCPConfig{}, fmt.Errorf("parallel: environment: rank %d not in [0, %d)", cfg.Rank, cfg.WorldSize)
+		return Config{}, fmt.Errorf("parallel: environment: rank %d not in [0, %d)", cfg.Rank, cfg.WorldSize)
 	}
 	slurm := getenv("RANK") == ""
 	cfg.MasterAddr = getenv("MASTER_ADDR")
@@ -69,23 +69,23 @@ func ConfigFromEnv(getenv func(string) string) (TCPConfig, error) {
 	if s := getenv("MEGAGO_TIMEOUT"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return TCPConfig{}, fmt.Errorf("parallel: environment: MEGAGO_TIMEOUT=%q is not a positive duration such as \"90s\"", s)
+			return Config{}, fmt.Errorf("parallel: environment: MEGAGO_TIMEOUT=%q is not a positive duration such as \"90s\"", s)
 		}
 		cfg.Timeout = d
 	}
 	if e.err != nil {
-		return TCPConfig{}, e.err
+		return Config{}, e.err
 	}
 	if cfg.WorldSize > 1 {
 		switch {
 		case cfg.MasterAddr == "":
-			return TCPConfig{}, errors.New("parallel: environment: MASTER_ADDR is not set")
+			return Config{}, errors.New("parallel: environment: MASTER_ADDR is not set")
 		case cfg.MasterPort == 0:
-			return TCPConfig{}, errors.New("parallel: environment: MASTER_PORT is not set")
+			return Config{}, errors.New("parallel: environment: MASTER_PORT is not set")
 		case cfg.MasterPort < 1 || cfg.MasterPort > 65535:
-			return TCPConfig{}, fmt.Errorf("parallel: environment: MASTER_PORT=%d is not a port number", cfg.MasterPort)
+			return Config{}, fmt.Errorf("parallel: environment: MASTER_PORT=%d is not a port number", cfg.MasterPort)
 		case cfg.Token == "":
-			return TCPConfig{}, errors.New("parallel: environment: MEGAGO_JOB_TOKEN is not set: megago launch sets it; " +
+			return Config{}, errors.New("parallel: environment: MEGAGO_JOB_TOKEN is not set: megago launch sets it; " +
 				"under srun or another launcher export the same random value to every process, e.g. MEGAGO_JOB_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')")
 		}
 	}

@@ -1,4 +1,4 @@
-package parallel
+package tcp
 
 import (
 	"context"
@@ -6,17 +6,18 @@ import (
 	"sync"
 	"time"
 
+	"megago/parallel"
+	"megago/parallel/internal/transport"
 	"megago/tensor"
 )
 
-// tcpOp is one call in flight on a tcpComm: its deadline, and its failure once one of
+// call is one call in flight on a comm: its deadline, and its failure once one of
 // its goroutines has hit one.
-type tcpOp struct {
-	c      *tcpComm
-	name   string // "all-reduce", ...
-	code   uint8  // opAllReduce, ... (0 for Send and Recv)
-	dt     uint8  // dtype of the data, checked on every frame
-	seq    uint64 // the group's collective number
+type call struct {
+	c      *comm
+	what   transport.Kind // what the call does; a collective checks it on every frame
+	dt     uint8          // dtype of the data, checked on every frame
+	seq    uint64         // the group's collective number
 	parent context.Context
 	ctx    context.Context // parent with the transport's timeout
 	cancel context.CancelFunc
@@ -30,12 +31,12 @@ type tcpOp struct {
 const abortWait = time.Second
 
 // begin starts a call, or returns the group's failure if it has already failed.
-func (c *tcpComm) begin(ctx context.Context, name string, code uint8, dt tensor.DType) (*tcpOp, error) {
-	o := &tcpOp{c: c, name: name, code: code, dt: uint8(dt), parent: ctx, failed: make(chan struct{})}
+func (c *comm) begin(ctx context.Context, what transport.Kind, dt tensor.DType) (*call, error) {
+	o := &call{c: c, what: what, dt: uint8(dt), parent: ctx, failed: make(chan struct{})}
 	if f := c.g.failure(); f != nil {
 		return nil, o.fromGroup(f)
 	}
-	if code != 0 {
+	if what.Collective() {
 		o.seq = c.seq
 		c.seq++
 	}
@@ -44,17 +45,17 @@ func (c *tcpComm) begin(ctx context.Context, name string, code uint8, dt tensor.
 }
 
 // end releases the call's timer; goroutines still running see its context end.
-func (o *tcpOp) end() { o.cancel() }
+func (o *call) end() { o.cancel() }
 
-func (o *tcpOp) newError(peer int, err error) *Error {
+func (o *call) newError(peer int, err error) *parallel.Error {
 	c := o.c
-	return &Error{Op: o.name, Group: c.name, Rank: c.rank, Size: c.Size(), Peer: peer, Err: err}
+	return &parallel.Error{Op: o.what.String(), Group: c.name, Rank: c.rank, Size: c.Size(), Peer: peer, Err: err}
 }
 
 // fail records that the call failed because of group rank peer (-1: not a peer's fault)
 // and returns the error. The first failure of the group is sent to its other members so
 // that they stop too.
-func (o *tcpOp) fail(peer int, err error) error {
+func (o *call) fail(peer int, err error) error {
 	o.once.Do(func() {
 		c := o.c
 		culprit := -1
@@ -82,7 +83,7 @@ func (o *tcpOp) fail(peer int, err error) error {
 
 // fromGroup turns the group's recorded failure into this call's error, once the other
 // members have been told.
-func (o *tcpOp) fromGroup(f *groupFailure) error {
+func (o *call) fromGroup(f *groupFailure) error {
 	c := o.c
 	t := time.NewTimer(2 * abortWait)
 	select {
@@ -102,7 +103,7 @@ func (o *tcpOp) fromGroup(f *groupFailure) error {
 }
 
 // stopped returns the call's error if it, or its group, has failed.
-func (o *tcpOp) stopped() error {
+func (o *call) stopped() error {
 	select {
 	case <-o.failed:
 		return o.err
@@ -120,7 +121,7 @@ func (o *tcpOp) stopped() error {
 // ctxFail is fail for a context that ended while waiting on group rank peer: the
 // caller's context (nobody's fault), or the transport's timeout (peer's, as far as this
 // rank can tell).
-func (o *tcpOp) ctxFail(peer int) error {
+func (o *call) ctxFail(peer int) error {
 	if err := o.parent.Err(); err != nil {
 		return o.fail(-1, err)
 	}
@@ -128,8 +129,12 @@ func (o *tcpOp) ctxFail(peer int) error {
 }
 
 // send writes one frame of the call to group rank to.
-func (o *tcpOp) send(to int, kind frameKind, flags uint8, seq uint64, p []byte) error {
-	h := header{kind: kind, op: o.code, dtype: o.dt, flags: flags, group: o.c.id, seq: seq}
+func (o *call) send(to int, kind frameKind, flags uint8, seq uint64, p []byte) error {
+	var op transport.Kind
+	if kind == kindColl {
+		op = o.what
+	}
+	h := header{kind: kind, op: op, dtype: o.dt, flags: flags, group: o.c.id, seq: seq}
 	pc := o.c.conn(to)
 	if err := pc.write(o.ctx, h, p); err != nil {
 		if o.ctx.Err() != nil {
@@ -147,7 +152,7 @@ func (o *tcpOp) send(to int, kind frameKind, flags uint8, seq uint64, p []byte) 
 }
 
 // recv returns the next frame of the call's group and kind from group rank from.
-func (o *tcpOp) recv(from int, kind frameKind) (frame, error) {
+func (o *call) recv(from int, kind frameKind) (frame, error) {
 	pc := o.c.conn(from)
 	b := pc.box(boxKey{o.c.id, kind})
 	drained := false
@@ -185,16 +190,16 @@ func (o *tcpOp) recv(from int, kind frameKind) (frame, error) {
 
 // recvColl returns the next collective frame from group rank from, checked to belong to
 // this call and to carry n bytes.
-func (o *tcpOp) recvColl(from, n int) (frame, error) {
+func (o *call) recvColl(from, n int) (frame, error) {
 	f, err := o.recv(from, kindColl)
 	if err != nil {
 		return f, err
 	}
 	h := f.h
-	if h.op != o.code || h.seq != o.seq || h.dtype != o.dt || int(h.length) != n {
+	if h.op != o.what || h.seq != o.seq || h.dtype != o.dt || int(h.length) != n {
 		o.c.t.pool.put(f.p)
 		return frame{}, o.fail(from, fmt.Errorf("mismatched collectives: the peer is in %s #%d on %v data (segment of %d bytes), this rank in %s #%d on %v data (segment of %d bytes)",
-			opName(h.op), h.seq, tensor.DType(h.dtype), h.length, o.name, o.seq, tensor.DType(o.dt), n))
+			h.op, h.seq, tensor.DType(h.dtype), h.length, o.what, o.seq, tensor.DType(o.dt), n))
 	}
 	return f, nil
 }

@@ -1,10 +1,12 @@
-package parallel
+package tcp
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+
+	"megago/parallel/internal/transport"
 )
 
 // The TCP transport's wire format. Every message is a frame: a fixed 32-byte header
@@ -13,7 +15,7 @@ import (
 //	offset size field
 //	0      4    magic "MGGO"
 //	4      1    kind (hello, reject, table, collective, p2p, abort)
-//	5      1    op: the collective (opAllReduce, ...) for kindColl, 0 otherwise
+//	5      1    op: the collective (transport.Kind) for kindColl, 0 otherwise
 //	6      1    dtype of the payload's elements, 0 when not a tensor
 //	7      1    flags (flagLast marks a Send's final frame)
 //	8      8    group id (0 for the connection-level kinds)
@@ -23,7 +25,7 @@ import (
 //
 // Integers are little-endian. The decoder checks every field before it allocates the
 // payload, and bounds the length by kind: a few hundred bytes before a peer has shown the
-// job token, at most TCPConfig.SegmentBytes after.
+// job token, at most Config.SegmentBytes after.
 
 const (
 	frameMagic = "MGGO"
@@ -61,24 +63,9 @@ func (k frameKind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Collective codes carried in the op byte of kindColl frames, so that a rank that called a
-// different collective than its peer reports a mismatch instead of misreading the data.
-const (
-	opAllReduce uint8 = iota + 1
-	opAllGather
-	opReduceScatter
-	opBroadcast
-	opBarrier
-	opSplit
-)
-
-func opName(op uint8) string {
-	names := [...]string{"", "all-reduce", "all-gather", "reduce-scatter", "broadcast", "barrier", "split"}
-	if int(op) < len(names) && op > 0 {
-		return names[op]
-	}
-	return fmt.Sprintf("op(%d)", op)
-}
+// The op byte of a kindColl frame carries the transport.Kind of its collective
+// (AllReduce = 1, ..., Split = 6), so that a rank that called a different collective than
+// its peer reports a mismatch instead of misreading the data. Other frames carry 0.
 
 // flagLast marks the last frame of a Send.
 const flagLast uint8 = 1
@@ -86,7 +73,7 @@ const flagLast uint8 = 1
 // header is a decoded frame header.
 type header struct {
 	kind   frameKind
-	op     uint8
+	op     transport.Kind // the collective of a kindColl frame, 0 otherwise
 	dtype  uint8
 	flags  uint8
 	group  uint64
@@ -101,7 +88,7 @@ var errFrame = errors.New("malformed frame")
 func encodeHeader(b []byte, h header) {
 	le := binary.LittleEndian
 	copy(b, frameMagic)
-	b[4], b[5], b[6], b[7] = byte(h.kind), h.op, h.dtype, h.flags
+	b[4], b[5], b[6], b[7] = byte(h.kind), byte(h.op), h.dtype, h.flags
 	le.PutUint64(b[8:], h.group)
 	le.PutUint64(b[16:], h.seq)
 	le.PutUint32(b[24:], h.length)
@@ -118,7 +105,7 @@ func decodeHeader(b []byte, max uint32) (header, error) {
 	if string(b[:4]) != frameMagic {
 		return header{}, fmt.Errorf("%w: bad magic %q", errFrame, b[:4])
 	}
-	h := header{kind: frameKind(b[4]), op: b[5], dtype: b[6], flags: b[7],
+	h := header{kind: frameKind(b[4]), op: transport.Kind(b[5]), dtype: b[6], flags: b[7],
 		group: le.Uint64(b[8:]), seq: le.Uint64(b[16:]), length: le.Uint32(b[24:])}
 	if le.Uint32(b[28:]) != 0 {
 		return header{}, fmt.Errorf("%w: reserved field is not zero", errFrame)
@@ -180,7 +167,7 @@ type hello struct {
 	rank    int
 	world   int
 	port    int // where the sender listens for peers (0 when it does not)
-	segment int // the sender's TCPConfig.SegmentBytes
+	segment int // the sender's Config.SegmentBytes
 	token   []byte
 }
 

@@ -1,22 +1,25 @@
-package cuda
+package dl
 
-// binder resolves the symbols of one opened library into Go function variables,
+// Binder resolves the symbols of one opened library into Go function variables,
 // collecting the names it could not find so that one error lists them all.
-type binder struct {
-	lib     *dynLib
+type Binder struct {
+	lib     *Lib
 	missing []string
 }
 
-// bind makes *fptr call the C function name; a missing symbol is recorded.
-func (b *binder) bind(fptr any, name string) {
-	if !b.optional(fptr, name) {
+// NewBinder returns a binder for the symbols of lib.
+func NewBinder(lib *Lib) *Binder { return &Binder{lib: lib} }
+
+// Bind makes *fptr call the C function name; a missing symbol is recorded.
+func (b *Binder) Bind(fptr any, name string) {
+	if !b.Optional(fptr, name) {
 		b.missing = append(b.missing, name)
 	}
 }
 
-// optional binds name when the library has it and reports whether it did (functions of
+// Optional binds name when the library has it and reports whether it did (functions of
 // newer library versions that megago can do without).
-func (b *binder) optional(fptr any, name string) bool {
+func (b *Binder) Optional(fptr any, name string) bool {
 	addr := dlsym(b.lib.handle, name)
 	if addr == 0 {
 		return false
@@ -25,8 +28,8 @@ func (b *binder) optional(fptr any, name string) bool {
 	return true
 }
 
-// err returns a *LoadError naming the missing symbols, or nil.
-func (b *binder) err(l Library) error {
+// Err returns a *LoadError naming the missing symbols of library l, or nil.
+func (b *Binder) Err(l Library) error {
 	if len(b.missing) == 0 {
 		return nil
 	}

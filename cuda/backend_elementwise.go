@@ -7,7 +7,8 @@ import (
 	"megago/tensor"
 )
 
-// Copies, casts, random draws and elementwise functions (kernels/elementwise.cu).
+// Copies, casts, random draws and elementwise functions
+// (internal/kernels/elementwise.cu).
 
 // copyKernel returns the strided-copy kernel for elements of size bytes.
 func copyKernel(size int) string {

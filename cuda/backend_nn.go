@@ -7,7 +7,8 @@ import (
 	"megago/tensor"
 )
 
-// Softmax, norms, embeddings and cross entropy (kernels/softmax.cu, norm.cu, embed.cu).
+// Softmax, norms, embeddings and cross entropy (internal/kernels/softmax.cu, norm.cu,
+// embed.cu).
 
 // lastDim returns the rows and row length of a span seen as [rows, n] over its last dim.
 func lastDim(s tensor.Span) (rows, n int64) {

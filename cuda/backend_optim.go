@@ -9,7 +9,7 @@ import (
 	"megago/tensor"
 )
 
-// Multi-tensor optimizer steps (kernels/optim.cu): one launch per step over every
+// Multi-tensor optimizer steps (internal/kernels/optim.cu): one launch per step over every
 // segment, with the segment table uploaded first.
 
 // segTable returns optim.cu's Seg array (off, n, lr, wd per segment, 32 bytes each)

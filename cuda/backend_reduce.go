@@ -9,7 +9,7 @@ import (
 	"megago/tensor"
 )
 
-// Reductions, gathers and matrix products (kernels/reduce.cu, cuBLASLt).
+// Reductions, gathers and matrix products (internal/kernels/reduce.cu, cuBLASLt).
 
 // Reduce reduces src along dim into dst.
 func (b *Backend) Reduce(op tensor.ReduceOp, dst, src tensor.Span, dim int) {

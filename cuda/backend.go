@@ -47,10 +47,10 @@ func (cfg Config) searchEnv() SearchEnv {
 }
 
 // Backend is the CUDA implementation of tensor.Backend: storage in device memory from a
-// caching allocator, every op a kernel (internal/kernels/*.cu) or a cuBLASLt GEMM, queued on one
-// stream. Methods panic with an error value (*Error, *OutOfMemoryError, *IndexError)
-// when the device fails, since tensor.Backend's methods return nothing; training entry
-// points recover such panics into errors.
+// caching allocator, every op a kernel (internal/kernels/*.cu) or a cuBLASLt GEMM,
+// queued on one stream. Methods panic with an error value (*Error, *OutOfMemoryError,
+// *IndexError) when the device fails, since tensor.Backend's methods return nothing;
+// training entry points recover such panics into errors.
 type Backend struct {
 	dev       gpu
 	alloc     *allocator

@@ -2,14 +2,15 @@ package cuda
 
 import (
 	"fmt"
+	"megago/cuda/internal/driver"
 	"sync"
 )
 
 // memAPI is what the caching allocator needs from a device: stream-ordered allocation
 // and release, and the device's free and total memory (for error messages).
 type memAPI interface {
-	alloc(bytes int64) (DevicePtr, error)
-	free(p DevicePtr) error
+	alloc(bytes int64) (driver.DevicePtr, error)
+	free(p driver.DevicePtr) error
 	memInfo() (free, total int64, err error)
 }
 
@@ -55,13 +56,13 @@ type allocator struct {
 	name string // the device, for errors
 
 	mu    sync.Mutex
-	cache map[int64][]DevicePtr // free blocks by size
-	size  map[DevicePtr]int64   // live blocks
+	cache map[int64][]driver.DevicePtr // free blocks by size
+	size  map[driver.DevicePtr]int64   // live blocks
 	stats MemStats
 }
 
 func newAllocator(mem memAPI, name string) *allocator {
-	return &allocator{mem: mem, name: name, cache: map[int64][]DevicePtr{}, size: map[DevicePtr]int64{}}
+	return &allocator{mem: mem, name: name, cache: map[int64][]driver.DevicePtr{}, size: map[driver.DevicePtr]int64{}}
 }
 
 // OutOfMemoryError is an allocation the device could not satisfy even after the cache
@@ -106,7 +107,7 @@ func fmtBytes(n int64) string {
 }
 
 // get returns a block of at least n bytes.
-func (a *allocator) get(n int64) (DevicePtr, error) {
+func (a *allocator) get(n int64) (driver.DevicePtr, error) {
 	sz := roundSize(n)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -149,7 +150,7 @@ func (a *allocator) take(sz int64) {
 
 // put returns block p to the cache. It panics if p is not a live block of this
 // allocator (a double free).
-func (a *allocator) put(p DevicePtr) {
+func (a *allocator) put(p driver.DevicePtr) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	sz, ok := a.size[p]

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"megago/cuda/internal/driver"
 	"strings"
 	"testing"
 )
@@ -9,30 +10,30 @@ import (
 // fakeMem is a device with capacity bytes: allocations are addresses counting up.
 type fakeMem struct {
 	capacity, used int64
-	next           DevicePtr
-	live           map[DevicePtr]int64
+	next           driver.DevicePtr
+	live           map[driver.DevicePtr]int64
 	allocs, frees  int
 }
 
 func newFakeMem(capacity int64) *fakeMem {
-	return &fakeMem{capacity: capacity, next: 1 << 20, live: map[DevicePtr]int64{}}
+	return &fakeMem{capacity: capacity, next: 1 << 20, live: map[driver.DevicePtr]int64{}}
 }
 
 var errFakeOOM = errors.New("CUDA_ERROR_OUT_OF_MEMORY")
 
-func (f *fakeMem) alloc(n int64) (DevicePtr, error) {
+func (f *fakeMem) alloc(n int64) (driver.DevicePtr, error) {
 	if f.used+n > f.capacity {
 		return 0, errFakeOOM
 	}
 	p := f.next
-	f.next += DevicePtr(n)
+	f.next += driver.DevicePtr(n)
 	f.used += n
 	f.live[p] = n
 	f.allocs++
 	return p, nil
 }
 
-func (f *fakeMem) free(p DevicePtr) error {
+func (f *fakeMem) free(p driver.DevicePtr) error {
 	n, ok := f.live[p]
 	if !ok {
 		return errors.New("bad free")

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 
+	"megago/cuda/internal/driver"
+	"megago/cuda/internal/nccl"
 	"megago/tensor"
 )
 
@@ -36,11 +38,19 @@ type Config struct {
 	Search    SearchEnv // where to look for the libraries; zero means DefaultSearchEnv()
 }
 
+// searchEnv returns cfg.Search, or DefaultSearchEnv() for the zero value.
+func (cfg Config) searchEnv() SearchEnv {
+	if cfg.Search.Getenv == nil {
+		return DefaultSearchEnv()
+	}
+	return cfg.Search
+}
+
 // Backend is the CUDA implementation of tensor.Backend: storage in device memory from a
-// caching allocator, every op a kernel (kernels/*.cu) or a cuBLASLt GEMM, queued on one
-// stream. Methods panic with an error value (*Error, *OutOfMemoryError, *IndexError)
-// when the device fails, since tensor.Backend's methods return nothing; training entry
-// points recover such panics into errors.
+// caching allocator, every op a kernel (internal/kernels/*.cu) or a cuBLASLt GEMM,
+// queued on one stream. Methods panic with an error value (*Error, *OutOfMemoryError,
+// *IndexError) when the device fails, since tensor.Backend's methods return nothing;
+// training entry points recover such panics into errors.
 type Backend struct {
 	dev       gpu
 	alloc     *allocator
@@ -48,13 +58,16 @@ type Backend struct {
 	maxBlocks int
 
 	errMu   sync.Mutex
-	errFlag DevicePtr // prelude.cu's ErrFlag
-	pending bool      // a kernel that reports bad indices ran since the last check
+	errFlag driver.DevicePtr // prelude.cu's ErrFlag
+	pending bool             // a kernel that reports bad indices ran since the last check
+
+	// nccl loads NCCL on the first NewComm on this backend, from Config.Search.
+	nccl func() (*nccl.Lib, error)
 }
 
 // devBuf is a Backend's tensor.Buffer.
 type devBuf struct {
-	ptr   DevicePtr
+	ptr   driver.DevicePtr
 	dt    tensor.DType
 	n     int
 	freed bool
@@ -64,7 +77,7 @@ type devBuf struct {
 // error wraps ErrNoDevice and lists what was tried.
 func Open(cfg Config) (*Backend, error) {
 	if cfg.Device == AutoDevice {
-		d, err := autoDevice(cfg.Search)
+		d, err := autoDevice(cfg.searchEnv())
 		if err != nil {
 			return nil, err
 		}
@@ -79,14 +92,11 @@ func Open(cfg Config) (*Backend, error) {
 
 // autoDevice returns LOCAL_RANK mod the device count.
 func autoDevice(env SearchEnv) (int, error) {
-	if env.Getenv == nil {
-		env = DefaultSearchEnv()
-	}
 	lr, err := strconv.Atoi(env.Getenv("LOCAL_RANK"))
 	if err != nil || lr < 0 {
 		return 0, nil
 	}
-	drv, err := LoadDriver(env)
+	drv, err := driver.Load(env)
 	if err != nil {
 		return 0, err
 	}
@@ -104,7 +114,8 @@ func autoDevice(env SearchEnv) (int, error) {
 func newBackend(dev gpu, cfg Config) (*Backend, error) {
 	p := dev.props()
 	b := &Backend{dev: dev, cfg: cfg, maxBlocks: max(1, p.SMs) * 32,
-		alloc: newAllocator(dev, fmt.Sprintf("device %d (%s)", p.Ordinal, p.Name))}
+		alloc: newAllocator(dev, fmt.Sprintf("device %d (%s)", p.Ordinal, p.Name)),
+		nccl:  sync.OnceValues(func() (*nccl.Lib, error) { return nccl.Load(cfg.searchEnv()) })}
 	release := dev.bind()
 	defer release()
 	var err error
@@ -134,7 +145,9 @@ func (b *Backend) EmptyCache() {
 	b.alloc.emptyCache()
 }
 
-// Sync waits for every queued operation and reports a bad index a kernel met.
+// Sync waits for every operation queued on the stream (tensor.Backend's Sync). It panics
+// with the device's error (*Error) when one failed, and with an *IndexError when a
+// kernel met a bad index since the last check.
 func (b *Backend) Sync() {
 	release := b.dev.bind()
 	defer release()
@@ -202,7 +215,7 @@ func (b *Backend) buf(op string, buf tensor.Buffer) *devBuf {
 }
 
 // ptr returns the device address of span s's first element, or 0 for an empty span.
-func (b *Backend) ptr(op string, s tensor.Span) DevicePtr {
+func (b *Backend) ptr(op string, s tensor.Span) driver.DevicePtr {
 	if s.Empty() {
 		return 0
 	}
@@ -210,7 +223,7 @@ func (b *Backend) ptr(op string, s tensor.Span) DevicePtr {
 	if s.Off < 0 || s.Off+s.Numel() > d.n || s.DType.Size() != d.dt.Size() {
 		panic(fmt.Sprintf("cuda: %s: %v span [%d, %d) of a buffer of %d %v", op, s.DType, s.Off, s.Off+s.Numel(), d.n, d.dt))
 	}
-	return d.ptr + DevicePtr(s.Off*s.DType.Size())
+	return d.ptr + driver.DevicePtr(s.Off*s.DType.Size())
 }
 
 // WriteHost copies host bytes into dst.
@@ -266,11 +279,11 @@ func (b *Backend) Fill(dst tensor.Span, v float64) {
 		b.must(b.dev.memset(p, sz, uint32(bits), n))
 		return
 	}
-	b.run("elementwise", "fill64", n, NewKernelArgs().Ptr(p).I64(int64(bits)).I64(n))
+	b.run("elementwise", "fill64", n, driver.NewKernelArgs().Ptr(p).I64(int64(bits)).I64(n))
 }
 
 // run launches a grid-stride kernel over n elements.
-func (b *Backend) run(mod, name string, n int64, args *KernelArgs) {
+func (b *Backend) run(mod, name string, n int64, args *driver.KernelArgs) {
 	if n == 0 {
 		return
 	}
@@ -280,7 +293,7 @@ func (b *Backend) run(mod, name string, n int64, args *KernelArgs) {
 
 // runRows launches a kernel with one block per row (grid-stride over rows) of rowLen
 // elements each.
-func (b *Backend) runRows(mod, name string, rows, rowLen int64, args *KernelArgs) {
+func (b *Backend) runRows(mod, name string, rows, rowLen int64, args *driver.KernelArgs) {
 	if rows == 0 {
 		return
 	}

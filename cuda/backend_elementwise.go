@@ -3,10 +3,12 @@ package cuda
 import (
 	"fmt"
 
+	"megago/cuda/internal/driver"
 	"megago/tensor"
 )
 
-// Copies, casts, random draws and elementwise functions (kernels/elementwise.cu).
+// Copies, casts, random draws and elementwise functions
+// (internal/kernels/elementwise.cu).
 
 // copyKernel returns the strided-copy kernel for elements of size bytes.
 func copyKernel(size int) string {
@@ -34,13 +36,13 @@ func (b *Backend) Copy2D(dst tensor.Span, dstStride int, src tensor.Span, srcStr
 			panic(fmt.Sprintf("cuda: Copy2D: %d rows of %d at offset %d stride %d outside %d elements", rows, cols, c.off, c.stride, c.buf.n))
 		}
 	}
-	dp, sp := d.ptr+DevicePtr(dst.Off*sz), s.ptr+DevicePtr(src.Off*sz)
+	dp, sp := d.ptr+driver.DevicePtr(dst.Off*sz), s.ptr+driver.DevicePtr(src.Off*sz)
 	if dstStride == cols && srcStride == cols {
 		b.must(b.dev.dtod(dp, sp, int64(rows*cols*sz)))
 		return
 	}
 	x := newIdx([]int{rows, cols}, []int{dstStride, 1}, []int{srcStride, 1})
-	b.run("elementwise", copyKernel(sz), int64(rows*cols), NewKernelArgs().Ptr(dp).Ptr(sp).Bytes(x.bytes()).I64(int64(rows*cols)))
+	b.run("elementwise", copyKernel(sz), int64(rows*cols), driver.NewKernelArgs().Ptr(dp).Ptr(sp).Bytes(x.bytes()).I64(int64(rows*cols)))
 }
 
 // Arange sets element i of dst to start + i·step.
@@ -48,7 +50,7 @@ func (b *Backend) Arange(dst tensor.Span, start, step float64) {
 	release := b.dev.bind()
 	defer release()
 	n := int64(dst.Numel())
-	b.run("elementwise", "arange", n, NewKernelArgs().Ptr(b.ptr("Arange", dst)).I32(dtArg(dst.DType)).I64(n).F64(start).F64(step))
+	b.run("elementwise", "arange", n, driver.NewKernelArgs().Ptr(b.ptr("Arange", dst)).I32(dtArg(dst.DType)).I64(n).F64(start).F64(step))
 }
 
 // Cast converts src's elements to dst's dtype, rounding to nearest even.
@@ -60,7 +62,7 @@ func (b *Backend) Cast(dst, src tensor.Span) {
 		b.must(b.dev.dtod(b.ptr("Cast", dst), b.ptr("Cast", src), n*int64(dst.DType.Size())))
 		return
 	}
-	b.run("elementwise", "cast", n, NewKernelArgs().Ptr(b.ptr("Cast", dst)).I32(dtArg(dst.DType)).
+	b.run("elementwise", "cast", n, driver.NewKernelArgs().Ptr(b.ptr("Cast", dst)).I32(dtArg(dst.DType)).
 		Ptr(b.ptr("Cast", src)).I32(dtArg(src.DType)).I64(n))
 }
 
@@ -76,7 +78,7 @@ func (b *Backend) Permute(dst, src tensor.Span, perm []int) {
 	n := int64(dst.Numel())
 	x := newIdx(dst.Shape, contiguousStrides(dst.Shape), st)
 	b.run("elementwise", copyKernel(dst.DType.Size()), n,
-		NewKernelArgs().Ptr(b.ptr("Permute", dst)).Ptr(b.ptr("Permute", src)).Bytes(x.bytes()).I64(n))
+		driver.NewKernelArgs().Ptr(b.ptr("Permute", dst)).Ptr(b.ptr("Permute", src)).Bytes(x.bytes()).I64(n))
 }
 
 // Random fills dst with the draws of its region of the full tensor.
@@ -90,7 +92,7 @@ func (b *Backend) Random(dst tensor.Span, p tensor.RandomParams) {
 	}
 	n := int64(dst.Numel())
 	x := newIdx(dst.Shape, full[len(full)-len(dst.Shape):])
-	b.run("elementwise", "random_fill", n, NewKernelArgs().Ptr(b.ptr("Random", dst)).I32(dtArg(dst.DType)).I64(n).
+	b.run("elementwise", "random_fill", n, driver.NewKernelArgs().Ptr(b.ptr("Random", dst)).I32(dtArg(dst.DType)).I64(n).
 		Bytes(x.bytes()).I64(int64(base)).U32(p.Key[0]).U32(p.Key[1]).I32(int32(p.Dist)).F64(p.A).F64(p.B))
 }
 
@@ -99,7 +101,7 @@ func (b *Backend) Unary(op tensor.UnaryOp, dst, x tensor.Span, p float64) {
 	release := b.dev.bind()
 	defer release()
 	n := int64(dst.Numel())
-	b.run("elementwise", "unary"+computeSuffix(dst.DType), n, NewKernelArgs().Ptr(b.ptr("Unary", dst)).
+	b.run("elementwise", "unary"+computeSuffix(dst.DType), n, driver.NewKernelArgs().Ptr(b.ptr("Unary", dst)).
 		I32(dtArg(dst.DType)).Ptr(b.ptr("Unary", x)).I32(dtArg(x.DType)).I64(n).I32(int32(op)).F64(p))
 }
 
@@ -109,7 +111,7 @@ func (b *Backend) UnaryBackward(op tensor.UnaryOp, dx, x, y, dy tensor.Span, p f
 	defer release()
 	const name = "UnaryBackward"
 	n := int64(dx.Numel())
-	b.run("elementwise", "unary_bwd"+computeSuffix(dx.DType), n, NewKernelArgs().Ptr(b.ptr(name, dx)).
+	b.run("elementwise", "unary_bwd"+computeSuffix(dx.DType), n, driver.NewKernelArgs().Ptr(b.ptr(name, dx)).
 		I32(dtArg(dx.DType)).Ptr(b.ptr(name, x)).Ptr(b.ptr(name, y)).Ptr(b.ptr(name, dy)).I64(n).I32(int32(op)).F64(p))
 }
 
@@ -119,7 +121,7 @@ func (b *Backend) Binary(op tensor.BinaryOp, dst, x, y tensor.Span) {
 	defer release()
 	n := int64(dst.Numel())
 	idx := newIdx(dst.Shape, tensor.BroadcastStrides(x.Shape, dst.Shape), tensor.BroadcastStrides(y.Shape, dst.Shape))
-	b.run("elementwise", "binary"+computeSuffix(dst.DType), n, NewKernelArgs().Ptr(b.ptr("Binary", dst)).
+	b.run("elementwise", "binary"+computeSuffix(dst.DType), n, driver.NewKernelArgs().Ptr(b.ptr("Binary", dst)).
 		I32(dtArg(dst.DType)).Ptr(b.ptr("Binary", x)).Ptr(b.ptr("Binary", y)).I64(n).I32(int32(op)).Bytes(idx.bytes()))
 }
 
@@ -130,7 +132,7 @@ func (b *Backend) Where(dst, cond, x, y tensor.Span) {
 	n := int64(dst.Numel())
 	idx := newIdx(dst.Shape, tensor.BroadcastStrides(cond.Shape, dst.Shape),
 		tensor.BroadcastStrides(x.Shape, dst.Shape), tensor.BroadcastStrides(y.Shape, dst.Shape))
-	b.run("elementwise", "where", n, NewKernelArgs().Ptr(b.ptr("Where", dst)).I32(dtArg(dst.DType)).
+	b.run("elementwise", "where", n, driver.NewKernelArgs().Ptr(b.ptr("Where", dst)).I32(dtArg(dst.DType)).
 		Ptr(b.ptr("Where", cond)).I32(dtArg(cond.DType)).Ptr(b.ptr("Where", x)).Ptr(b.ptr("Where", y)).I64(n).Bytes(idx.bytes()))
 }
 
@@ -142,6 +144,6 @@ func (b *Backend) AccumulateGrad(main, grad tensor.Span) {
 	release := b.dev.bind()
 	defer release()
 	n := int64(main.Numel())
-	b.run("elementwise", "accumulate_grad", n, NewKernelArgs().Ptr(b.ptr("AccumulateGrad", main)).I32(dtArg(main.DType)).
+	b.run("elementwise", "accumulate_grad", n, driver.NewKernelArgs().Ptr(b.ptr("AccumulateGrad", main)).I32(dtArg(main.DType)).
 		Ptr(b.ptr("AccumulateGrad", grad)).I32(dtArg(grad.DType)).I64(n))
 }

@@ -3,10 +3,12 @@ package cuda
 import (
 	"fmt"
 
+	"megago/cuda/internal/driver"
 	"megago/tensor"
 )
 
-// Softmax, norms, embeddings and cross entropy (kernels/softmax.cu, norm.cu, embed.cu).
+// Softmax, norms, embeddings and cross entropy (internal/kernels/softmax.cu, norm.cu,
+// embed.cu).
 
 // lastDim returns the rows and row length of a span seen as [rows, n] over its last dim.
 func lastDim(s tensor.Span) (rows, n int64) {
@@ -37,7 +39,7 @@ func (b *Backend) Softmax(y, x, mask tensor.Span, p tensor.SoftmaxParams) {
 		m = newIdx(x.Shape[:last], st[:last])
 		mstride, mdt = int64(st[last]), dtArg(mask.DType)
 	}
-	a := NewKernelArgs().Ptr(b.ptr("Softmax", y)).Ptr(b.ptr("Softmax", x)).I32(dtArg(x.DType)).
+	a := driver.NewKernelArgs().Ptr(b.ptr("Softmax", y)).Ptr(b.ptr("Softmax", x)).I32(dtArg(x.DType)).
 		Ptr(b.ptr("Softmax", mask)).I32(mdt).Bytes(m.bytes()).I64(mstride).I64(rows).I64(n).I64(tq).
 		F64(p.Scale).I32(boolArg(p.Causal)).I32(boolArg(p.Log))
 	b.runRows("softmax", "softmax"+computeSuffix(y.DType), rows, n, a)
@@ -55,7 +57,7 @@ func (b *Backend) SoftmaxBackward(dx, y, dy tensor.Span, p tensor.SoftmaxParams)
 	release := b.dev.bind()
 	defer release()
 	rows, n := lastDim(y)
-	a := NewKernelArgs().Ptr(b.ptr("SoftmaxBackward", dx)).Ptr(b.ptr("SoftmaxBackward", y)).
+	a := driver.NewKernelArgs().Ptr(b.ptr("SoftmaxBackward", dx)).Ptr(b.ptr("SoftmaxBackward", y)).
 		Ptr(b.ptr("SoftmaxBackward", dy)).I32(dtArg(y.DType)).I64(rows).I64(n).F64(p.Scale).I32(boolArg(p.Log))
 	b.runRows("softmax", "softmax_bwd"+computeSuffix(dx.DType), rows, n, a)
 }
@@ -63,7 +65,7 @@ func (b *Backend) SoftmaxBackward(dx, y, dy tensor.Span, p tensor.SoftmaxParams)
 // normForward launches norm_fwd; res and sum may be empty (no residual).
 func (b *Backend) normForward(op string, y, mean, rstd, x, res, sum, w, bias tensor.Span, eps float64, rms bool) {
 	rows, c := lastDim(x)
-	a := NewKernelArgs().Ptr(b.ptr(op, y)).Ptr(b.ptr(op, mean)).Ptr(b.ptr(op, rstd)).I32(dtArg(rstd.DType)).
+	a := driver.NewKernelArgs().Ptr(b.ptr(op, y)).Ptr(b.ptr(op, mean)).Ptr(b.ptr(op, rstd)).I32(dtArg(rstd.DType)).
 		Ptr(b.ptr(op, x)).Ptr(b.ptr(op, res)).Ptr(b.ptr(op, sum)).Ptr(b.ptr(op, w)).Ptr(b.ptr(op, bias)).
 		I32(dtArg(x.DType)).I64(rows).I64(c).F64(eps).I32(boolArg(rms))
 	b.runRows("norm", "norm_fwd"+computeSuffix(x.DType), rows, c, a)
@@ -72,7 +74,7 @@ func (b *Backend) normForward(op string, y, mean, rstd, x, res, sum, w, bias ten
 // normBackward launches norm_bwd and, for dw or db, the two weight-gradient stages.
 func (b *Backend) normBackward(op string, dx, dw, db, dy, x, w, dextra, mean, rstd tensor.Span) {
 	rows, c := lastDim(x)
-	a := NewKernelArgs().Ptr(b.ptr(op, dx)).Ptr(b.ptr(op, dy)).Ptr(b.ptr(op, x)).Ptr(b.ptr(op, w)).
+	a := driver.NewKernelArgs().Ptr(b.ptr(op, dx)).Ptr(b.ptr(op, dy)).Ptr(b.ptr(op, x)).Ptr(b.ptr(op, w)).
 		Ptr(b.ptr(op, dextra)).I32(dtArg(x.DType)).Ptr(b.ptr(op, mean)).Ptr(b.ptr(op, rstd)).I32(dtArg(rstd.DType)).
 		I64(rows).I64(c)
 	b.runRows("norm", "norm_bwd"+computeSuffix(dx.DType), rows, c, a)
@@ -91,21 +93,21 @@ func (b *Backend) columnStats(op string, dw, db, dy, x, mean, rstd tensor.Span, 
 	pw, err := b.alloc.get(chunks * c * 8)
 	b.must(err)
 	defer b.alloc.put(pw)
-	var pb DevicePtr
+	var pb driver.DevicePtr
 	if !db.Empty() {
 		pb, err = b.alloc.get(chunks * c * 8)
 		b.must(err)
 		defer b.alloc.put(pb)
 	}
 	grid := [3]uint32{uint32((c + blockSize - 1) / blockSize), uint32(chunks), 1}
-	b.must(b.dev.launch("norm", "norm_wgrad_partial", grid, [3]uint32{blockSize, 1, 1}, 0, NewKernelArgs().
+	b.must(b.dev.launch("norm", "norm_wgrad_partial", grid, [3]uint32{blockSize, 1, 1}, 0, driver.NewKernelArgs().
 		Ptr(pw).Ptr(pb).Ptr(b.ptr(op, dy)).Ptr(b.ptr(op, x)).I32(dtArg(x.DType)).Ptr(b.ptr(op, mean)).
 		Ptr(b.ptr(op, rstd)).I32(dtArg(rstd.DType)).I64(rows).I64(c).I64(wgradChunk)))
 	dt := dw.DType
 	if dw.Empty() {
 		dt = db.DType
 	}
-	b.run("norm", "norm_wgrad_finish", c, NewKernelArgs().Ptr(b.ptr(op, dw)).Ptr(b.ptr(op, db)).I32(dtArg(dt)).
+	b.run("norm", "norm_wgrad_finish", c, driver.NewKernelArgs().Ptr(b.ptr(op, dw)).Ptr(b.ptr(op, db)).I32(dtArg(dt)).
 		Ptr(pw).Ptr(pb).I64(chunks).I64(c))
 }
 
@@ -143,7 +145,7 @@ func (b *Backend) Embedding(dst, w, ids tensor.Span) {
 	defer release()
 	v, c := int64(w.Shape[0]), int64(w.Shape[1])
 	nids := int64(ids.Numel())
-	a := NewKernelArgs().Ptr(b.ptr("Embedding", dst)).Ptr(b.ptr("Embedding", w)).Ptr(b.ptr("Embedding", ids)).
+	a := driver.NewKernelArgs().Ptr(b.ptr("Embedding", dst)).Ptr(b.ptr("Embedding", w)).Ptr(b.ptr("Embedding", ids)).
 		I32(dtArg(ids.DType)).I64(nids).I64(c).I64(v)
 	b.run("embed", fmt.Sprintf("embedding_%d", w.DType.Size()), nids*c, b.flagArgs(a, opEmbedding))
 }
@@ -154,7 +156,7 @@ func (b *Backend) EmbeddingBackward(dw, dy, ids tensor.Span) {
 	defer release()
 	v, c := int64(dw.Shape[0]), int64(dw.Shape[1])
 	nids := int64(ids.Numel())
-	a := NewKernelArgs().Ptr(b.ptr("EmbeddingBackward", dw)).Ptr(b.ptr("EmbeddingBackward", dy)).I32(dtArg(dw.DType)).
+	a := driver.NewKernelArgs().Ptr(b.ptr("EmbeddingBackward", dw)).Ptr(b.ptr("EmbeddingBackward", dy)).I32(dtArg(dw.DType)).
 		Ptr(b.ptr("EmbeddingBackward", ids)).I32(dtArg(ids.DType)).I64(nids).I64(c).I64(v)
 	b.run("embed", "embedding_bwd", nids*c, b.flagArgs(a, opEmbeddingBackward))
 }
@@ -164,7 +166,7 @@ func (b *Backend) CrossEntropy(loss, lse, logits, targets tensor.Span, p tensor.
 	release := b.dev.bind()
 	defer release()
 	n, v := int64(logits.Shape[0]), int64(logits.Shape[1])
-	a := NewKernelArgs().Ptr(b.ptr("CrossEntropy", loss)).I32(dtArg(loss.DType)).Ptr(b.ptr("CrossEntropy", lse)).
+	a := driver.NewKernelArgs().Ptr(b.ptr("CrossEntropy", loss)).I32(dtArg(loss.DType)).Ptr(b.ptr("CrossEntropy", lse)).
 		I32(dtArg(lse.DType)).Ptr(b.ptr("CrossEntropy", logits)).I32(dtArg(logits.DType)).
 		Ptr(b.ptr("CrossEntropy", targets)).I32(dtArg(targets.DType)).I64(n).I64(v).I32(boolArg(p.Ignore)).
 		I64(p.IgnoreIndex).F64(p.LabelSmoothing)
@@ -177,7 +179,7 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, targets, lse, dloss tens
 	defer release()
 	const op = "CrossEntropyBackward"
 	n, v := int64(logits.Shape[0]), int64(logits.Shape[1])
-	a := NewKernelArgs().Ptr(b.ptr(op, dlogits)).Ptr(b.ptr(op, logits)).I32(dtArg(logits.DType)).
+	a := driver.NewKernelArgs().Ptr(b.ptr(op, dlogits)).Ptr(b.ptr(op, logits)).I32(dtArg(logits.DType)).
 		Ptr(b.ptr(op, targets)).I32(dtArg(targets.DType)).Ptr(b.ptr(op, lse)).I32(dtArg(lse.DType)).
 		Ptr(b.ptr(op, dloss)).I32(dtArg(dloss.DType)).I64(n).I64(v).I32(boolArg(p.Ignore)).I64(p.IgnoreIndex).
 		F64(p.LabelSmoothing)
@@ -197,7 +199,7 @@ func (b *Backend) VocabCrossEntropyStats(stats, logits, targets tensor.Span, p t
 	defer release()
 	const op = "VocabCrossEntropyStats"
 	n, w, local := vocabCEShape(logits, p)
-	a := NewKernelArgs().Ptr(b.ptr(op, stats)).Ptr(b.ptr(op, logits)).I32(dtArg(logits.DType)).Ptr(b.ptr(op, targets)).
+	a := driver.NewKernelArgs().Ptr(b.ptr(op, stats)).Ptr(b.ptr(op, logits)).I32(dtArg(logits.DType)).Ptr(b.ptr(op, targets)).
 		I32(dtArg(targets.DType)).I64(n).I64(w).I64(local).I64(int64(p.Start)).I64(int64(p.Vocab)).
 		I32(boolArg(p.Ignore)).I64(p.IgnoreIndex)
 	b.runRows("embed", "vce_stats", n, max(local, 1), b.flagArgs(a, opVocabParallelCE))
@@ -209,7 +211,7 @@ func (b *Backend) VocabCrossEntropyLoss(loss, stats, targets tensor.Span, p tens
 	defer release()
 	const op = "VocabCrossEntropyLoss"
 	n := int64(targets.Numel())
-	b.run("embed", "vce_loss", n, NewKernelArgs().Ptr(b.ptr(op, loss)).I32(dtArg(loss.DType)).Ptr(b.ptr(op, stats)).
+	b.run("embed", "vce_loss", n, driver.NewKernelArgs().Ptr(b.ptr(op, loss)).I32(dtArg(loss.DType)).Ptr(b.ptr(op, stats)).
 		Ptr(b.ptr(op, targets)).I32(dtArg(targets.DType)).I64(n).I64(int64(p.Vocab)).I32(boolArg(p.Ignore)).
 		I64(p.IgnoreIndex).F64(p.LabelSmoothing))
 }
@@ -220,7 +222,7 @@ func (b *Backend) VocabCrossEntropyBackward(dlogits, logits, targets, stats, dlo
 	defer release()
 	const op = "VocabCrossEntropyBackward"
 	n, w, local := vocabCEShape(logits, p)
-	b.run("embed", "vce_bwd", n*w, NewKernelArgs().Ptr(b.ptr(op, dlogits)).Ptr(b.ptr(op, logits)).
+	b.run("embed", "vce_bwd", n*w, driver.NewKernelArgs().Ptr(b.ptr(op, dlogits)).Ptr(b.ptr(op, logits)).
 		I32(dtArg(logits.DType)).Ptr(b.ptr(op, targets)).I32(dtArg(targets.DType)).Ptr(b.ptr(op, stats)).
 		Ptr(b.ptr(op, dloss)).I32(dtArg(dloss.DType)).I64(n).I64(w).I64(local).I64(int64(p.Start)).I64(int64(p.Vocab)).
 		I32(boolArg(p.Ignore)).I64(p.IgnoreIndex).F64(p.LabelSmoothing))

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"math"
 
+	"megago/cuda/internal/driver"
 	"megago/tensor"
 )
 
-// Multi-tensor optimizer steps (kernels/optim.cu): one launch per step over every
+// Multi-tensor optimizer steps (internal/kernels/optim.cu): one launch per step over every
 // segment, with the segment table uploaded first.
 
 // segTable returns optim.cu's Seg array (off, n, lr, wd per segment, 32 bytes each)
@@ -59,16 +60,16 @@ func checkOptim(op string, segs []tensor.OptimSegment, param, grad tensor.Span, 
 
 // uploadSegs uploads the segment table and returns the Seg array, the prefix array and
 // the block to give back.
-func (b *Backend) uploadSegs(segs []tensor.OptimSegment) (seg, prefix DevicePtr, nsegs int, total int64) {
+func (b *Backend) uploadSegs(segs []tensor.OptimSegment) (seg, prefix driver.DevicePtr, nsegs int, total int64) {
 	tab, nsegs, total := segTable(segs)
 	p, err := b.alloc.get(int64(len(tab)))
 	b.must(err)
 	b.must(b.dev.htod(p, tab))
-	return p, p + DevicePtr(32*nsegs), nsegs, total
+	return p, p + driver.DevicePtr(32*nsegs), nsegs, total
 }
 
 // modelArgs appends the optional model copy and its dtype.
-func (b *Backend) modelArgs(a *KernelArgs, op string, model tensor.Span) *KernelArgs {
+func (b *Backend) modelArgs(a *driver.KernelArgs, op string, model tensor.Span) *driver.KernelArgs {
 	dt := int32(0)
 	if !model.Empty() {
 		dt = dtArg(model.DType)
@@ -87,7 +88,7 @@ func (b *Backend) AdamStep(p tensor.AdamParams, segs []tensor.OptimSegment, para
 	seg, prefix, nsegs, total := b.uploadSegs(segs)
 	defer b.alloc.put(seg)
 	const op = "AdamStep"
-	a := NewKernelArgs().Ptr(b.ptr(op, param)).Ptr(b.ptr(op, grad)).I32(dtArg(grad.DType)).Ptr(b.ptr(op, m)).Ptr(b.ptr(op, v))
+	a := driver.NewKernelArgs().Ptr(b.ptr(op, param)).Ptr(b.ptr(op, grad)).I32(dtArg(grad.DType)).Ptr(b.ptr(op, m)).Ptr(b.ptr(op, v))
 	a = b.modelArgs(a, op, model).Ptr(seg).Ptr(prefix).I32(int32(nsegs)).I64(total).
 		F64(p.Beta1).F64(p.Beta2).F64(p.Eps).F64(p.BiasCorrection1).F64(p.BiasCorrection2).F64(p.GradScale).
 		I32(boolArg(p.Decoupled))
@@ -105,11 +106,11 @@ func (b *Backend) SGDStep(p tensor.SGDParams, segs []tensor.OptimSegment, param,
 	seg, prefix, nsegs, total := b.uploadSegs(segs)
 	defer b.alloc.put(seg)
 	const op = "SGDStep"
-	bufp := DevicePtr(0)
+	bufp := driver.DevicePtr(0)
 	if p.Momentum != 0 {
 		bufp = b.ptr(op, buf)
 	}
-	a := NewKernelArgs().Ptr(b.ptr(op, param)).Ptr(b.ptr(op, grad)).I32(dtArg(grad.DType)).Ptr(bufp)
+	a := driver.NewKernelArgs().Ptr(b.ptr(op, param)).Ptr(b.ptr(op, grad)).I32(dtArg(grad.DType)).Ptr(bufp)
 	a = b.modelArgs(a, op, model).Ptr(seg).Ptr(prefix).I32(int32(nsegs)).I64(total).
 		F64(p.Momentum).F64(p.Dampening).I32(boolArg(p.Nesterov)).I32(boolArg(p.First)).F64(p.GradScale)
 	b.run("optim", "sgd"+computeSuffix(param.DType), total, a)

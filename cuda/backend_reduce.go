@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"megago/cuda/internal/cublaslt"
+	"megago/cuda/internal/driver"
 	"megago/tensor"
 )
 
-// Reductions, gathers and matrix products (kernels/reduce.cu, cuBLASLt).
+// Reductions, gathers and matrix products (internal/kernels/reduce.cu, cuBLASLt).
 
 // Reduce reduces src along dim into dst.
 func (b *Backend) Reduce(op tensor.ReduceOp, dst, src tensor.Span, dim int) {
@@ -21,11 +23,11 @@ func (b *Backend) Reduce(op tensor.ReduceOp, dst, src tensor.Span, dim int) {
 	sfx := computeSuffix(dst.DType)
 	d, s := b.ptr("Reduce", dst), b.ptr("Reduce", src)
 	if inner == 1 {
-		b.runRows("reduce", "reduce_rows"+sfx, int64(outer), int64(n), NewKernelArgs().Ptr(d).I32(dtArg(dst.DType)).
+		b.runRows("reduce", "reduce_rows"+sfx, int64(outer), int64(n), driver.NewKernelArgs().Ptr(d).I32(dtArg(dst.DType)).
 			Ptr(s).I32(dtArg(src.DType)).I64(int64(outer)).I64(int64(n)).I32(mean))
 		return
 	}
-	b.run("reduce", "reduce_cols"+sfx, int64(outer*inner), NewKernelArgs().Ptr(d).I32(dtArg(dst.DType)).
+	b.run("reduce", "reduce_cols"+sfx, int64(outer*inner), driver.NewKernelArgs().Ptr(d).I32(dtArg(dst.DType)).
 		Ptr(s).I32(dtArg(src.DType)).I64(int64(outer)).I64(int64(n)).I64(int64(inner)).I32(mean))
 }
 
@@ -37,7 +39,7 @@ func (b *Backend) Max(dst, idx, src tensor.Span, dim int) {
 	if n == 0 {
 		panic(fmt.Sprintf("cuda: Max: empty dim %d of %v", dim, src.Shape))
 	}
-	b.run("reduce", "max_dim"+computeSuffix(dst.DType), int64(outer*inner), NewKernelArgs().Ptr(b.ptr("Max", dst)).
+	b.run("reduce", "max_dim"+computeSuffix(dst.DType), int64(outer*inner), driver.NewKernelArgs().Ptr(b.ptr("Max", dst)).
 		I32(dtArg(dst.DType)).Ptr(b.ptr("Max", idx)).Ptr(b.ptr("Max", src)).I32(dtArg(src.DType)).
 		I64(int64(outer)).I64(int64(n)).I64(int64(inner)))
 }
@@ -47,7 +49,7 @@ func (b *Backend) Gather(dst, src, idx tensor.Span, dim int) {
 	release := b.dev.bind()
 	defer release()
 	outer, m, inner := dst.Shape.Split3(dim)
-	a := NewKernelArgs().Ptr(b.ptr("Gather", dst)).Ptr(b.ptr("Gather", src)).I32(dtArg(dst.DType)).
+	a := driver.NewKernelArgs().Ptr(b.ptr("Gather", dst)).Ptr(b.ptr("Gather", src)).I32(dtArg(dst.DType)).
 		Ptr(b.ptr("Gather", idx)).I32(dtArg(idx.DType)).I64(int64(outer)).I64(int64(m)).I64(int64(inner)).I64(int64(src.Shape[dim]))
 	b.run("reduce", "gather", int64(outer*m*inner), b.flagArgs(a, opGather))
 }
@@ -57,22 +59,22 @@ func (b *Backend) ScatterAdd(dst, src, idx tensor.Span, dim int) {
 	release := b.dev.bind()
 	defer release()
 	outer, m, inner := src.Shape.Split3(dim)
-	a := NewKernelArgs().Ptr(b.ptr("ScatterAdd", dst)).Ptr(b.ptr("ScatterAdd", src)).I32(dtArg(dst.DType)).
+	a := driver.NewKernelArgs().Ptr(b.ptr("ScatterAdd", dst)).Ptr(b.ptr("ScatterAdd", src)).I32(dtArg(dst.DType)).
 		Ptr(b.ptr("ScatterAdd", idx)).I32(dtArg(idx.DType)).I64(int64(outer)).I64(int64(m)).I64(int64(inner)).I64(int64(dst.Shape[dim]))
 	b.run("reduce", "scatter_add", int64(outer*m*inner), b.flagArgs(a, opScatterAdd))
 }
 
 // gemmType returns cuBLASLt's type for a float dtype.
-func gemmType(op string, dt tensor.DType) DataType {
+func gemmType(op string, dt tensor.DType) cublaslt.DataType {
 	switch dt {
 	case tensor.F32:
-		return TypeF32
+		return cublaslt.TypeF32
 	case tensor.F64:
-		return TypeF64
+		return cublaslt.TypeF64
 	case tensor.BF16:
-		return TypeBF16
+		return cublaslt.TypeBF16
 	case tensor.F16:
-		return TypeF16
+		return cublaslt.TypeF16
 	}
 	panic(fmt.Sprintf("cuda: %s: no matrix product for %v", op, dt))
 }
@@ -91,7 +93,7 @@ func (b *Backend) MatMul(dst, x, y tensor.Span, p tensor.MatMulParams) {
 		}
 		return
 	}
-	g := Gemm{Type: gemmType("MatMul", dst.DType), M: p.M, N: p.N, K: p.K, TransA: p.TransA, TransB: p.TransB,
+	g := cublaslt.Gemm{Type: gemmType("MatMul", dst.DType), M: p.M, N: p.N, K: p.K, TransA: p.TransA, TransB: p.TransB,
 		Batch: p.Batch, StrideA: int64(p.StrideA), StrideB: int64(p.StrideB), StrideD: int64(p.M * p.N),
 		Accumulate: p.Accumulate, AllowTF32: b.cfg.AllowTF32}
 	b.must(b.dev.gemm(g, 1, b.ptr("MatMul", x), b.ptr("MatMul", y), d, 0, 0))
@@ -138,15 +140,15 @@ func (b *Backend) SumSquares(dst, x tensor.Span, ranges [][2]int) {
 	if nblocks > 0 {
 		grid := uint32(min(nblocks, int64(b.maxBlocks)))
 		b.must(b.dev.launch("reduce", "sumsq_partial", [3]uint32{grid, 1, 1}, [3]uint32{blockSize, 1, 1}, 0,
-			NewKernelArgs().Ptr(part).Ptr(b.ptr("SumSquares", x)).I32(dtArg(x.DType)).Ptr(table).I64(nblocks)))
+			driver.NewKernelArgs().Ptr(part).Ptr(b.ptr("SumSquares", x)).I32(dtArg(x.DType)).Ptr(table).I64(nblocks)))
 	}
-	b.run("reduce", "sumsq_finish", int64(len(ranges)), NewKernelArgs().Ptr(b.ptr("SumSquares", dst)).Ptr(part).
-		Ptr(table+DevicePtr(8*len(pairs))).I64(int64(len(ranges))))
+	b.run("reduce", "sumsq_finish", int64(len(ranges)), driver.NewKernelArgs().Ptr(b.ptr("SumSquares", dst)).Ptr(part).
+		Ptr(table+driver.DevicePtr(8*len(pairs))).I64(int64(len(ranges))))
 }
 
 // upload copies int64 values to a new device block (returned to the allocator by the
 // caller, after the kernels that read it have been queued: the stream orders them).
-func (b *Backend) upload(vals []int64) DevicePtr {
+func (b *Backend) upload(vals []int64) driver.DevicePtr {
 	buf := make([]byte, 8*max(1, len(vals)))
 	for i, v := range vals {
 		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))

@@ -7,27 +7,35 @@
 //
 // # Reading order
 //
-//   - errors.go, find.go: ErrNoDevice, LoadError and Error; Library and SearchEnv, the
-//     search for libcuda, NVRTC, cuBLASLt and NCCL at run time.
-//   - driver.go, driver_ops.go, args.go: the driver API (Driver, GPU with its primary
-//     context, streams, events, memory, modules, kernel launches with KernelArgs, CUDA
-//     graphs).
-//   - nvrtc.go: NVRTC, the run-time compiler (Compile, CompileError).
-//   - cublaslt.go, gemm.go: cuBLASLt; Gemm describes a batched product with its epilogue
-//     (bias, GeLU, their gradients) in row-major terms and GemmRunner runs it, choosing
-//     and caching an algorithm per shape and pointer alignment.
-//   - nccl.go: NCCL's communicator calls.
-//   - kernels/*.cu, kernels.go, compile.go: the CUDA C kernels (embedded), their modules
-//     and the NVRTC compilation with its disk cache.
+//   - backend.go: Open, Config and the Backend (MemStats, Properties, Sync, Close); the
+//     other backend*.go files hold every tensor.Backend method; errflag.go: IndexError,
+//     bad indices reported by kernels.
+//   - errors.go: ErrNoDevice, Error, LoadError, CompileError, Properties and SearchEnv,
+//     the names under which the bindings' errors and types are exported.
 //   - alloc.go: the caching allocator (MemStats, OutOfMemoryError).
 //   - gpu.go: the device behind a Backend (realGPU: one stream, cuBLASLt, compiled
 //     modules); launch.go: launch geometry and the strided-index argument of kernels.
-//   - backend*.go: Backend, every tensor.Backend method; errflag.go: IndexError, bad
-//     indices reported by kernels.
-//   - fused.go, fused_attention.go: fused ops beyond tensor.Backend (BiasGeLU,
-//     BiasDropoutAdd, AddLayerNorm, RoPE, Encoder, FlashAttention, Linear with cuBLASLt
-//     epilogues, and their backward), each documented with its CPU twin.
-//   - nccl_comm.go, nccl_send.go: Comm, parallel.Comm over NCCL.
+//   - fused.go, fused_attention.go: fused kernels beyond tensor.Backend's ops (bias+GeLU,
+//     bias+dropout+add, add+norm, RoPE, the GPT encoder, flash attention, linear layers
+//     with cuBLASLt epilogues, and their backward), unexported, each documented with its
+//     CPU twin.
+//   - nccl_comm.go, nccl_send.go: Comm, parallel.Comm over NCCL (NewComm,
+//     NewCommFromEnv).
+//
+// The raw bindings are internal packages:
+//
+//   - internal/dl: the search for libcuda, NVRTC, cuBLASLt and NCCL at run time
+//     (Library, SearchEnv), opening them with purego and binding their functions; the
+//     errors every binding returns.
+//   - internal/driver: the driver API (Driver, GPU with its primary context, streams,
+//     events, memory, modules, kernel launches with KernelArgs, CUDA graphs).
+//   - internal/nvrtc: NVRTC, the run-time compiler (Compile, CompileError).
+//   - internal/cublaslt: cuBLASLt; Gemm describes a batched product with its epilogue
+//     (bias, GeLU, their gradients) in row-major terms and Runner runs it, choosing and
+//     caching an algorithm per shape and pointer alignment.
+//   - internal/nccl: NCCL's communicator calls.
+//   - internal/kernels: the CUDA C kernels (embedded *.cu), their modules and the NVRTC
+//     compilation with its disk cache.
 //
 // # Finding the libraries
 //
@@ -35,14 +43,15 @@
 // toolkit, and the libraries are opened with github.com/ebitengine/purego when a device
 // is opened. Each library is looked for under the file names of CUDA 13, 12 and 11
 // (libnvrtc.so.13, .so.12, .so.11.2; libcublasLt.so.13/12/11; libnccl.so.2;
-// libcuda.so.1), newest first, in MEGAGO_CUDA_LIBS, CUDA_HOME (and CUDA_PATH,
-// CUDA_ROOT), LD_LIBRARY_PATH, the nvidia/*/lib folders of Python wheels, the system's
-// folders and finally through the system loader (Library.Dirs has the exact order). The
-// driver library is never taken from the toolkit or a wheel, which ship only a stub of
-// it. A library that cannot be found or opened is a *LoadError wrapping ErrNoDevice
-// that lists the names looked for, the folders looked in and why each file found failed
-// to open. Opening a Backend needs libcuda, cuBLASLt and a device; NVRTC is needed to
-// compile kernels that are not in the cache yet.
+// libcuda.so.1), newest first, in MEGAGO_CUDA_LIBS (EnvLibDirs), CUDA_HOME (and
+// CUDA_PATH, CUDA_ROOT), LD_LIBRARY_PATH, the nvidia/*/lib folders of Python wheels, the
+// system's folders and finally through the system loader (Config.Search changes what
+// the search sees). The driver library is never taken from the toolkit or a wheel,
+// which ship only a stub of it. A library that cannot be found or opened is a
+// *LoadError wrapping ErrNoDevice that lists the names looked for, the folders looked in
+// and why each file found failed to open. Opening a Backend needs libcuda, cuBLASLt and
+// a device; NVRTC is needed to compile kernels that are not in the cache yet; NCCL is
+// opened by the first NewComm.
 //
 // # Calling C without cgo
 //
@@ -50,13 +59,14 @@
 // library's type; a missing required symbol makes the load fail with a *LoadError naming
 // it (a library too old), optional ones (cuMemAllocAsync, CUDA graphs, cubin output of
 // NVRTC) are used when present. CUDA's current context belongs to an OS thread, so every
-// driver call happens between GPU.Bind (which locks the goroutine to its thread and makes
-// the context current) and the release it returns. Binaries that import this package
-// are dynamically linked against libc (purego's loader), even with CGO_ENABLED=0.
+// driver call happens between a bind of the device (which locks the goroutine to its
+// thread and makes the context current) and the release it returns. Binaries that
+// import this package are dynamically linked against libc (purego's loader), even with
+// CGO_ENABLED=0.
 //
 // # Kernels
 //
-// The kernels are CUDA C in kernels/*.cu, embedded with go:embed. They are
+// The kernels are CUDA C in internal/kernels/*.cu, embedded with go:embed. They are
 // self-contained: no #include (the NVRTC of Debian's libnvrtc11.2, which CI uses to
 // compile-check them, ships no toolkit headers), their own bf16/fp16 conversions by bit
 // manipulation (round to nearest even, as package tensor's), Philox-4x32-10 with
@@ -86,7 +96,7 @@
 // # Memory and streams
 //
 // Every op of a Backend is queued in order on one stream; host copies (WriteHost,
-// ReadHost, Item) wait for the work queued before them. Storage comes from a caching
+// ReadHost, Item) and Sync wait for the work queued before them. Storage comes from a caching
 // allocator: blocks rounded to 512 B (2 MiB above 1 MiB) are kept for reuse when freed,
 // which is safe because the one stream orders a block's next use after its last; when
 // the driver runs out of memory the cache is given back and the allocation tried once
@@ -101,19 +111,22 @@
 // methods return nothing, so the Backend panics with such an error value
 // (*Error, *OutOfMemoryError), and with an *IndexError when a kernel met an index out of
 // range (kernels record the first one and the backend raises it at the next wait on
-// the device); training entry points recover these panics into errors. Caller bugs
-// (shapes, dtypes, a freed buffer) panic with a message naming the op.
+// the device: Sync or a host copy, as tensor.Backend's Sync documents); training entry
+// points recover these panics into errors. Caller bugs (shapes, dtypes, a freed buffer)
+// panic with a message naming the op.
 //
 // # Testing
 //
 // Tests that need a GPU skip with a message saying so (MEGAGO_REQUIRE_GPU=1 makes them
 // fail instead); on a GPU they run the op suite, every fused kernel and a short GPT
-// training run against the CPU backend. TestKernelsCompile compiles every module for
-// sm_80 and sm_90 with NVRTC (MEGAGO_REQUIRE_NVRTC=1 makes a missing NVRTC a failure, as
-// in CI). With MEGAGO_CUDA_EMU=1 and g++, the GPU tests run on an emulator: the kernels
-// compiled for the host with a thread per GPU thread (emulator_test.go), which checks the
-// kernels and the backend's launches without a GPU. cuda/gpucheck has the script that
-// runs the checks and benchmarks on a GPU machine without Go.
+// training run against the CPU backend. TestKernelsCompile (in internal/kernels)
+// compiles every module for sm_80 and sm_90 with NVRTC (MEGAGO_REQUIRE_NVRTC=1 makes a
+// missing NVRTC a failure, as in CI). With MEGAGO_CUDA_EMU=1 and g++, the GPU tests run
+// on an emulator: the kernels compiled for the host with a thread per GPU thread
+// (emulator_test.go), which checks the kernels and the backend's launches without a GPU.
+// The bindings' own tests (library search, kernel arguments, the GEMM mapping, NVRTC)
+// are in their internal packages. cuda/gpucheck has the script that runs the checks and
+// benchmarks on a GPU machine without Go.
 //
 // # Shapes
 //

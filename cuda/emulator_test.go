@@ -4,9 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"megago/cuda/internal/cublaslt"
+	"megago/cuda/internal/dl"
+	"megago/cuda/internal/driver"
+	"megago/cuda/internal/kernels"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -32,23 +37,23 @@ func emuSource() string {
 	}
 	var b strings.Builder
 	b.Write(shim)
-	pre, _ := kernelFS.ReadFile("kernels/prelude.cu")
+	pre, _ := kernels.ReadFile("prelude.cu")
 	b.WriteString(strings.Replace(string(pre), `asm("cvt.rz.f32.f64 %0, %1;" : "=f"(r) : "d"(x));`, "r = emu_cvt_rz(x);", 1))
-	mods := kernelModules()
-	var kernels []string
+	mods := kernels.Modules()
+	var names []string
 	files := map[string]bool{}
-	for _, name := range moduleNames() {
+	for _, name := range kernels.Names() {
 		m := mods[name]
-		if !files[m.file] {
-			files[m.file] = true
-			src, _ := kernelFS.ReadFile("kernels/" + m.file + ".cu")
+		if !files[m.File] {
+			files[m.File] = true
+			src, _ := kernels.ReadFile(m.File + ".cu")
 			b.Write(src)
 			b.WriteString("\n")
 		}
-		b.WriteString(m.extra)
-		for _, k := range m.kernels {
-			if !containsString(kernels, k) {
-				kernels = append(kernels, k)
+		b.WriteString(m.Extra)
+		for _, k := range m.Kernels {
+			if !containsString(names, k) {
+				names = append(names, k)
 			}
 		}
 	}
@@ -58,7 +63,7 @@ func emuSource() string {
 	}
 	b.Write(rt)
 	b.WriteString("static int emu_reg = [] {\n  auto& m = emu_registry();\n")
-	for _, k := range kernels {
+	for _, k := range names {
 		fmt.Fprintf(&b, "  m[%q] = [](void** p) { emu_call(%s, p); };\n", k, k)
 	}
 	b.WriteString("  return 0;\n}();\n")
@@ -111,21 +116,21 @@ func buildEmulator() (*emuLib, error) {
 			return nil, err
 		}
 	}
-	h, err := dlopen(so)
+	lib, err := dl.OpenPath("emulator", so)
 	if err != nil {
 		return nil, err
 	}
 	l := &emuLib{}
-	b := &binder{lib: &dynLib{name: "emulator", path: so, handle: h}}
-	b.bind(&l.launch, "emu_launch")
-	b.bind(&l.malloc, "emu_malloc")
-	b.bind(&l.free, "emu_free")
-	b.bind(&l.htod, "emu_htod")
-	b.bind(&l.dtoh, "emu_dtoh")
-	b.bind(&l.dtod, "emu_dtod")
-	b.bind(&l.memset, "emu_memset")
-	b.bind(&l.gemm, "emu_gemm")
-	if err := b.err(Library{Name: "emulator"}); err != nil {
+	b := dl.NewBinder(lib)
+	b.Bind(&l.launch, "emu_launch")
+	b.Bind(&l.malloc, "emu_malloc")
+	b.Bind(&l.free, "emu_free")
+	b.Bind(&l.htod, "emu_htod")
+	b.Bind(&l.dtoh, "emu_dtoh")
+	b.Bind(&l.dtod, "emu_dtod")
+	b.Bind(&l.memset, "emu_memset")
+	b.Bind(&l.gemm, "emu_gemm")
+	if err := b.Err(dl.Library{Name: "emulator"}); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -138,7 +143,7 @@ type emuGPU struct {
 	mu sync.Mutex // one launch at a time: blocks share the emulator's statics
 }
 
-func (e *emuGPU) alloc(n int64) (DevicePtr, error) {
+func (e *emuGPU) alloc(n int64) (driver.DevicePtr, error) {
 	if n > 1<<40 {
 		return 0, fmt.Errorf("emulator: %d bytes is more than the emulated 1 TiB", n)
 	}
@@ -146,9 +151,9 @@ func (e *emuGPU) alloc(n int64) (DevicePtr, error) {
 	if p == 0 {
 		return 0, fmt.Errorf("emulator: malloc of %d bytes failed", n)
 	}
-	return DevicePtr(p), nil
+	return driver.DevicePtr(p), nil
 }
-func (e *emuGPU) free(p DevicePtr) error         { e.l.free(uintptr(p)); return nil }
+func (e *emuGPU) free(p driver.DevicePtr) error  { e.l.free(uintptr(p)); return nil }
 func (e *emuGPU) memInfo() (int64, int64, error) { return 1 << 40, 1 << 40, nil }
 func (e *emuGPU) sync() error                    { return nil }
 func (e *emuGPU) bind() func()                   { return func() {} }
@@ -157,38 +162,36 @@ func (e *emuGPU) props() Properties {
 	return Properties{Name: "kernel emulator", Major: 8, SMs: 1, MaxThreadsPerBlock: 1024}
 }
 
-func (e *emuGPU) htod(dst DevicePtr, src []byte) error {
+func (e *emuGPU) htod(dst driver.DevicePtr, src []byte) error {
 	if len(src) > 0 {
 		e.l.htod(uintptr(dst), unsafe.Pointer(&src[0]), uint64(len(src)))
 	}
 	return nil
 }
 
-func (e *emuGPU) dtoh(dst []byte, src DevicePtr) error {
+func (e *emuGPU) dtoh(dst []byte, src driver.DevicePtr) error {
 	if len(dst) > 0 {
 		e.l.dtoh(unsafe.Pointer(&dst[0]), uintptr(src), uint64(len(dst)))
 	}
 	return nil
 }
 
-func (e *emuGPU) dtod(dst, src DevicePtr, n int64) error {
+func (e *emuGPU) dtod(dst, src driver.DevicePtr, n int64) error {
 	e.l.dtod(uintptr(dst), uintptr(src), uint64(n))
 	return nil
 }
 
-func (e *emuGPU) memset(p DevicePtr, size int, v uint32, n int64) error {
+func (e *emuGPU) memset(p driver.DevicePtr, size int, v uint32, n int64) error {
 	e.l.memset(uintptr(p), int32(size), v, uint64(n))
 	return nil
 }
 
-func (e *emuGPU) launch(mod, name string, grid, block [3]uint32, shared int, args *KernelArgs) error {
+func (e *emuGPU) launch(mod, name string, grid, block [3]uint32, shared int, args *driver.KernelArgs) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var params unsafe.Pointer
-	if len(args.ptrs) > 0 {
-		params = unsafe.Pointer(&args.ptrs[0])
-	}
-	if r := e.l.launch(name, grid[0], grid[1], grid[2], block[0], block[1], block[2], params); r != 0 {
+	r := e.l.launch(name, grid[0], grid[1], grid[2], block[0], block[1], block[2], args.Params())
+	runtime.KeepAlive(args)
+	if r != 0 {
 		return fmt.Errorf("emulator: no kernel %s", name)
 	}
 	return nil
@@ -203,7 +206,7 @@ type emuGemm struct {
 	a, b, d, bias, aux                                 uintptr
 }
 
-func (e *emuGPU) gemm(g Gemm, alpha float64, a, b, d, bias, aux DevicePtr) error {
+func (e *emuGPU) gemm(g cublaslt.Gemm, alpha float64, a, b, d, bias, aux driver.DevicePtr) error {
 	ld := func(ld, n int) int64 {
 		if ld == 0 {
 			return int64(n)
@@ -219,7 +222,7 @@ func (e *emuGPU) gemm(g Gemm, alpha float64, a, b, d, bias, aux DevicePtr) error
 	}
 	epi := g.Epilogue
 	if epi == 0 {
-		epi = EpilogueDefault
+		epi = cublaslt.EpilogueDefault
 	}
 	auxLD := g.AuxLD
 	if auxLD == 0 {

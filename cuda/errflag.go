@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"megago/cuda/internal/driver"
 )
 
 // errFlagBytes is the size of prelude.cu's ErrFlag: code, pad, pos, value, limit.
@@ -56,7 +57,7 @@ func parseErrFlag(b []byte) *IndexError {
 
 // flagArgs appends the ErrFlag pointer and op code to a kernel's arguments and marks the
 // flag for checking.
-func (b *Backend) flagArgs(a *KernelArgs, op int32) *KernelArgs {
+func (b *Backend) flagArgs(a *driver.KernelArgs, op int32) *driver.KernelArgs {
 	b.errMu.Lock()
 	b.pending = true
 	b.errMu.Unlock()

@@ -3,31 +3,47 @@ package cuda_test
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"megago/cuda"
+	"megago/tensor"
 )
 
-// A library that is nowhere to be found is an error wrapping cuda.ErrNoDevice that says
-// which files were looked for and where. (Here the environment is a fake with nothing
-// in it and the library's name is made up, so the output is the same on every machine.)
-func ExampleLibrary_Locate() {
-	lib := cuda.Library{Name: "example", Files: []string{"libmegago-example.so.1"}, Toolkit: true}
-	env := cuda.DefaultSearchEnv()
-	env.Getenv = func(k string) string {
-		if k == "CUDA_HOME" {
-			return "/opt/cuda"
-		}
-		return ""
+// Opening the GPU, falling back to the CPU on a machine without one. Importing package
+// cuda registers the backend under cuda.Name, so tensor.Open(cuda.Name) opens it too.
+func Example() {
+	var dev *tensor.Device
+	b, err := cuda.Open(cuda.Config{Device: cuda.AutoDevice})
+	switch {
+	case errors.Is(err, cuda.ErrNoDevice):
+		dev = tensor.NewCPU()
+	case err != nil:
+		panic(err)
+	default:
+		defer b.Close()
+		dev = tensor.NewDevice(b)
+		p := b.Properties()
+		fmt.Printf("%s, sm_%d, %d SMs\n", p.Name, p.Arch(), p.SMs)
 	}
-	env.GOARCH = "amd64"
-	_, err := lib.Locate(env)
+	x := tensor.Ones(dev, tensor.F32, 2, 3)
+	fmt.Println(tensor.ToSlice[float32](tensor.Sum(x)))
+}
+
+// How a missing GPU is reported: cuda.Open (and tensor.Open("cuda")) return an error that
+// wraps cuda.ErrNoDevice; when a library is missing it is a *cuda.LoadError listing the
+// file names looked for and the folders looked in. (The error is built by hand here, so
+// the output is the same on every machine.)
+func ExampleLoadError() {
+	var err error = &cuda.LoadError{Library: "driver", Files: []string{"libcuda.so.1", "libcuda.so"},
+		Dirs: []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64"}}
+	err = fmt.Errorf("tensor: open backend %q: %w", cuda.Name, err)
 	fmt.Println(errors.Is(err, cuda.ErrNoDevice))
-	msg := err.Error()
-	fmt.Println(msg[:strings.Index(msg, " in ")])
-	fmt.Println(strings.Contains(msg, "/opt/cuda/lib64, /opt/cuda/lib, /opt/cuda/targets/x86_64-linux/lib"))
+	var le *cuda.LoadError
+	if errors.As(err, &le) {
+		fmt.Println("missing:", le.Library)
+	}
+	fmt.Println(err)
 	// Output:
 	// true
-	// cuda: example not found: looked for libmegago-example.so.1
-	// true
+	// missing: driver
+	// tensor: open backend "cuda": cuda: driver not found: looked for libcuda.so.1, libcuda.so in /usr/lib/x86_64-linux-gnu, /usr/lib64 and through the system loader
 }

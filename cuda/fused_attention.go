@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"megago/cuda/internal/cublaslt"
+	"megago/cuda/internal/driver"
+	"megago/cuda/internal/kernels"
 	"megago/tensor"
 )
 
@@ -24,10 +27,10 @@ func attentionVariant(op string, q tensor.Span) (mod, dt, sfx string, bnh, t int
 	default:
 		panic(fmt.Sprintf("cuda: %s: %v, want bfloat16 or float32", op, q.DType))
 	}
-	if !slices.Contains(attentionHeadSizes, hs) {
-		panic(fmt.Sprintf("cuda: %s: head size %d, fused attention is built for %v", op, hs, attentionHeadSizes))
+	if sizes := kernels.AttentionHeadSizes(); !slices.Contains(sizes, hs) {
+		panic(fmt.Sprintf("cuda: %s: head size %d, fused attention is built for %v", op, hs, sizes))
 	}
-	return attentionModule(dt, hs), dt, fmt.Sprintf("%s_%d", dt, hs), int64(q.Shape[0] * q.Shape[1]), int64(q.Shape[2])
+	return kernels.AttentionModule(dt, hs), dt, fmt.Sprintf("%s_%d", dt, hs), int64(q.Shape[0] * q.Shape[1]), int64(q.Shape[2])
 }
 
 // Tiles of attention.cu: queries per block of the forward and dQ kernels, keys per block
@@ -41,25 +44,25 @@ func attnKeysPerBlock(hs int) int64 {
 	return 32
 }
 
-// FlashAttention sets out = softmax(scale·q·kᵀ (causal: key j hidden from query i > j))·v
+// flashAttention sets out = softmax(scale·q·kᵀ (causal: key j hidden from query i > j))·v
 // and lse [B·NH, T] (F32) to each query's log-sum-exp, without storing the scores. q, k,
 // v and out are [B, NH, T, HS] in bf16 or f32 with HS 32, 64 or 128 (CPU twin:
 // MatMul(Softmax(MatMulT(q, k, false, true), {Scale, Causal}), v)). It panics on other
 // shapes or dtypes.
-func (b *Backend) FlashAttention(out, lse, q, k, v tensor.Span, scale float64, causal bool) {
+func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, scale float64, causal bool) {
 	mod, _, sfx, bnh, t := attentionVariant("FlashAttention", q)
 	release := b.dev.bind()
 	defer release()
 	const op = "FlashAttention"
 	grid := [3]uint32{uint32((t + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1}
-	b.must(b.dev.launch(mod, "flash_fwd_"+sfx, grid, [3]uint32{attnQueriesPerBlock, 1, 1}, 0, NewKernelArgs().
+	b.must(b.dev.launch(mod, "flash_fwd_"+sfx, grid, [3]uint32{attnQueriesPerBlock, 1, 1}, 0, driver.NewKernelArgs().
 		Ptr(b.ptr(op, out)).Ptr(b.ptr(op, lse)).Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).I64(t).
 		F32(float32(scale)).I32(boolArg(causal))))
 }
 
-// FlashAttentionBackward sets dq, dk and dv from dout, recomputing the scores from q, k
-// and FlashAttention's out and lse.
-func (b *Backend) FlashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout tensor.Span, scale float64, causal bool) {
+// flashAttentionBackward sets dq, dk and dv from dout, recomputing the scores from q, k
+// and flashAttention's out and lse.
+func (b *Backend) flashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout tensor.Span, scale float64, causal bool) {
 	mod, dt, sfx, bnh, t := attentionVariant("FlashAttentionBackward", q)
 	release := b.dev.bind()
 	defer release()
@@ -68,82 +71,82 @@ func (b *Backend) FlashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout ten
 	d, err := b.alloc.get(max(1, bnh*t) * 4) // D = rowsum(dO ∘ O)
 	b.must(err)
 	defer b.alloc.put(d)
-	b.run(mod, "flash_bwd_pre_"+dt, bnh*t, NewKernelArgs().Ptr(d).Ptr(b.ptr(op, out)).Ptr(b.ptr(op, dout)).
+	b.run(mod, "flash_bwd_pre_"+dt, bnh*t, driver.NewKernelArgs().Ptr(d).Ptr(b.ptr(op, out)).Ptr(b.ptr(op, dout)).
 		I64(bnh*t).I64(int64(hs)))
-	common := func(a *KernelArgs) *KernelArgs {
+	common := func(a *driver.KernelArgs) *driver.KernelArgs {
 		return a.Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).Ptr(b.ptr(op, dout)).Ptr(b.ptr(op, lse)).Ptr(d).
 			I64(t).F32(float32(scale)).I32(boolArg(causal))
 	}
 	kb := attnKeysPerBlock(hs)
 	b.must(b.dev.launch(mod, "flash_bwd_dkdv_"+sfx, [3]uint32{uint32((t + kb - 1) / kb), uint32(bnh), 1},
-		[3]uint32{uint32(kb), 1, 1}, 0, common(NewKernelArgs().Ptr(b.ptr(op, dk)).Ptr(b.ptr(op, dv)))))
+		[3]uint32{uint32(kb), 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dk)).Ptr(b.ptr(op, dv)))))
 	b.must(b.dev.launch(mod, "flash_bwd_dq_"+sfx, [3]uint32{uint32((t + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1},
-		[3]uint32{attnQueriesPerBlock, 1, 1}, 0, common(NewKernelArgs().Ptr(b.ptr(op, dq)))))
+		[3]uint32{attnQueriesPerBlock, 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dq)))))
 }
 
-// Linear sets y [M, N] = x [M, K]·wᵀ (w [N, K], PyTorch's layout) + bias [N], then GeLU
+// linear sets y [M, N] = x [M, K]·wᵀ (w [N, K], PyTorch's layout) + bias [N], then GeLU
 // when gelu is set, in one cuBLASLt call; preact [M, N], when not empty, receives the
 // input of the GeLU for the backward (CPU twin: GeLU(Add(MatMulT(x, w, false, true),
 // bias))). bias may be empty. With the GeLU epilogues cuBLASLt wants N (the leading
 // dimension of preact) a multiple of 8; other sizes fail with its error.
-func (b *Backend) Linear(y, preact, x, w, bias tensor.Span, gelu bool) {
+func (b *Backend) linear(y, preact, x, w, bias tensor.Span, gelu bool) {
 	release := b.dev.bind()
 	defer release()
 	const op = "Linear"
 	m, k := lastDim(x)
 	n := int64(w.Shape[0])
-	epi := EpilogueDefault
+	epi := cublaslt.EpilogueDefault
 	switch {
 	case gelu && !bias.Empty() && !preact.Empty():
-		epi = EpilogueGeLUAuxBias
+		epi = cublaslt.EpilogueGeLUAuxBias
 	case gelu && !bias.Empty():
-		epi = EpilogueGeLUBias
+		epi = cublaslt.EpilogueGeLUBias
 	case gelu && !preact.Empty():
-		epi = EpilogueGeLUAux
+		epi = cublaslt.EpilogueGeLUAux
 	case gelu:
-		epi = EpilogueGeLU
+		epi = cublaslt.EpilogueGeLU
 	case !bias.Empty():
-		epi = EpilogueBias
+		epi = cublaslt.EpilogueBias
 	}
-	g := Gemm{Type: gemmType(op, x.DType), M: int(m), N: int(n), K: int(k), TransB: true, Epilogue: epi, AllowTF32: b.cfg.AllowTF32}
+	g := cublaslt.Gemm{Type: gemmType(op, x.DType), M: int(m), N: int(n), K: int(k), TransB: true, Epilogue: epi, AllowTF32: b.cfg.AllowTF32}
 	b.must(b.dev.gemm(g, 1, b.ptr(op, x), b.ptr(op, w), b.ptr(op, y), b.ptr(op, bias), b.ptr(op, preact)))
 }
 
-// LinearBackwardData sets dx [M, K] = dy [M, N]·w [N, K]. When geluPre (the GeLU input
-// saved by the previous layer's Linear, [M, K]) is not empty, dx is multiplied by
+// linearBackwardData sets dx [M, K] = dy [M, N]·w [N, K]. When geluPre (the GeLU input
+// saved by the previous layer's linear, [M, K]) is not empty, dx is multiplied by
 // gelu'(geluPre) — the backward through that GeLU — and dbiasPrev, when not empty,
 // receives the column sums of the result (that layer's bias gradient).
-func (b *Backend) LinearBackwardData(dx, dbiasPrev, dy, w, geluPre tensor.Span) {
+func (b *Backend) linearBackwardData(dx, dbiasPrev, dy, w, geluPre tensor.Span) {
 	release := b.dev.bind()
 	defer release()
 	const op = "LinearBackwardData"
 	m, n := lastDim(dy)
 	k := int64(w.Shape[1])
-	epi := EpilogueDefault
+	epi := cublaslt.EpilogueDefault
 	if !geluPre.Empty() {
-		epi = EpilogueDGeLU
+		epi = cublaslt.EpilogueDGeLU
 		if !dbiasPrev.Empty() {
-			epi = EpilogueDGeLUBGrad
+			epi = cublaslt.EpilogueDGeLUBGrad
 		}
 	}
-	g := Gemm{Type: gemmType(op, dy.DType), M: int(m), N: int(k), K: int(n), Epilogue: epi, AllowTF32: b.cfg.AllowTF32}
+	g := cublaslt.Gemm{Type: gemmType(op, dy.DType), M: int(m), N: int(k), K: int(n), Epilogue: epi, AllowTF32: b.cfg.AllowTF32}
 	b.must(b.dev.gemm(g, 1, b.ptr(op, dy), b.ptr(op, w), b.ptr(op, dx), b.ptr(op, dbiasPrev), b.ptr(op, geluPre)))
 }
 
-// LinearBackwardWeight sets dw [N, K] = dyᵀ·x (adding to dw when accumulate) and, when
+// linearBackwardWeight sets dw [N, K] = dyᵀ·x (adding to dw when accumulate) and, when
 // dbias is not empty, dbias [N] = Σ_rows dy in the same cuBLASLt call (overwritten, not
 // accumulated).
-func (b *Backend) LinearBackwardWeight(dw, dbias, dy, x tensor.Span, accumulate bool) {
+func (b *Backend) linearBackwardWeight(dw, dbias, dy, x tensor.Span, accumulate bool) {
 	release := b.dev.bind()
 	defer release()
 	const op = "LinearBackwardWeight"
 	m, n := lastDim(dy)
 	k := int64(x.Shape[len(x.Shape)-1])
-	epi := EpilogueDefault
+	epi := cublaslt.EpilogueDefault
 	if !dbias.Empty() {
-		epi = EpilogueBGradB
+		epi = cublaslt.EpilogueBGradB
 	}
-	g := Gemm{Type: gemmType(op, dy.DType), M: int(n), N: int(k), K: int(m), TransA: true, Epilogue: epi,
+	g := cublaslt.Gemm{Type: gemmType(op, dy.DType), M: int(n), N: int(k), K: int(m), TransA: true, Epilogue: epi,
 		Accumulate: accumulate, AllowTF32: b.cfg.AllowTF32}
 	b.must(b.dev.gemm(g, 1, b.ptr(op, dy), b.ptr(op, x), b.ptr(op, dw), b.ptr(op, dbias), 0))
 }

@@ -60,8 +60,8 @@ func TestGPUFusedBiasGeLUDropoutAdd(t *testing.T) {
 	y.BackwardWithGrad(dyc)
 	w.want["bias_gelu"], w.want["bias_gelu/dx"], w.want["bias_gelu/dbias"] = y, xc.Grad(), bc.Grad()
 	yg, dxg, dbg := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, c)
-	w.b.BiasGeLU(yg.Span(), xg.Span(), bg.Span())
-	w.b.BiasGeLUBackward(dxg.Span(), dbg.Span(), dyg.Span(), xg.Span(), bg.Span())
+	w.b.biasGeLU(yg.Span(), xg.Span(), bg.Span())
+	w.b.biasGeLUBackward(dxg.Span(), dbg.Span(), dyg.Span(), xg.Span(), bg.Span())
 	w.got["bias_gelu"], w.got["bias_gelu/dx"], w.got["bias_gelu/dbias"] = yg, dxg, dbg
 
 	// Dropout of a shard: rows [2, 8) and columns [24, 48) of a [10, 48] tensor.
@@ -72,8 +72,8 @@ func TestGPUFusedBiasGeLUDropoutAdd(t *testing.T) {
 	d.BackwardWithGrad(dyc)
 	w.want["dropout_add"], w.want["dropout_add/dx"] = d, x2.Grad()
 	dg, ddx := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, rows, c)
-	w.b.BiasDropoutAdd(dg.Span(), xg.Span(), bg.Span(), rg.Span(), 0.3, rng.Key(), DropoutRegion{Full: full, Start: start})
-	w.b.DropoutBackward(ddx.Span(), dyg.Span(), 0.3, rng.Key(), DropoutRegion{Full: full, Start: start})
+	w.b.biasDropoutAdd(dg.Span(), xg.Span(), bg.Span(), rg.Span(), 0.3, rng.Key(), dropoutRegion{Full: full, Start: start})
+	w.b.dropoutBackward(ddx.Span(), dyg.Span(), 0.3, rng.Key(), dropoutRegion{Full: full, Start: start})
 	w.got["dropout_add"], w.got["dropout_add/dx"] = dg, ddx
 	w.check()
 }
@@ -106,11 +106,11 @@ func TestGPUFusedNormsWithResidual(t *testing.T) {
 		mean, rstd := tensor.Empty(w.gpu, tensor.F32, rows), tensor.Empty(w.gpu, tensor.F32, rows)
 		dx, dw, db := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, c), tensor.Empty(w.gpu, tensor.F32, c)
 		if rms {
-			w.b.AddRMSNorm(yg.Span(), sg.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), 1e-5)
-			w.b.RMSNormBackwardAdd(dx.Span(), dw.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), rstd.Span())
+			w.b.addRMSNorm(yg.Span(), sg.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), 1e-5)
+			w.b.rmsNormBackwardAdd(dx.Span(), dw.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), rstd.Span())
 		} else {
-			w.b.AddLayerNorm(yg.Span(), sg.Span(), mean.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), bg.Span(), 1e-5)
-			w.b.LayerNormBackwardAdd(dx.Span(), dw.Span(), db.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), mean.Span(), rstd.Span())
+			w.b.addLayerNorm(yg.Span(), sg.Span(), mean.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), bg.Span(), 1e-5)
+			w.b.layerNormBackwardAdd(dx.Span(), dw.Span(), db.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), mean.Span(), rstd.Span())
 			w.want[name+"/db"], w.got[name+"/db"] = bl.Grad(), db
 		}
 		w.got[name], w.got[name+"/sum"], w.got[name+"/dx"], w.got[name+"/dw"] = yg, sg, dx, dw
@@ -151,8 +151,8 @@ func TestGPUFusedRoPEAndEncoder(t *testing.T) {
 	w.want["rope"], w.want["rope/dx"] = y, x.Grad()
 	pg := tensor.FromSlice(w.gpu, []int32{0, 7, 100, 3000, 4}, tt)
 	yg, dxg := tensor.Empty(w.gpu, tensor.F32, b, nh, tt, hs), tensor.Empty(w.gpu, tensor.F32, b, nh, tt, hs)
-	w.b.RoPE(yg.Span(), xg.Span(), pg.Span(), 10000, false)
-	w.b.RoPE(dxg.Span(), dyg.Span(), pg.Span(), 10000, true)
+	w.b.rope(yg.Span(), xg.Span(), pg.Span(), 10000, false)
+	w.b.rope(dxg.Span(), dyg.Span(), pg.Span(), 10000, true)
 	w.got["rope"], w.got["rope/dx"] = yg, dxg
 
 	const v, c, maxT = 9, 16, 12
@@ -168,8 +168,8 @@ func TestGPUFusedRoPEAndEncoder(t *testing.T) {
 	idsg := tensor.FromSlice(w.gpu, ids, 2, 4)
 	encg := tensor.Empty(w.gpu, tensor.F32, 2, 4, c)
 	dwte, dwpe := tensor.Zeros(w.gpu, tensor.F32, v, c), tensor.Zeros(w.gpu, tensor.F32, maxT, c)
-	w.b.Encoder(encg.Span(), wteg.Span(), wpeg.Span(), idsg.Span(), 3)
-	w.b.EncoderBackward(dwte.Span(), dwpe.Span(), tensor.FromSlice(w.gpu, outGrad, 2, 4, c).Span(), idsg.Span(), 3)
+	w.b.encoder(encg.Span(), wteg.Span(), wpeg.Span(), idsg.Span(), 3)
+	w.b.encoderBackward(dwte.Span(), dwpe.Span(), tensor.FromSlice(w.gpu, outGrad, 2, 4, c).Span(), idsg.Span(), 3)
 	w.got["encoder"], w.got["encoder/dwte"], w.got["encoder/dwpe"] = encg, dwte, dwpe
 	w.check()
 }
@@ -193,9 +193,9 @@ func TestGPUFlashAttention(t *testing.T) {
 				w.want["out"], w.want["dq"], w.want["dk"], w.want["dv"] = o.Cast(dt), q.Grad().Cast(dt), k.Grad().Cast(dt), v.Grad().Cast(dt)
 
 				og, lse := tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, tensor.F32, b*nh, tt)
-				w.b.FlashAttention(og.Span(), lse.Span(), qg.Span(), kg.Span(), vg.Span(), scale, causal)
+				w.b.flashAttention(og.Span(), lse.Span(), qg.Span(), kg.Span(), vg.Span(), scale, causal)
 				dq, dk, dv := tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs)
-				w.b.FlashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), scale, causal)
+				w.b.flashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), scale, causal)
 				w.got["out"], w.got["dq"], w.got["dk"], w.got["dv"] = og, dq, dk, dv
 				w.check()
 			})
@@ -218,7 +218,7 @@ func TestGPUFusedLinear(t *testing.T) {
 	w.want["y"], w.want["pre"], w.want["dw"], w.want["dbias"] = y, pre, wt.Grad(), bias.Grad()
 	w.want["dx_through_gelu"] = x.Grad()
 	yg, preg := tensor.Empty(w.gpu, tensor.F32, m, n), tensor.Empty(w.gpu, tensor.F32, m, n)
-	w.b.Linear(yg.Span(), preg.Span(), xg.Span(), wg.Span(), bg.Span(), true)
+	w.b.linear(yg.Span(), preg.Span(), xg.Span(), wg.Span(), bg.Span(), true)
 	w.got["y"], w.got["pre"] = yg, preg
 
 	// Backward: dpre = dy·gelu'(pre), computed by the next layer's data GEMM in a real
@@ -228,11 +228,11 @@ func TestGPUFusedLinear(t *testing.T) {
 		eye[i*n+i] = 1
 	}
 	dpre, dbias := tensor.Empty(w.gpu, tensor.F32, m, n), tensor.Empty(w.gpu, tensor.F32, n)
-	w.b.LinearBackwardData(dpre.Span(), dbias.Span(), dyg.Span(), tensor.FromSlice(w.gpu, eye, n, n).Span(), preg.Span())
+	w.b.linearBackwardData(dpre.Span(), dbias.Span(), dyg.Span(), tensor.FromSlice(w.gpu, eye, n, n).Span(), preg.Span())
 	dw, dx := tensor.Empty(w.gpu, tensor.F32, n, k), tensor.Empty(w.gpu, tensor.F32, m, k)
 	dbias2 := tensor.Empty(w.gpu, tensor.F32, n)
-	w.b.LinearBackwardWeight(dw.Span(), dbias2.Span(), dpre.Span(), xg.Span(), false)
-	w.b.LinearBackwardData(dx.Span(), tensor.Span{}, dpre.Span(), wg.Span(), tensor.Span{})
+	w.b.linearBackwardWeight(dw.Span(), dbias2.Span(), dpre.Span(), xg.Span(), false)
+	w.b.linearBackwardData(dx.Span(), tensor.Span{}, dpre.Span(), wg.Span(), tensor.Span{})
 	w.got["dw"], w.got["dbias"], w.got["dx_through_gelu"] = dw, dbias, dx
 	w.want["dbias_bgradb"], w.got["dbias_bgradb"] = bias.Grad(), dbias2
 	w.check()

@@ -3,6 +3,11 @@ package cuda
 import (
 	"fmt"
 	"sync"
+
+	"megago/cuda/internal/cublaslt"
+	"megago/cuda/internal/driver"
+	"megago/cuda/internal/kernels"
+	"megago/cuda/internal/nvrtc"
 )
 
 // gpu is what the Backend needs from a device: memory, copies, kernels and GEMMs, all
@@ -10,12 +15,12 @@ import (
 // tests can put a fake behind the same interface.
 type gpu interface {
 	memAPI
-	htod(dst DevicePtr, src []byte) error // returns once src may be reused
-	dtoh(dst []byte, src DevicePtr) error // returns once dst holds the data
-	dtod(dst, src DevicePtr, bytes int64) error
-	memset(p DevicePtr, size int, v uint32, n int64) error
-	launch(mod, name string, grid, block [3]uint32, shared int, args *KernelArgs) error
-	gemm(g Gemm, alpha float64, a, b, d, bias, aux DevicePtr) error
+	htod(dst driver.DevicePtr, src []byte) error // returns once src may be reused
+	dtoh(dst []byte, src driver.DevicePtr) error // returns once dst holds the data
+	dtod(dst, src driver.DevicePtr, bytes int64) error
+	memset(p driver.DevicePtr, size int, v uint32, n int64) error
+	launch(mod, name string, grid, block [3]uint32, shared int, args *driver.KernelArgs) error
+	gemm(g cublaslt.Gemm, alpha float64, a, b, d, bias, aux driver.DevicePtr) error
 	sync() error
 	props() Properties
 	bind() (release func())
@@ -25,19 +30,19 @@ type gpu interface {
 // realGPU is a device driven through libcuda, with cuBLASLt for GEMMs and NVRTC-compiled
 // kernels.
 type realGPU struct {
-	g      *GPU
-	drv    *Driver
-	stream Stream
+	g      *driver.GPU
+	drv    *driver.Driver
+	stream driver.Stream
 	async  bool // memory from cuMemAllocAsync
-	lt     *CublasLt
-	ltH    LtHandle
-	ws     DevicePtr
-	runner *GemmRunner
-	comp   *compiler
+	lt     *cublaslt.Lib
+	ltH    cublaslt.Handle
+	ws     driver.DevicePtr
+	runner *cublaslt.Runner
+	comp   *kernels.Compiler
 
 	mu    sync.Mutex
-	mods  map[string]Module
-	funcs map[string]Function
+	mods  map[string]driver.Module
+	funcs map[string]driver.Function
 }
 
 // gemmWorkspace is cuBLASLt's workspace: 32 MiB, what NVIDIA recommends for Hopper.
@@ -46,25 +51,22 @@ const gemmWorkspace = 32 << 20
 // openRealGPU opens device cfg.Device with everything the backend needs. Missing
 // libraries or devices give errors wrapping ErrNoDevice.
 func openRealGPU(cfg Config) (*realGPU, error) {
-	env := cfg.Search
-	if env.Getenv == nil {
-		env = DefaultSearchEnv()
-	}
-	drv, err := LoadDriver(env)
+	env := cfg.searchEnv()
+	drv, err := driver.Load(env)
 	if err != nil {
 		return nil, err
 	}
-	lt, err := LoadCublasLt(env)
+	lt, err := cublaslt.Load(env)
 	if err != nil {
 		return nil, err
 	}
-	nv, nvErr := LoadNVRTC(env) // without it, kernels come from the cache only
+	nv, nvErr := nvrtc.Load(env) // without it, kernels come from the cache only
 	g, err := drv.OpenGPU(cfg.Device)
 	if err != nil {
 		return nil, err
 	}
 	r := &realGPU{g: g, drv: drv, lt: lt, async: g.Props.UsesStreamAllocator,
-		mods: map[string]Module{}, funcs: map[string]Function{}}
+		mods: map[string]driver.Module{}, funcs: map[string]driver.Function{}}
 	release := g.Bind()
 	defer release()
 	if r.stream, err = drv.NewStream(); err != nil {
@@ -76,62 +78,47 @@ func openRealGPU(cfg Config) (*realGPU, error) {
 	if r.ws, err = drv.MemAlloc(gemmWorkspace, r.stream, r.async); err != nil {
 		return nil, err
 	}
-	r.runner = lt.NewGemmRunner(r.ltH, r.ws, gemmWorkspace)
+	r.runner = lt.NewRunner(r.ltH, r.ws, gemmWorkspace)
 	dir := cfg.CacheDir
 	if dir == "" {
 		dir = DefaultCacheDir()
 	}
-	if r.comp, err = newCompiler(nv, nvErr, g.Props, dir); err != nil {
+	if r.comp, err = kernels.NewCompiler(nv, nvErr, g.Props.Arch(), g.Props.Name, dir); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// newCompiler returns the compiler for a device: NVRTC targeting the device's
-// architecture (chooseTarget), or, when NVRTC could not be loaded (nvErr), the cache only,
-// for the device's own architecture.
-func newCompiler(nv *NVRTC, nvErr error, p Properties, dir string) (*compiler, error) {
-	if nvErr != nil {
-		return &compiler{noNVRTC: nvErr, arch: p.Arch(), real: true, dir: dir}, nil
-	}
-	archs, err := nv.SupportedArchs()
-	if err != nil {
-		return nil, err
-	}
-	target, real, ok := chooseTarget(p.Arch(), archs)
-	if !ok {
-		return nil, fmt.Errorf("cuda: NVRTC %s supports no architecture as old as sm_%d of %s", nv.Path(), p.Arch(), p.Name)
-	}
-	major, minor := nv.Version()
-	return &compiler{compile: nv.Compile, version: fmt.Sprintf("%d.%d", major, minor), arch: target, real: real, dir: dir}, nil
-}
-
-func (r *realGPU) alloc(bytes int64) (DevicePtr, error) {
+func (r *realGPU) alloc(bytes int64) (driver.DevicePtr, error) {
 	return r.drv.MemAlloc(bytes, r.stream, r.async)
 }
-func (r *realGPU) free(p DevicePtr) error               { return r.drv.MemFree(p, r.stream, r.async) }
-func (r *realGPU) memInfo() (int64, int64, error)       { return r.drv.MemInfo() }
-func (r *realGPU) htod(dst DevicePtr, src []byte) error { return r.drv.CopyHtoD(dst, src, r.stream) }
-func (r *realGPU) dtoh(dst []byte, src DevicePtr) error { return r.drv.CopyDtoH(dst, src, r.stream) }
-func (r *realGPU) sync() error                          { return r.drv.SyncStream(r.stream) }
-func (r *realGPU) props() Properties                    { return r.g.Props }
-func (r *realGPU) bind() func()                         { return r.g.Bind() }
+func (r *realGPU) free(p driver.DevicePtr) error  { return r.drv.MemFree(p, r.stream, r.async) }
+func (r *realGPU) memInfo() (int64, int64, error) { return r.drv.MemInfo() }
+func (r *realGPU) htod(dst driver.DevicePtr, src []byte) error {
+	return r.drv.CopyHtoD(dst, src, r.stream)
+}
+func (r *realGPU) dtoh(dst []byte, src driver.DevicePtr) error {
+	return r.drv.CopyDtoH(dst, src, r.stream)
+}
+func (r *realGPU) sync() error       { return r.drv.SyncStream(r.stream) }
+func (r *realGPU) props() Properties { return r.g.Props }
+func (r *realGPU) bind() func()      { return r.g.Bind() }
 
-func (r *realGPU) dtod(dst, src DevicePtr, bytes int64) error {
+func (r *realGPU) dtod(dst, src driver.DevicePtr, bytes int64) error {
 	return r.drv.CopyDtoD(dst, src, bytes, r.stream)
 }
 
-func (r *realGPU) memset(p DevicePtr, size int, v uint32, n int64) error {
+func (r *realGPU) memset(p driver.DevicePtr, size int, v uint32, n int64) error {
 	return r.drv.Memset(p, size, v, n, r.stream)
 }
 
-func (r *realGPU) gemm(g Gemm, alpha float64, a, b, d, bias, aux DevicePtr) error {
+func (r *realGPU) gemm(g cublaslt.Gemm, alpha float64, a, b, d, bias, aux driver.DevicePtr) error {
 	return r.runner.Run(g, alpha, a, b, d, bias, aux, r.stream)
 }
 
 // function returns kernel name of module mod, compiling and loading the module on first
 // use.
-func (r *realGPU) function(mod, name string) (Function, error) {
+func (r *realGPU) function(mod, name string) (driver.Function, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	key := mod + "." + name
@@ -140,7 +127,7 @@ func (r *realGPU) function(mod, name string) (Function, error) {
 	}
 	m, ok := r.mods[mod]
 	if !ok {
-		img, err := r.comp.module(mod)
+		img, err := r.comp.Module(mod)
 		if err != nil {
 			return 0, err
 		}
@@ -157,7 +144,7 @@ func (r *realGPU) function(mod, name string) (Function, error) {
 	return f, nil
 }
 
-func (r *realGPU) launch(mod, name string, grid, block [3]uint32, shared int, args *KernelArgs) error {
+func (r *realGPU) launch(mod, name string, grid, block [3]uint32, shared int, args *driver.KernelArgs) error {
 	f, err := r.function(mod, name)
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"megago/cuda/internal/driver"
+	"megago/cuda/internal/nccl"
 	"megago/parallel"
 	"megago/parallel/tcp"
 	"megago/tensor"
@@ -25,14 +27,14 @@ import (
 // copy is done, so a Send and a Recv in flight on two ranks cannot deadlock. Tensors on
 // another device are copied through the host.
 type Comm struct {
-	nccl *NCCL
+	nccl *nccl.Lib
 	b    *Backend
 	gpu  *realGPU
-	h    NCCLHandle
+	h    nccl.Handle
 	boot parallel.Comm
 
 	mu       sync.Mutex
-	sendS    Stream
+	sendS    driver.Stream
 	staging  []staged
 	closed   bool
 	ownsBoot bool // Close closes boot (NewCommFromEnv)
@@ -40,22 +42,28 @@ type Comm struct {
 
 // staged is a buffer a queued Send reads from, reusable once done has been reached.
 type staged struct {
-	p     DevicePtr
+	p     driver.DevicePtr
 	bytes int64
-	done  Event
+	done  driver.Event
 }
 
 // NewComm creates the NCCL communicator of boot's ranks on b's device. Every rank of boot
-// calls it; rank 0 creates the unique id and broadcasts it over boot.
-func NewComm(ctx context.Context, boot parallel.Comm, b *Backend, nccl *NCCL) (*Comm, error) {
+// calls it; rank 0 creates the unique id and broadcasts it over boot. NCCL (libnccl) is
+// opened on the first call for b, searched for as Config.Search says; when it cannot be
+// found the error wraps ErrNoDevice.
+func NewComm(ctx context.Context, boot parallel.Comm, b *Backend) (*Comm, error) {
 	g, ok := b.dev.(*realGPU)
 	if !ok {
 		return nil, errors.New("cuda: NewComm needs a backend on a real device")
 	}
-	c := &Comm{nccl: nccl, b: b, gpu: g, boot: boot}
+	lib, err := b.nccl()
+	if err != nil {
+		return nil, err
+	}
+	c := &Comm{nccl: lib, b: b, gpu: g, boot: boot}
 	idt := tensor.Zeros(tensor.NewCPU(), tensor.I64, 16)
 	if boot.Rank() == 0 {
-		id, err := nccl.NewUniqueID()
+		id, err := lib.NewUniqueID()
 		if err != nil {
 			return nil, c.fail("init", err)
 		}
@@ -67,8 +75,7 @@ func NewComm(ctx context.Context, boot parallel.Comm, b *Backend, nccl *NCCL) (*
 	id := wordsID(tensor.ToSlice[int64](idt))
 	release := g.bind()
 	defer release()
-	var err error
-	if c.h, err = nccl.InitRank(id, boot.Size(), boot.Rank()); err != nil {
+	if c.h, err = lib.InitRank(id, boot.Size(), boot.Rank()); err != nil {
 		return nil, c.fail("init", err)
 	}
 	if c.sendS, err = g.drv.NewStream(); err != nil {
@@ -78,7 +85,7 @@ func NewComm(ctx context.Context, boot parallel.Comm, b *Backend, nccl *NCCL) (*
 }
 
 // idWords and wordsID convert a unique id to and from 16 int64 words for the broadcast.
-func idWords(id UniqueID) []int64 {
+func idWords(id nccl.UniqueID) []int64 {
 	w := make([]int64, 16)
 	for i := range w {
 		for j := 0; j < 8; j++ {
@@ -88,8 +95,8 @@ func idWords(id UniqueID) []int64 {
 	return w
 }
 
-func wordsID(w []int64) UniqueID {
-	var id UniqueID
+func wordsID(w []int64) nccl.UniqueID {
+	var id nccl.UniqueID
 	for i, v := range w {
 		for j := 0; j < 8; j++ {
 			id.Internal[8*i+j] = byte(v >> (8 * j))
@@ -119,30 +126,30 @@ func (c *Comm) fail(op string, err error) error {
 func ncclType(dt tensor.DType) int32 {
 	switch dt {
 	case tensor.F64:
-		return ncclFloat64
+		return nccl.Float64
 	case tensor.F32:
-		return ncclFloat32
+		return nccl.Float32
 	case tensor.BF16:
-		return ncclBfloat16
+		return nccl.Bfloat16
 	case tensor.F16:
-		return ncclFloat16
+		return nccl.Float16
 	case tensor.I32:
-		return ncclInt32
+		return nccl.Int32
 	}
-	return ncclInt64
+	return nccl.Int64
 }
 
 // ncclOp returns NCCL's reduction for op.
 func ncclOp(op parallel.Op) int32 {
 	switch op {
 	case parallel.Max:
-		return ncclMax
+		return nccl.Max
 	case parallel.Min:
-		return ncclMin
+		return nccl.Min
 	case parallel.Avg:
-		return ncclAvg
+		return nccl.Avg
 	}
-	return ncclSum
+	return nccl.Sum
 }
 
 // wait polls until the work queued so far on the backend's stream is done, ctx ends or
@@ -181,7 +188,7 @@ func (c *Comm) wait(ctx context.Context, op string) error {
 
 // onDevice returns t's device address, copying a tensor of another backend into a
 // temporary device buffer (and back, by the returned function) first.
-func (c *Comm) onDevice(t *tensor.Tensor) (DevicePtr, func()) {
+func (c *Comm) onDevice(t *tensor.Tensor) (driver.DevicePtr, func()) {
 	s := t.Span()
 	if s.Empty() || t.Numel() == 0 {
 		return 0, func() {}
@@ -306,7 +313,7 @@ func (c *Comm) Split(ctx context.Context, name string, color, key int) (parallel
 	if err != nil || sub == nil {
 		return nil, err
 	}
-	nc, err := NewComm(ctx, sub, c.b, c.nccl)
+	nc, err := NewComm(ctx, sub, c.b)
 	if err != nil {
 		return nil, err
 	}
@@ -342,8 +349,8 @@ var _ parallel.Comm = (*Comm)(nil)
 // NewCommFromEnv joins the job that torchrun, Slurm or `megago launch` describe in the
 // environment (tcp.ConfigFromEnv): it connects the TCP transport, which then
 // carries the unique id and later Splits, and creates the world's NCCL communicator on
-// b's device. Close also closes the TCP transport.
-func NewCommFromEnv(ctx context.Context, getenv func(string) string, b *Backend, nccl *NCCL) (*Comm, error) {
+// b's device (as NewComm). Close also closes the TCP transport.
+func NewCommFromEnv(ctx context.Context, getenv func(string) string, b *Backend) (*Comm, error) {
 	cfg, err := tcp.ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -352,7 +359,7 @@ func NewCommFromEnv(ctx context.Context, getenv func(string) string, b *Backend,
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewComm(ctx, boot, b, nccl)
+	c, err := NewComm(ctx, boot, b)
 	if err != nil {
 		if cl, ok := boot.(io.Closer); ok {
 			cl.Close()

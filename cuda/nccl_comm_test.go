@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"megago/cuda/internal/driver"
+	"megago/cuda/internal/nccl"
 	"megago/parallel"
 	"megago/tensor"
 )
 
 func TestUniqueIDWordsRoundTrip(t *testing.T) {
-	var id UniqueID
+	var id nccl.UniqueID
 	r := rand.New(rand.NewPCG(1, 1))
 	for i := range id.Internal {
 		id.Internal[i] = byte(r.IntN(256))
@@ -49,14 +51,12 @@ func TestCheckGatherPanics(t *testing.T) {
 	checkGather("all-gather", tensor.Zeros(dev, tensor.F32, 5), tensor.Zeros(dev, tensor.F32, 2), 2, true)
 }
 
-// openTestNCCL returns NCCL or skips.
-func openTestNCCL(t *testing.T) *NCCL {
+// requireNCCL skips the test when NCCL cannot be loaded.
+func requireNCCL(t *testing.T) {
 	t.Helper()
-	n, err := LoadNCCL(DefaultSearchEnv())
-	if err != nil {
+	if _, err := nccl.Load(DefaultSearchEnv()); err != nil {
 		t.Skipf("needs NCCL: %v", err)
 	}
-	return n
 }
 
 // ncclSuite runs every collective on c (rank r of n, tensors on dev) and checks the
@@ -126,11 +126,11 @@ func TestNCCLCommWorldSizeOne(t *testing.T) {
 	if _, ok := b.dev.(*realGPU); !ok {
 		t.Skip("needs a real GPU (not the emulator)")
 	}
-	nccl := openTestNCCL(t)
+	requireNCCL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := parallel.RunLocal(1, func(boot parallel.Comm) error {
-		c, err := NewComm(ctx, boot, b, nccl)
+		c, err := NewComm(ctx, boot, b)
 		if err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func TestNCCLCommWorldSizeOne(t *testing.T) {
 // TestNCCLCommMultiGPU runs the suite and a send/recv ring on one goroutine rank per GPU.
 // It needs two or more GPUs.
 func TestNCCLCommMultiGPU(t *testing.T) {
-	drv, err := LoadDriver(DefaultSearchEnv())
+	drv, err := driver.Load(DefaultSearchEnv())
 	if errors.Is(err, ErrNoDevice) {
 		t.Skipf("needs two or more CUDA GPUs: %v", err)
 	}
@@ -164,7 +164,7 @@ func TestNCCLCommMultiGPU(t *testing.T) {
 	if err != nil || n < 2 {
 		t.Skipf("needs two or more CUDA GPUs, %d visible (%v)", n, err)
 	}
-	nccl := openTestNCCL(t)
+	requireNCCL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err = parallel.RunLocal(n, func(boot parallel.Comm) error {
@@ -173,7 +173,7 @@ func TestNCCLCommMultiGPU(t *testing.T) {
 			return err
 		}
 		defer b.Close()
-		c, err := NewComm(ctx, boot, b, nccl)
+		c, err := NewComm(ctx, boot, b)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,11 @@
 package cuda
 
 import (
+	"megago/cuda/internal/cublaslt"
+	"megago/cuda/internal/dl"
+	"megago/cuda/internal/driver"
+	"megago/cuda/internal/nccl"
+	"megago/cuda/internal/nvrtc"
 	"os"
 	"testing"
 )
@@ -10,7 +15,7 @@ import (
 // no device; the GPU check script reads its output.
 func TestGPUReport(t *testing.T) {
 	env := DefaultSearchEnv()
-	for _, lib := range []Library{LibDriver, LibCublasLt, LibNVRTC, LibNCCL} {
+	for _, lib := range []dl.Library{dl.LibDriver, dl.LibCublasLt, dl.LibNVRTC, dl.LibNCCL} {
 		path, err := lib.Locate(env)
 		if err != nil {
 			t.Logf("%-8s missing: %v", lib.Name, err)
@@ -18,18 +23,18 @@ func TestGPUReport(t *testing.T) {
 		}
 		t.Logf("%-8s %s", lib.Name, path)
 	}
-	if n, err := LoadNVRTC(env); err == nil {
+	if n, err := nvrtc.Load(env); err == nil {
 		major, minor := n.Version()
 		archs, _ := n.SupportedArchs()
 		t.Logf("NVRTC %d.%d, archs %v", major, minor, archs)
 	}
-	if c, err := LoadCublasLt(env); err == nil {
+	if c, err := cublaslt.Load(env); err == nil {
 		t.Logf("cuBLASLt version %d", c.Version())
 	}
-	if n, err := LoadNCCL(env); err == nil {
+	if n, err := nccl.Load(env); err == nil {
 		t.Logf("NCCL version %d", n.Version())
 	}
-	drv, err := LoadDriver(env)
+	drv, err := driver.Load(env)
 	if err != nil {
 		if os.Getenv("MEGAGO_REQUIRE_GPU") == "1" {
 			t.Fatalf("MEGAGO_REQUIRE_GPU=1: %v", err)

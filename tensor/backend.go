@@ -160,9 +160,22 @@ type SGDParams struct {
 // contiguous; shapes have been checked by the caller, so a backend may panic on a mismatch.
 // Unless a method says otherwise, inputs and outputs have the same dtype, outputs do not
 // overlap inputs except where noted, and dim indices are non-negative.
+//
+// Device errors panic. A backend may queue kernels and return before they have run (a
+// GPU's stream); a device error such a kernel meets (a failed launch, an index out of
+// range found by a kernel, a lost device) cannot be returned by the method that queued it,
+// since the methods return nothing. An asynchronous backend reports it at the next Sync or
+// host copy (ReadHost, WriteHost) by panicking with an error value whose message is the
+// device's, and training entry points (package train) recover such panics into errors.
+// Caller bugs panic too, with a message naming the op.
 type Backend interface {
 	// Name returns the name the backend is registered under ("cpu", "cuda").
 	Name() string
+	// Sync waits until every kernel the backend has queued has finished. It panics with
+	// the device's error when one happened since the last Sync or host copy (see the
+	// panic-on-device-error contract above). Backends that run each kernel before
+	// returning (the CPU backend) implement it as a no-op.
+	Sync()
 
 	// Alloc returns storage for n elements of dtype dt; the contents are undefined.
 	Alloc(dt DType, n int) Buffer

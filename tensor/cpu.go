@@ -26,6 +26,9 @@ type cpuBuf struct {
 
 func (cpuBackend) Name() string { return "cpu" }
 
+// Sync does nothing: every kernel has run when its method returns.
+func (cpuBackend) Sync() {}
+
 func (cpuBackend) Alloc(dt DType, n int) Buffer {
 	return &cpuBuf{words: make([]uint64, (n*dt.Size()+7)/8), n: n, dt: dt}
 }

@@ -50,6 +50,11 @@ func NewCPU() *Device { return NewDevice(cpuBackend{}) }
 // Backend returns the device's backend.
 func (d *Device) Backend() Backend { return d.backend }
 
+// Sync waits until every kernel queued on the device's backend has finished
+// (Backend.Sync): timing code calls it before reading the clock. It panics with the
+// device's error when one happened.
+func (d *Device) Sync() { d.backend.Sync() }
+
 // String returns the backend's name.
 func (d *Device) String() string { return d.backend.Name() }
 

@@ -83,5 +83,7 @@
 // Caller bugs (mismatched shapes or dtypes, dims out of range, ids out of range) panic
 // with the op and the shapes, e.g. "tensor: MatMul: [2 3] x [4 5] (transA=false,
 // transB=false): inner dims differ (3 vs 4)". Each op's doc says "It panics if ..." for
-// its own conditions. Nothing in this package does I/O.
+// its own conditions. A device error on an asynchronous backend (a GPU) panics with an
+// error value at the next Device.Sync or host copy (see Backend). Nothing in this package
+// does I/O.
 package tensor

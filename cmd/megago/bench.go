@@ -233,21 +233,21 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		scope := dev.NewScope()
 		x := tensor.FromSlice(dev, ids[s], c.Batch, c.Seq)
 		y := tensor.FromSlice(dev, labels[s], c.Batch, c.Seq)
-		waitDevice(dev)
+		dev.Sync() // time the phases by their work, not by their launches
 		t0 := time.Now()
 		opt.ZeroGrad()
 		p := &nn.Pass{Ctx: ctx, Train: true, RNG: tensor.NewRNG(c.Seed).Named("dropout")}
 		loss, _ := model.Loss(p, model.Forward(p, x, nil), y)
-		waitDevice(dev)
+		dev.Sync()
 		t1 := time.Now()
 		loss.Backward()
-		waitDevice(dev)
+		dev.Sync()
 		t2 := time.Now()
 		if _, err := opt.Step(ctx); err != nil {
 			scope.Close()
 			return nil, fmt.Errorf("gpt: step %d: %w", s, err)
 		}
-		waitDevice(dev)
+		dev.Sync()
 		t3 := time.Now()
 		lv := loss.Item()
 		scope.Close()
@@ -282,14 +282,6 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		FirstLoss: round4(losses[0]), LastLoss: round4(losses[len(losses)-1]),
 		PeakRSSMB: round1(peakRSSMB()),
 	}, nil
-}
-
-// waitDevice waits for the work queued on dev, on backends that queue it (a GPU's stream), so
-// that the phases are timed by their work, not by their launches.
-func waitDevice(dev *tensor.Device) {
-	if s, ok := dev.Backend().(interface{ Sync() }); ok {
-		s.Sync()
-	}
 }
 
 // startCPUProfile starts a pprof CPU profile written to path by the returned stop.

@@ -15,7 +15,7 @@ mkdir -p "$out"
 CGO_ENABLED=0 go test -c -ldflags='-s -w' -o "$out/cuda.test" ./cuda
 CGO_ENABLED=0 go build -ldflags='-s -w' -o "$out/megago" ./cmd/megago
 # The compile test writes each module's CUBIN to the kernel cache; point the cache here.
-XDG_CACHE_HOME="$PWD/$out/xdg" MEGAGO_REQUIRE_NVRTC=1 go test -count=1 -run 'TestKernelsCompile$' ./cuda
+XDG_CACHE_HOME="$PWD/$out/xdg" MEGAGO_REQUIRE_NVRTC=1 go test -count=1 -run 'TestKernelsCompile$' ./cuda/internal/kernels
 mv "$out/xdg/megago/cuda" "$out/kernels"
 rm -rf "$out/xdg"
 du -sh "$out"/*

@@ -93,6 +93,10 @@ func (b *Backend) PeekBytes(s tensor.Span) []byte {
 // Name returns "fake".
 func (b *Backend) Name() string { return Name }
 
+// Sync does nothing: the CPU kernels behind the handles have run when their methods
+// return.
+func (b *Backend) Sync() {}
+
 // Alloc returns a new handle to n elements of dt, filled with 0xFF bytes.
 func (b *Backend) Alloc(dt tensor.DType, n int) tensor.Buffer {
 	buf := b.cpu.Alloc(dt, n)

@@ -1,9 +1,11 @@
-package cuda
+package driver
 
 import (
 	"fmt"
 	"runtime"
 	"unsafe"
+
+	"megago/cuda/internal/dl"
 )
 
 // cuResult is the driver API's CUresult.
@@ -23,11 +25,11 @@ type (
 	Function uintptr
 )
 
-// Driver is the CUDA driver API (libcuda), opened with LoadDriver. Its methods are thin
+// Driver is the CUDA driver API (libcuda), opened with Load. Its methods are thin
 // wrappers that turn result codes into *Error values; the calling OS thread must have a
 // context current (GPU.Bind) for every method but Init, Version and the device queries.
 type Driver struct {
-	lib *dynLib
+	lib *dl.Lib
 
 	cuInit                    func(flags uint32) cuResult
 	cuDriverGetVersion        func(v *int32) cuResult
@@ -78,62 +80,62 @@ type Driver struct {
 	cuGraphDestroy              func(g uintptr) cuResult
 }
 
-// LoadDriver opens libcuda (see Library.Dirs for where it is looked for), binds the
-// driver API and initializes it. Without a usable driver or device the error wraps
-// ErrNoDevice.
-func LoadDriver(env SearchEnv) (*Driver, error) {
-	lib, err := LibDriver.open(env, dlopen)
+// Load opens libcuda (see dl.Library.Dirs for where it is looked for), binds the driver
+// API and initializes it. Without a usable driver or device the error wraps
+// dl.ErrNoDevice.
+func Load(env dl.SearchEnv) (*Driver, error) {
+	lib, err := dl.LibDriver.Open(env)
 	if err != nil {
 		return nil, err
 	}
 	d := &Driver{lib: lib}
-	b := &binder{lib: lib}
-	b.bind(&d.cuInit, "cuInit")
-	b.bind(&d.cuDriverGetVersion, "cuDriverGetVersion")
-	b.bind(&d.cuGetErrorName, "cuGetErrorName")
-	b.bind(&d.cuGetErrorString, "cuGetErrorString")
-	b.bind(&d.cuDeviceGetCount, "cuDeviceGetCount")
-	b.bind(&d.cuDeviceGet, "cuDeviceGet")
-	b.bind(&d.cuDeviceGetName, "cuDeviceGetName")
-	b.bind(&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2")
-	b.bind(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute")
-	b.bind(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
-	b.bind(&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")
-	b.bind(&d.cuCtxSetCurrent, "cuCtxSetCurrent")
-	b.bind(&d.cuCtxSynchronize, "cuCtxSynchronize")
-	b.bind(&d.cuStreamCreate, "cuStreamCreate")
-	b.bind(&d.cuStreamDestroy, "cuStreamDestroy_v2")
-	b.bind(&d.cuStreamSynchronize, "cuStreamSynchronize")
-	b.bind(&d.cuStreamWaitEvent, "cuStreamWaitEvent")
-	b.bind(&d.cuEventCreate, "cuEventCreate")
-	b.bind(&d.cuEventRecord, "cuEventRecord")
-	b.bind(&d.cuEventSynchronize, "cuEventSynchronize")
-	b.bind(&d.cuEventQuery, "cuEventQuery")
-	b.bind(&d.cuEventElapsedTime, "cuEventElapsedTime")
-	b.bind(&d.cuEventDestroy, "cuEventDestroy_v2")
-	b.bind(&d.cuMemAlloc, "cuMemAlloc_v2")
-	b.bind(&d.cuMemFree, "cuMemFree_v2")
-	b.optional(&d.cuMemAllocAsync, "cuMemAllocAsync")
-	b.optional(&d.cuMemFreeAsync, "cuMemFreeAsync")
-	b.bind(&d.cuMemGetInfo, "cuMemGetInfo_v2")
-	b.bind(&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
-	b.bind(&d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
-	b.bind(&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
-	b.bind(&d.cuMemsetD8Async, "cuMemsetD8Async")
-	b.bind(&d.cuMemsetD16Async, "cuMemsetD16Async")
-	b.bind(&d.cuMemsetD32Async, "cuMemsetD32Async")
-	b.bind(&d.cuModuleLoadData, "cuModuleLoadData")
-	b.bind(&d.cuModuleUnload, "cuModuleUnload")
-	b.bind(&d.cuModuleGetFunction, "cuModuleGetFunction")
-	b.bind(&d.cuFuncSetAttribute, "cuFuncSetAttribute")
-	b.bind(&d.cuLaunchKernel, "cuLaunchKernel")
-	d.graphs = b.optional(&d.cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
-		b.optional(&d.cuStreamEndCapture, "cuStreamEndCapture") &&
-		b.optional(&d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
-		b.optional(&d.cuGraphLaunch, "cuGraphLaunch") &&
-		b.optional(&d.cuGraphExecDestroy, "cuGraphExecDestroy") &&
-		b.optional(&d.cuGraphDestroy, "cuGraphDestroy")
-	if err := b.err(LibDriver); err != nil {
+	b := dl.NewBinder(lib)
+	b.Bind(&d.cuInit, "cuInit")
+	b.Bind(&d.cuDriverGetVersion, "cuDriverGetVersion")
+	b.Bind(&d.cuGetErrorName, "cuGetErrorName")
+	b.Bind(&d.cuGetErrorString, "cuGetErrorString")
+	b.Bind(&d.cuDeviceGetCount, "cuDeviceGetCount")
+	b.Bind(&d.cuDeviceGet, "cuDeviceGet")
+	b.Bind(&d.cuDeviceGetName, "cuDeviceGetName")
+	b.Bind(&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2")
+	b.Bind(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute")
+	b.Bind(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
+	b.Bind(&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")
+	b.Bind(&d.cuCtxSetCurrent, "cuCtxSetCurrent")
+	b.Bind(&d.cuCtxSynchronize, "cuCtxSynchronize")
+	b.Bind(&d.cuStreamCreate, "cuStreamCreate")
+	b.Bind(&d.cuStreamDestroy, "cuStreamDestroy_v2")
+	b.Bind(&d.cuStreamSynchronize, "cuStreamSynchronize")
+	b.Bind(&d.cuStreamWaitEvent, "cuStreamWaitEvent")
+	b.Bind(&d.cuEventCreate, "cuEventCreate")
+	b.Bind(&d.cuEventRecord, "cuEventRecord")
+	b.Bind(&d.cuEventSynchronize, "cuEventSynchronize")
+	b.Bind(&d.cuEventQuery, "cuEventQuery")
+	b.Bind(&d.cuEventElapsedTime, "cuEventElapsedTime")
+	b.Bind(&d.cuEventDestroy, "cuEventDestroy_v2")
+	b.Bind(&d.cuMemAlloc, "cuMemAlloc_v2")
+	b.Bind(&d.cuMemFree, "cuMemFree_v2")
+	b.Optional(&d.cuMemAllocAsync, "cuMemAllocAsync")
+	b.Optional(&d.cuMemFreeAsync, "cuMemFreeAsync")
+	b.Bind(&d.cuMemGetInfo, "cuMemGetInfo_v2")
+	b.Bind(&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
+	b.Bind(&d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
+	b.Bind(&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+	b.Bind(&d.cuMemsetD8Async, "cuMemsetD8Async")
+	b.Bind(&d.cuMemsetD16Async, "cuMemsetD16Async")
+	b.Bind(&d.cuMemsetD32Async, "cuMemsetD32Async")
+	b.Bind(&d.cuModuleLoadData, "cuModuleLoadData")
+	b.Bind(&d.cuModuleUnload, "cuModuleUnload")
+	b.Bind(&d.cuModuleGetFunction, "cuModuleGetFunction")
+	b.Bind(&d.cuFuncSetAttribute, "cuFuncSetAttribute")
+	b.Bind(&d.cuLaunchKernel, "cuLaunchKernel")
+	d.graphs = b.Optional(&d.cuStreamBeginCapture, "cuStreamBeginCapture_v2") &&
+		b.Optional(&d.cuStreamEndCapture, "cuStreamEndCapture") &&
+		b.Optional(&d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
+		b.Optional(&d.cuGraphLaunch, "cuGraphLaunch") &&
+		b.Optional(&d.cuGraphExecDestroy, "cuGraphExecDestroy") &&
+		b.Optional(&d.cuGraphDestroy, "cuGraphDestroy")
+	if err := b.Err(dl.LibDriver); err != nil {
 		return nil, err
 	}
 	if err := d.check("cuInit", d.cuInit(0)); err != nil {
@@ -143,14 +145,14 @@ func LoadDriver(env SearchEnv) (*Driver, error) {
 }
 
 // Path returns the file the driver library was opened from.
-func (d *Driver) Path() string { return d.lib.path }
+func (d *Driver) Path() string { return d.lib.Path() }
 
 // check turns a driver result into nil or an *Error with CUDA's name and text for it.
 func (d *Driver) check(fn string, r cuResult) error {
 	if r == 0 {
 		return nil
 	}
-	e := &Error{Lib: "driver", Func: fn, Code: int(r)}
+	e := &dl.Error{Lib: "driver", Func: fn, Code: int(r)}
 	var s *byte
 	if d.cuGetErrorName(r, &s) == 0 {
 		e.Name = cString(s)
@@ -267,14 +269,14 @@ type GPU struct {
 }
 
 // OpenGPU retains the primary context of device ordinal. It returns an error wrapping
-// ErrNoDevice when there is no such device.
+// dl.ErrNoDevice when there is no such device.
 func (d *Driver) OpenGPU(ordinal int) (*GPU, error) {
 	n, err := d.DeviceCount()
 	if err != nil {
 		return nil, err
 	}
 	if ordinal < 0 || ordinal >= n {
-		return nil, fmt.Errorf("cuda: device %d requested, %d visible: %w", ordinal, n, ErrNoDevice)
+		return nil, fmt.Errorf("cuda: device %d requested, %d visible: %w", ordinal, n, dl.ErrNoDevice)
 	}
 	props, err := d.DeviceProperties(ordinal)
 	if err != nil {

@@ -1,12 +1,17 @@
-package cuda
+package cublaslt
 
-import "unsafe"
+import (
+	"unsafe"
 
-// CublasLt is cuBLASLt (libcublasLt), opened with LoadCublasLt. Gemm describes one
-// matrix product in megago's row-major terms; Plan turns it into cuBLASLt descriptors and
-// an algorithm, which Matmul runs.
-type CublasLt struct {
-	lib     *dynLib
+	"megago/cuda/internal/dl"
+	"megago/cuda/internal/driver"
+)
+
+// Lib is cuBLASLt (libcublasLt), opened with Load. Gemm describes one matrix product in
+// megago's row-major terms; a Runner turns it into cuBLASLt descriptors and an algorithm
+// and runs it.
+type Lib struct {
+	lib     *dl.Lib
 	version int
 
 	cublasLtCreate                   func(h *uintptr) int32
@@ -24,35 +29,35 @@ type CublasLt struct {
 	cublasLtMatmulPreferenceDestroy  func(p uintptr) int32
 	cublasLtMatmulPreferenceSetAttr  func(p uintptr, attr int32, buf unsafe.Pointer, size uint64) int32
 	cublasLtMatmulAlgoGetHeuristic   func(h, desc, a, b, c, d, pref uintptr, n int32, res *heuristicResult, got *int32) int32
-	cublasLtMatmul                   func(h, desc uintptr, alpha unsafe.Pointer, a DevicePtr, ad uintptr, b DevicePtr, bd uintptr,
-		beta unsafe.Pointer, c DevicePtr, cd uintptr, d DevicePtr, dd uintptr, algo *[8]uint64, ws DevicePtr, wsSize uint64, s Stream) int32
+	cublasLtMatmul                   func(h, desc uintptr, alpha unsafe.Pointer, a driver.DevicePtr, ad uintptr, b driver.DevicePtr, bd uintptr,
+		beta unsafe.Pointer, c driver.DevicePtr, cd uintptr, d driver.DevicePtr, dd uintptr, algo *[8]uint64, ws driver.DevicePtr, wsSize uint64, s driver.Stream) int32
 }
 
-// LoadCublasLt opens libcublasLt (see Library.Dirs) and binds it.
-func LoadCublasLt(env SearchEnv) (*CublasLt, error) {
-	lib, err := LibCublasLt.open(env, dlopen)
+// Load opens libcublasLt (see dl.Library.Dirs) and binds it.
+func Load(env dl.SearchEnv) (*Lib, error) {
+	lib, err := dl.LibCublasLt.Open(env)
 	if err != nil {
 		return nil, err
 	}
-	c := &CublasLt{lib: lib}
-	b := &binder{lib: lib}
-	b.bind(&c.cublasLtCreate, "cublasLtCreate")
-	b.bind(&c.cublasLtDestroy, "cublasLtDestroy")
-	b.bind(&c.cublasLtGetVersion, "cublasLtGetVersion")
-	b.optional(&c.cublasLtGetStatusName, "cublasLtGetStatusName")
-	b.optional(&c.cublasLtGetStatusString, "cublasLtGetStatusString")
-	b.bind(&c.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate")
-	b.bind(&c.cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")
-	b.bind(&c.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute")
-	b.bind(&c.cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")
-	b.bind(&c.cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy")
-	b.bind(&c.cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute")
-	b.bind(&c.cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate")
-	b.bind(&c.cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy")
-	b.bind(&c.cublasLtMatmulPreferenceSetAttr, "cublasLtMatmulPreferenceSetAttribute")
-	b.bind(&c.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic")
-	b.bind(&c.cublasLtMatmul, "cublasLtMatmul")
-	if err := b.err(LibCublasLt); err != nil {
+	c := &Lib{lib: lib}
+	b := dl.NewBinder(lib)
+	b.Bind(&c.cublasLtCreate, "cublasLtCreate")
+	b.Bind(&c.cublasLtDestroy, "cublasLtDestroy")
+	b.Bind(&c.cublasLtGetVersion, "cublasLtGetVersion")
+	b.Optional(&c.cublasLtGetStatusName, "cublasLtGetStatusName")
+	b.Optional(&c.cublasLtGetStatusString, "cublasLtGetStatusString")
+	b.Bind(&c.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate")
+	b.Bind(&c.cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")
+	b.Bind(&c.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute")
+	b.Bind(&c.cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")
+	b.Bind(&c.cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy")
+	b.Bind(&c.cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute")
+	b.Bind(&c.cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate")
+	b.Bind(&c.cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy")
+	b.Bind(&c.cublasLtMatmulPreferenceSetAttr, "cublasLtMatmulPreferenceSetAttribute")
+	b.Bind(&c.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic")
+	b.Bind(&c.cublasLtMatmul, "cublasLtMatmul")
+	if err := b.Err(dl.LibCublasLt); err != nil {
 		return nil, err
 	}
 	c.version = int(c.cublasLtGetVersion())
@@ -60,10 +65,10 @@ func LoadCublasLt(env SearchEnv) (*CublasLt, error) {
 }
 
 // Path returns the file cuBLASLt was opened from.
-func (c *CublasLt) Path() string { return c.lib.path }
+func (c *Lib) Path() string { return c.lib.Path() }
 
 // Version returns cuBLASLt's version, e.g. 120304 for 12.3.4.
-func (c *CublasLt) Version() int { return c.version }
+func (c *Lib) Version() int { return c.version }
 
 // cublasStatusNames names cuBLAS status codes for libraries without cublasLtGetStatusName.
 var cublasStatusNames = map[int32]string{
@@ -72,11 +77,11 @@ var cublasStatusNames = map[int32]string{
 	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
 }
 
-func (c *CublasLt) check(fn string, s int32) error {
+func (c *Lib) check(fn string, s int32) error {
 	if s == 0 {
 		return nil
 	}
-	e := &Error{Lib: "cuBLASLt", Func: fn, Code: int(s), Name: cublasStatusNames[s]}
+	e := &dl.Error{Lib: "cuBLASLt", Func: fn, Code: int(s), Name: cublasStatusNames[s]}
 	if c.cublasLtGetStatusName != nil {
 		e.Name = c.cublasLtGetStatusName(s)
 	}
@@ -86,18 +91,18 @@ func (c *CublasLt) check(fn string, s int32) error {
 	return e
 }
 
-// LtHandle is a cuBLASLt context, bound to the device current when it was created.
-type LtHandle uintptr
+// Handle is a cuBLASLt context, bound to the device current when it was created.
+type Handle uintptr
 
 // NewHandle creates a cuBLASLt handle on the current context.
-func (c *CublasLt) NewHandle() (LtHandle, error) {
+func (c *Lib) NewHandle() (Handle, error) {
 	var h uintptr
 	err := c.check("cublasLtCreate", c.cublasLtCreate(&h))
-	return LtHandle(h), err
+	return Handle(h), err
 }
 
 // DestroyHandle destroys h.
-func (c *CublasLt) DestroyHandle(h LtHandle) error {
+func (c *Lib) DestroyHandle(h Handle) error {
 	return c.check("cublasLtDestroy", c.cublasLtDestroy(uintptr(h)))
 }
 

@@ -1,28 +1,15 @@
-package cuda
+package nvrtc
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
+
+	"megago/cuda/internal/dl"
 )
 
-// loadNVRTC returns NVRTC, skipping the test when it is missing, unless
-// MEGAGO_REQUIRE_NVRTC=1 (CI installs it), when it fails instead.
-func loadNVRTC(t *testing.T) *NVRTC {
-	t.Helper()
-	n, err := LoadNVRTC(DefaultSearchEnv())
-	if err != nil {
-		if os.Getenv("MEGAGO_REQUIRE_NVRTC") == "1" {
-			t.Fatalf("MEGAGO_REQUIRE_NVRTC=1 but NVRTC did not load: %v", err)
-		}
-		t.Skipf("needs NVRTC (Debian's libnvrtc11.2 or a CUDA toolkit): %v", err)
-	}
-	return n
-}
-
 func TestNVRTCCompilesAndReportsErrors(t *testing.T) {
-	n := loadNVRTC(t)
+	n := LoadOrSkip(t)
 	major, minor := n.Version()
 	if major < 11 {
 		t.Errorf("NVRTC %d.%d, want 11 or newer", major, minor)
@@ -62,7 +49,7 @@ func TestNVRTCCompilesAndReportsErrors(t *testing.T) {
 	}
 
 	_, err = n.Compile(src, "axpy.cu", []string{"--no-such-option"})
-	var e *Error
+	var e *dl.Error
 	if !errors.As(err, &e) || e.Lib != "NVRTC" || !strings.Contains(err.Error(), "NVRTC_ERROR_INVALID_OPTION") {
 		t.Errorf("bad option: error %v, want an NVRTC *Error naming NVRTC_ERROR_INVALID_OPTION", err)
 	}

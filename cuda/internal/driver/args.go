@@ -1,4 +1,4 @@
-package cuda
+package driver
 
 import (
 	"math"
@@ -51,6 +51,16 @@ func (a *KernelArgs) Bytes(b []byte) *KernelArgs {
 	words := make([]uint64, (len(b)+7)/8)
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8), b)
 	return a.add(words...)
+}
+
+// Params returns the array of pointers cuLaunchKernel takes (nil without arguments). It
+// is valid until the next argument is appended; the caller keeps a reachable
+// (runtime.KeepAlive) until the launch that reads it has returned.
+func (a *KernelArgs) Params() unsafe.Pointer {
+	if a == nil || len(a.ptrs) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&a.ptrs[0])
 }
 
 // Len returns the number of arguments.

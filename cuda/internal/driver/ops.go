@@ -1,8 +1,10 @@
-package cuda
+package driver
 
 import (
 	"runtime"
 	"unsafe"
+
+	"megago/cuda/internal/dl"
 )
 
 // Stream, event, memory, module and launch calls of the driver API. The caller has bound
@@ -190,11 +192,7 @@ func (d *Driver) SetMaxDynamicShared(f Function, bytes int) error {
 // Launch queues kernel f on s with the given grid and block sizes, dynamic shared memory
 // and arguments.
 func (d *Driver) Launch(f Function, grid, block [3]uint32, shared int, s Stream, args *KernelArgs) error {
-	var params unsafe.Pointer
-	if args != nil && len(args.ptrs) > 0 {
-		params = unsafe.Pointer(&args.ptrs[0])
-	}
-	r := d.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], uint32(shared), s, params, nil)
+	r := d.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], uint32(shared), s, args.Params(), nil)
 	runtime.KeepAlive(args)
 	return d.check("cuLaunchKernel", r)
 }
@@ -211,7 +209,7 @@ type Graph struct {
 // capture mode), and instantiates it. It fails if the driver lacks graphs.
 func (d *Driver) Capture(s Stream, fn func() error) (*Graph, error) {
 	if !d.graphs {
-		return nil, &Error{Lib: "driver", Func: "cuStreamBeginCapture_v2", Msg: "CUDA graphs need a driver for CUDA 11.4 or newer"}
+		return nil, &dl.Error{Lib: "driver", Func: "cuStreamBeginCapture_v2", Msg: "CUDA graphs need a driver for CUDA 11.4 or newer"}
 	}
 	if err := d.check("cuStreamBeginCapture_v2", d.cuStreamBeginCapture(s, 0)); err != nil {
 		return nil, err

@@ -1,10 +1,13 @@
-package cuda
+package cublaslt
 
 import (
 	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"megago/cuda/internal/dl"
+	"megago/cuda/internal/driver"
 )
 
 // Gemm describes D = α·op(A)·op(B) (+ D when Accumulate) for Batch matrices, in
@@ -140,25 +143,25 @@ type heuristicResult struct {
 	reserved  [4]int32
 }
 
-// GemmRunner runs Gemms on one cuBLASLt handle with a workspace, caching a plan per
+// Runner runs Gemms on one cuBLASLt handle with a workspace, caching a plan per
 // distinct product. It is safe for concurrent use.
-type GemmRunner struct {
-	lt        *CublasLt
-	h         LtHandle
-	workspace DevicePtr
+type Runner struct {
+	lt        *Lib
+	h         Handle
+	workspace driver.DevicePtr
 	wsBytes   int64
 
 	mu    sync.Mutex
 	plans map[planKey]*ltPlan
 }
 
-// NewGemmRunner returns a runner on handle h with a workspace of wsBytes at ws.
-func (c *CublasLt) NewGemmRunner(h LtHandle, ws DevicePtr, wsBytes int64) *GemmRunner {
-	return &GemmRunner{lt: c, h: h, workspace: ws, wsBytes: wsBytes, plans: map[planKey]*ltPlan{}}
+// NewRunner returns a runner on handle h with a workspace of wsBytes at ws.
+func (c *Lib) NewRunner(h Handle, ws driver.DevicePtr, wsBytes int64) *Runner {
+	return &Runner{lt: c, h: h, workspace: ws, wsBytes: wsBytes, plans: map[planKey]*ltPlan{}}
 }
 
 // alignment returns the largest power of two up to 256 dividing p.
-func alignment(p DevicePtr) uint32 {
+func alignment(p driver.DevicePtr) uint32 {
 	a := uint32(256)
 	for a > 1 && uintptr(p)%uintptr(a) != 0 {
 		a /= 2
@@ -177,7 +180,7 @@ func typeSize(t DataType) int {
 }
 
 // plan returns the cached plan for g at these pointers' alignment, creating it.
-func (r *GemmRunner) plan(g Gemm, a, b, d, bias, aux DevicePtr) (*ltPlan, error) {
+func (r *Runner) plan(g Gemm, a, b, d, bias, aux driver.DevicePtr) (*ltPlan, error) {
 	k := planKey{g: g, alignA: alignment(b), alignB: alignment(a), alignD: alignment(d)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -192,7 +195,7 @@ func (r *GemmRunner) plan(g Gemm, a, b, d, bias, aux DevicePtr) (*ltPlan, error)
 	return p, nil
 }
 
-func (r *GemmRunner) newPlan(k planKey, bias, aux DevicePtr) (*ltPlan, error) {
+func (r *Runner) newPlan(k planKey, bias, aux driver.DevicePtr) (*ltPlan, error) {
 	lt, g := r.lt, k.g
 	c := g.colMajor()
 	p := &ltPlan{call: c, typeSize: typeSize(g.Type)}
@@ -245,7 +248,7 @@ func needsAux(e Epilogue) bool {
 }
 
 // setPointers sets the bias and aux pointers of p's descriptor.
-func (p *ltPlan) setPointers(lt *CublasLt, bias, aux DevicePtr) error {
+func (p *ltPlan) setPointers(lt *Lib, bias, aux driver.DevicePtr) error {
 	if err := lt.check("cublasLtMatmulDescSetAttribute", lt.cublasLtMatmulDescSetAttribute(p.desc, descBiasPointer, unsafe.Pointer(&bias), 8)); err != nil {
 		return err
 	}
@@ -256,7 +259,7 @@ func (p *ltPlan) setPointers(lt *CublasLt, bias, aux DevicePtr) error {
 }
 
 // layout creates a matrix layout with its batch attributes.
-func (lt *CublasLt) layout(dst *uintptr, dt int32, l ltLayout, batch int32) error {
+func (lt *Lib) layout(dst *uintptr, dt int32, l ltLayout, batch int32) error {
 	if err := lt.check("cublasLtMatrixLayoutCreate", lt.cublasLtMatrixLayoutCreate(dst, dt, l.rows, l.cols, l.ld)); err != nil {
 		return err
 	}
@@ -270,7 +273,7 @@ func (lt *CublasLt) layout(dst *uintptr, dt int32, l ltLayout, batch int32) erro
 }
 
 // chooseAlgo asks the heuristic for the best algorithm within the workspace.
-func (r *GemmRunner) chooseAlgo(p *ltPlan, k planKey) error {
+func (r *Runner) chooseAlgo(p *ltPlan, k planKey) error {
 	lt := r.lt
 	var pref uintptr
 	if err := lt.check("cublasLtMatmulPreferenceCreate", lt.cublasLtMatmulPreferenceCreate(&pref)); err != nil {
@@ -293,14 +296,14 @@ func (r *GemmRunner) chooseAlgo(p *ltPlan, k planKey) error {
 		return err
 	}
 	if got == 0 {
-		return &Error{Lib: "cuBLASLt", Func: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED",
+		return &dl.Error{Lib: "cuBLASLt", Func: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED",
 			Msg: fmt.Sprintf("no algorithm for %+v", k.g)}
 	}
 	p.algo, p.workspace = res.algo, res.workspace
 	return nil
 }
 
-func (p *ltPlan) destroy(lt *CublasLt) {
+func (p *ltPlan) destroy(lt *Lib) {
 	for _, l := range []uintptr{p.a, p.b, p.d} {
 		if l != 0 {
 			lt.cublasLtMatrixLayoutDestroy(l)
@@ -313,7 +316,7 @@ func (p *ltPlan) destroy(lt *CublasLt) {
 
 // Run queues g on s: D = alpha·op(A)·op(B) (+ D when g.Accumulate), with the epilogue's
 // bias and aux pointers (0 when unused).
-func (r *GemmRunner) Run(g Gemm, alpha float64, a, b, d, bias, aux DevicePtr, s Stream) error {
+func (r *Runner) Run(g Gemm, alpha float64, a, b, d, bias, aux driver.DevicePtr, s driver.Stream) error {
 	p, err := r.plan(g, a, b, d, bias, aux)
 	if err != nil {
 		return err
@@ -342,7 +345,7 @@ func (r *GemmRunner) Run(g Gemm, alpha float64, a, b, d, bias, aux DevicePtr, s 
 }
 
 // Close destroys the cached plans (not the handle or the workspace).
-func (r *GemmRunner) Close() {
+func (r *Runner) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, p := range r.plans {

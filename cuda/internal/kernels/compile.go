@@ -1,21 +1,23 @@
-package cuda
+package kernels
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"megago/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"megago/cuda/internal/nvrtc"
+	"megago/internal/atomicfile"
 )
 
-// compiler compiles kernel modules for one architecture, caching the results on disk.
-type compiler struct {
-	// compile runs NVRTC (NVRTC.Compile, or a fake in tests); nil when NVRTC could not be
-	// loaded, in which case only cached images are used, whatever NVRTC built them.
-	compile func(src, name string, options []string) (Compiled, error)
+// Compiler compiles kernel modules for one architecture, caching the results on disk.
+type Compiler struct {
+	// compile runs NVRTC (nvrtc.NVRTC.Compile, or a fake in tests); nil when NVRTC could
+	// not be loaded, in which case only cached images are used, whatever NVRTC built them.
+	compile func(src, name string, options []string) (nvrtc.Compiled, error)
 	noNVRTC error  // why compile is nil
 	version string // NVRTC's version, part of the cache key
 	arch    int
@@ -33,10 +35,30 @@ func DefaultCacheDir() string {
 	return filepath.Join(d, "megago", "cuda")
 }
 
+// NewCompiler returns the compiler for a device of compute capability arch (e.g. 90)
+// named device, caching in dir ("" for no disk cache): NVRTC targeting the device's
+// architecture (chooseTarget), or, when NVRTC could not be loaded (nvErr), the cache
+// only, for the device's own architecture.
+func NewCompiler(nv *nvrtc.NVRTC, nvErr error, arch int, device, dir string) (*Compiler, error) {
+	if nvErr != nil {
+		return &Compiler{noNVRTC: nvErr, arch: arch, real: true, dir: dir}, nil
+	}
+	archs, err := nv.SupportedArchs()
+	if err != nil {
+		return nil, err
+	}
+	target, real, ok := chooseTarget(arch, archs)
+	if !ok {
+		return nil, fmt.Errorf("cuda: NVRTC %s supports no architecture as old as sm_%d of %s", nv.Path(), arch, device)
+	}
+	major, minor := nv.Version()
+	return &Compiler{compile: nv.Compile, version: fmt.Sprintf("%d.%d", major, minor), arch: target, real: real, dir: dir}, nil
+}
+
 // cacheKey names a compilation's output: the module, the target, a hash of the source
 // and options, and NVRTC's version; the part before the version is the prefix every
 // NVRTC's output of the same source shares.
-func (c *compiler) cacheKey(mod, src string, opts []string) (name, prefix string) {
+func (c *Compiler) cacheKey(mod, src string, opts []string) (name, prefix string) {
 	h := sha256.New()
 	for _, s := range []string{src, strings.Join(opts, " ")} {
 		h.Write([]byte(s))
@@ -50,12 +72,12 @@ func (c *compiler) cacheKey(mod, src string, opts []string) (name, prefix string
 	return prefix + "nvrtc" + c.version + "." + ext, prefix
 }
 
-// module returns the compiled image (CUBIN or PTX) of module mod, from the cache when a
+// Module returns the compiled image (CUBIN or PTX) of module mod, from the cache when a
 // previous compilation of the same source, options and NVRTC is there. Without NVRTC an
 // image of the same source from any NVRTC is used. The cache is best effort: a file that
-// cannot be written is skipped; a compile error is returned.
-func (c *compiler) module(mod string) ([]byte, error) {
-	src := moduleSource(mod)
+// cannot be written is skipped; a compile error (*nvrtc.CompileError) is returned.
+func (c *Compiler) Module(mod string) ([]byte, error) {
+	src := Source(mod)
 	opts := compileOptions(c.arch, c.real)
 	path := ""
 	if c.dir != "" {

@@ -1,9 +1,11 @@
-package cuda
+package cublaslt
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"megago/cuda/internal/driver"
 )
 
 // colMajorGemm is the BLAS definition of the call cuBLASLt receives: D = op(A)·op(B) with
@@ -121,7 +123,7 @@ func TestGemmPanicsOnBadSizes(t *testing.T) {
 
 func TestAlignment(t *testing.T) {
 	for _, c := range []struct {
-		p    DevicePtr
+		p    driver.DevicePtr
 		want uint32
 	}{{0x10000, 256}, {0x10002, 2}, {0x10040, 64}, {0x10004, 4}, {0x10001, 1}} {
 		if got := alignment(c.p); got != c.want {

@@ -1,4 +1,4 @@
-package cuda
+package dl
 
 import (
 	"os"
@@ -160,23 +160,27 @@ func (l Library) Candidates(env SearchEnv) []string {
 // file name when the system loader found it). The library stays loaded. A library that
 // cannot be found or opened is a *LoadError wrapping ErrNoDevice.
 func (l Library) Locate(env SearchEnv) (string, error) {
-	lib, err := l.open(env, dlopen)
+	lib, err := l.Open(env)
 	if err != nil {
 		return "", err
 	}
 	return lib.path, nil
 }
 
+// Open opens l, searching as Candidates lists, for a Binder. A library that cannot be
+// found or opened is a *LoadError wrapping ErrNoDevice.
+func (l Library) Open(env SearchEnv) (*Lib, error) { return l.open(env, dlopen) }
+
 // open tries each candidate in order with dlopen and returns the first that opens. A
 // bare name that the system loader does not know is recorded only when nothing else was
 // tried, so that the error lists real failures (a file found but unusable) first.
-func (l Library) open(env SearchEnv, dlopen func(path string) (uintptr, error)) (*dynLib, error) {
+func (l Library) open(env SearchEnv, dlopen func(path string) (uintptr, error)) (*Lib, error) {
 	e := &LoadError{Library: l.Name, Files: l.Files, Dirs: l.Dirs(env)}
 	var bare []Attempt
 	for _, p := range l.Candidates(env) {
 		h, err := dlopen(p)
 		if err == nil {
-			return &dynLib{name: l.Name, path: p, handle: h}, nil
+			return &Lib{name: l.Name, path: p, handle: h}, nil
 		}
 		a := Attempt{Path: p, Err: trimDlerror(err)}
 		if strings.ContainsRune(p, '/') {
@@ -207,9 +211,23 @@ func trimDlerror(err error) error {
 	return dlError(s)
 }
 
-// dynLib is an opened shared library.
-type dynLib struct {
+// Lib is an opened shared library.
+type Lib struct {
 	name   string // Library.Name
 	path   string // what was opened
 	handle uintptr
 }
+
+// OpenPath opens the shared library at path (a library megago builds itself, such as the
+// kernel emulator of package cuda's tests), naming it name in errors.
+func OpenPath(name, path string) (*Lib, error) {
+	h, err := dlopen(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Lib{name: name, path: path, handle: h}, nil
+}
+
+// Path returns the file the library was opened from (a bare file name when the system
+// loader found it).
+func (l *Lib) Path() string { return l.path }

@@ -1,16 +1,20 @@
-package cuda
+package nvrtc
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
+	"testing"
 	"unsafe"
+
+	"megago/cuda/internal/dl"
 )
 
-// NVRTC is the runtime compiler of CUDA C (libnvrtc), opened with LoadNVRTC. It needs no
+// NVRTC is the runtime compiler of CUDA C (libnvrtc), opened with Load. It needs no
 // GPU: kernels can be compiled on any machine that has the library.
 type NVRTC struct {
-	lib          *dynLib
+	lib          *dl.Lib
 	major, minor int
 
 	nvrtcVersion            func(major, minor *int32) int32
@@ -31,28 +35,28 @@ type NVRTC struct {
 // nvrtcErrorCompilation is NVRTC_ERROR_COMPILATION.
 const nvrtcErrorCompilation = 6
 
-// LoadNVRTC opens libnvrtc (see Library.Dirs) and binds it.
-func LoadNVRTC(env SearchEnv) (*NVRTC, error) {
-	lib, err := LibNVRTC.open(env, dlopen)
+// Load opens libnvrtc (see dl.Library.Dirs) and binds it.
+func Load(env dl.SearchEnv) (*NVRTC, error) {
+	lib, err := dl.LibNVRTC.Open(env)
 	if err != nil {
 		return nil, err
 	}
 	n := &NVRTC{lib: lib}
-	b := &binder{lib: lib}
-	b.bind(&n.nvrtcVersion, "nvrtcVersion")
-	b.bind(&n.nvrtcGetErrorString, "nvrtcGetErrorString")
-	b.bind(&n.nvrtcCreateProgram, "nvrtcCreateProgram")
-	b.bind(&n.nvrtcDestroyProgram, "nvrtcDestroyProgram")
-	b.bind(&n.nvrtcCompileProgram, "nvrtcCompileProgram")
-	b.bind(&n.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize")
-	b.bind(&n.nvrtcGetProgramLog, "nvrtcGetProgramLog")
-	b.bind(&n.nvrtcGetPTXSize, "nvrtcGetPTXSize")
-	b.bind(&n.nvrtcGetPTX, "nvrtcGetPTX")
-	b.optional(&n.nvrtcGetCUBINSize, "nvrtcGetCUBINSize")
-	b.optional(&n.nvrtcGetCUBIN, "nvrtcGetCUBIN")
-	b.optional(&n.nvrtcGetNumSupportedArc, "nvrtcGetNumSupportedArchs")
-	b.optional(&n.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs")
-	if err := b.err(LibNVRTC); err != nil {
+	b := dl.NewBinder(lib)
+	b.Bind(&n.nvrtcVersion, "nvrtcVersion")
+	b.Bind(&n.nvrtcGetErrorString, "nvrtcGetErrorString")
+	b.Bind(&n.nvrtcCreateProgram, "nvrtcCreateProgram")
+	b.Bind(&n.nvrtcDestroyProgram, "nvrtcDestroyProgram")
+	b.Bind(&n.nvrtcCompileProgram, "nvrtcCompileProgram")
+	b.Bind(&n.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize")
+	b.Bind(&n.nvrtcGetProgramLog, "nvrtcGetProgramLog")
+	b.Bind(&n.nvrtcGetPTXSize, "nvrtcGetPTXSize")
+	b.Bind(&n.nvrtcGetPTX, "nvrtcGetPTX")
+	b.Optional(&n.nvrtcGetCUBINSize, "nvrtcGetCUBINSize")
+	b.Optional(&n.nvrtcGetCUBIN, "nvrtcGetCUBIN")
+	b.Optional(&n.nvrtcGetNumSupportedArc, "nvrtcGetNumSupportedArchs")
+	b.Optional(&n.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs")
+	if err := b.Err(dl.LibNVRTC); err != nil {
 		return nil, err
 	}
 	var major, minor int32
@@ -67,11 +71,11 @@ func (n *NVRTC) check(fn string, r int32) error {
 	if r == 0 {
 		return nil
 	}
-	return &Error{Lib: "NVRTC", Func: fn, Code: int(r), Msg: n.nvrtcGetErrorString(r)}
+	return &dl.Error{Lib: "NVRTC", Func: fn, Code: int(r), Msg: n.nvrtcGetErrorString(r)}
 }
 
 // Path returns the file NVRTC was opened from.
-func (n *NVRTC) Path() string { return n.lib.path }
+func (n *NVRTC) Path() string { return n.lib.Path() }
 
 // Version returns NVRTC's CUDA version, e.g. 11, 8.
 func (n *NVRTC) Version() (major, minor int) { return n.major, n.minor }
@@ -185,4 +189,18 @@ func cStrings(ss []string) ([]*byte, [][]byte) {
 		ptrs[i] = &keep[i][0]
 	}
 	return ptrs, keep
+}
+
+// LoadOrSkip returns NVRTC for a test, skipping the test when it is missing, unless
+// MEGAGO_REQUIRE_NVRTC=1 (CI installs it), when it fails instead.
+func LoadOrSkip(tb testing.TB) *NVRTC {
+	tb.Helper()
+	n, err := Load(dl.DefaultSearchEnv())
+	if err != nil {
+		if os.Getenv("MEGAGO_REQUIRE_NVRTC") == "1" {
+			tb.Fatalf("MEGAGO_REQUIRE_NVRTC=1 but NVRTC did not load: %v", err)
+		}
+		tb.Skipf("needs NVRTC (Debian's libnvrtc11.2 or a CUDA toolkit): %v", err)
+	}
+	return n
 }

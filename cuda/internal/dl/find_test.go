@@ -1,4 +1,4 @@
-package cuda
+package dl
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package cuda
+package kernels
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"megago/cuda/internal/nvrtc"
 )
 
 // TestKernelsCompile compiles every embedded module to CUBIN for sm_80 and sm_90 with
@@ -16,22 +18,22 @@ import (
 // only changed modules are compiled again. It skips without NVRTC unless
 // MEGAGO_REQUIRE_NVRTC=1.
 func TestKernelsCompile(t *testing.T) {
-	n := loadNVRTC(t)
+	n := nvrtc.LoadOrSkip(t)
 	major, minor := n.Version()
-	mods := kernelModules()
+	mods := Modules()
 	for _, arch := range []int{80, 90} {
-		c := &compiler{compile: n.Compile, version: fmt.Sprintf("%d.%d", major, minor), arch: arch, real: true, dir: DefaultCacheDir()}
-		for _, name := range moduleNames() {
+		c := &Compiler{compile: n.Compile, version: fmt.Sprintf("%d.%d", major, minor), arch: arch, real: true, dir: DefaultCacheDir()}
+		for _, name := range Names() {
 			t.Run(fmt.Sprintf("sm_%d/%s", arch, name), func(t *testing.T) {
 				t.Parallel()
-				img, err := c.module(name)
+				img, err := c.Module(name)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(img) < 4 || string(img[1:4]) != "ELF" {
 					t.Fatalf("not a CUBIN: % x", img[:min(len(img), 16)])
 				}
-				for _, k := range mods[name].kernels {
+				for _, k := range mods[name].Kernels {
 					if !cubinDefines(img, k) {
 						t.Errorf("kernel %s not defined", k)
 					}
@@ -48,9 +50,9 @@ func cubinDefines(img []byte, k string) bool {
 }
 
 func TestKernelsCompileWarningFree(t *testing.T) {
-	n := loadNVRTC(t)
+	n := nvrtc.LoadOrSkip(t)
 	// One small module without the cache: NVRTC's log must be empty (no warnings).
-	out, err := n.Compile(moduleSource("optim"), "optim.cu", compileOptions(80, false))
+	out, err := n.Compile(Source("optim"), "optim.cu", compileOptions(80, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,19 +90,19 @@ func TestChooseTarget(t *testing.T) {
 func TestCompilerCache(t *testing.T) {
 	dir := t.TempDir()
 	calls := 0
-	fake := func(src, name string, opts []string) (Compiled, error) {
+	fake := func(src, name string, opts []string) (nvrtc.Compiled, error) {
 		calls++
 		if !strings.Contains(src, "adam_impl") || name != "optim.cu" {
-			return Compiled{}, errors.New("unexpected source")
+			return nvrtc.Compiled{}, errors.New("unexpected source")
 		}
-		return Compiled{CUBIN: []byte("image of " + strings.Join(opts, " "))}, nil
+		return nvrtc.Compiled{CUBIN: []byte("image of " + strings.Join(opts, " "))}, nil
 	}
-	c := &compiler{compile: fake, version: "11.8", arch: 90, real: true, dir: dir}
-	first, err := c.module("optim")
+	c := &Compiler{compile: fake, version: "11.8", arch: 90, real: true, dir: dir}
+	first, err := c.Module("optim")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := c.module("optim")
+	second, err := c.Module("optim")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +114,11 @@ func TestCompilerCache(t *testing.T) {
 		t.Errorf("cache holds %v, want one optim-sm_90-*.cubin (no temporary files)", files)
 	}
 	// Another NVRTC version or architecture is another entry.
-	for _, other := range []*compiler{
+	for _, other := range []*Compiler{
 		{compile: fake, version: "12.4", arch: 90, real: true, dir: dir},
 		{compile: fake, version: "11.8", arch: 80, real: true, dir: dir},
 	} {
-		if _, err := other.module("optim"); err != nil {
+		if _, err := other.Module("optim"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,11 +128,11 @@ func TestCompilerCache(t *testing.T) {
 	// Without NVRTC, an image of the same source from another NVRTC serves; a module that
 	// was never compiled is an error naming the missing NVRTC.
 	noNVRTC := errors.New("NVRTC not found")
-	cacheOnly := &compiler{noNVRTC: noNVRTC, arch: 90, real: true, dir: dir}
-	if got, err := cacheOnly.module("optim"); err != nil || !bytes.Equal(got, first) {
+	cacheOnly := &Compiler{noNVRTC: noNVRTC, arch: 90, real: true, dir: dir}
+	if got, err := cacheOnly.Module("optim"); err != nil || !bytes.Equal(got, first) {
 		t.Errorf("cache-only compiler: %q, %v; want the cached image", got, err)
 	}
-	if _, err := cacheOnly.module("softmax"); !errors.Is(err, noNVRTC) || !strings.Contains(err.Error(), "softmax") {
+	if _, err := cacheOnly.Module("softmax"); !errors.Is(err, noNVRTC) || !strings.Contains(err.Error(), "softmax") {
 		t.Errorf("cache-only compiler, uncached module: %v", err)
 	}
 	// An unwritable cache folder still compiles.
@@ -138,28 +140,28 @@ func TestCompilerCache(t *testing.T) {
 	if err := os.WriteFile(ro, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c = &compiler{compile: fake, version: "11.8", arch: 90, real: true, dir: filepath.Join(ro, "sub")}
-	if _, err := c.module("optim"); err != nil {
+	c = &Compiler{compile: fake, version: "11.8", arch: 90, real: true, dir: filepath.Join(ro, "sub")}
+	if _, err := c.Module("optim"); err != nil {
 		t.Errorf("unwritable cache: %v", err)
 	}
 	// A compile error is returned.
-	bad := &compiler{compile: func(string, string, []string) (Compiled, error) {
-		return Compiled{}, &CompileError{Name: "optim.cu", Log: "error"}
+	bad := &Compiler{compile: func(string, string, []string) (nvrtc.Compiled, error) {
+		return nvrtc.Compiled{}, &nvrtc.CompileError{Name: "optim.cu", Log: "error"}
 	}, arch: 90, real: true}
-	var ce *CompileError
-	if _, err := bad.module("optim"); !errors.As(err, &ce) {
+	var ce *nvrtc.CompileError
+	if _, err := bad.Module("optim"); !errors.As(err, &ce) {
 		t.Errorf("compile error: got %v", err)
 	}
 }
 
 func TestModuleSources(t *testing.T) {
-	for _, name := range moduleNames() {
-		src := moduleSource(name)
+	for _, name := range Names() {
+		src := Source(name)
 		if strings.Contains(src, "\n#include") {
 			t.Errorf("%s includes a header; kernels must be self-contained", name)
 		}
 	}
-	if got := kernelModules()[attentionModule("bf16", 64)].extra; got != "FLASH(bf16, BF16S, 64)\n" {
+	if got := Modules()[AttentionModule("bf16", 64)].Extra; got != "FLASH(bf16, BF16S, 64)\n" {
 		t.Errorf("attention instantiation %q", got)
 	}
 }

@@ -1,7 +1,6 @@
 package corpus
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -317,36 +316,23 @@ func generated(b []byte) bool {
 	return strings.Contains(head, "// Code generated") && strings.Contains(head, "DO NOT EDIT")
 }
 
-// writeJSONL writes one {"text": ...} line per file, under a temporary name renamed into
-// place, the input format of megago preprocess.
+// writeJSONL writes one {"text": ...} line per file, atomically (a reader sees the whole
+// file or none), the input format of megago preprocess.
 func writeJSONL(path, root string, files []string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".corpus-*.jsonl")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriter(tmp)
-	enc := json.NewEncoder(w)
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(root, "src", f))
-		if err != nil {
-			tmp.Close()
-			return err
+	return atomicfile.Write(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(root, "src", f))
+			if err != nil {
+				return err
+			}
+			if err := enc.Encode(struct {
+				Text string `json:"text"`
+				Path string `json:"path"`
+			}{string(b), filepath.ToSlash(f)}); err != nil {
+				return err
+			}
 		}
-		if err := enc.Encode(struct {
-			Text string `json:"text"`
-			Path string `json:"path"`
-		}{string(b), filepath.ToSlash(f)}); err != nil {
-			tmp.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+		return nil
+	})
 }

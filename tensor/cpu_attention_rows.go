@@ -1,0 +1,75 @@
+package tensor
+
+import "math"
+
+// Row operations of the attention kernels in either compute type: float32 rows go through
+// the vectorised loops of vmath.go, float64 rows through the same formulas in Go.
+
+// rowMax returns the largest element of x (−∞ for none).
+func rowMax[T float](x []T) float64 {
+	if x32, ok := any(x).([]float32); ok {
+		m, _ := maxSum(x32)
+		return m
+	}
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = max(m, float64(v))
+	}
+	return m
+}
+
+// rowSum returns Σ x in float64.
+func rowSum[T float](x []T) float64 {
+	if x32, ok := any(x).([]float32); ok {
+		_, s := maxSum(x32)
+		return s
+	}
+	var s float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	return s
+}
+
+// rowExp sets dst[j] = e^(scale·src[j] + shift), computed in float64.
+func rowExp[T float](dst, src []T, scale, shift float64) {
+	if d32, ok := any(dst).([]float32); ok {
+		expAffine(d32, any(src).([]float32), 1, scale, shift, 0)
+		return
+	}
+	for j, v := range src[:len(dst)] {
+		dst[j] = T(math.Exp(scale*float64(v) + shift))
+	}
+}
+
+// scaleRow multiplies x by alpha.
+func scaleRow[T float](x []T, alpha float64) {
+	a := T(alpha)
+	for j := range x {
+		x[j] *= a
+	}
+}
+
+// rowDot returns Σ a·b in float64.
+func rowDot[T float](a, b []T) float64 {
+	if a32, ok := any(a).([]float32); ok {
+		return dot(a32, any(b).([]float32))
+	}
+	var s float64
+	for j, v := range a {
+		s += float64(v) * float64(b[j])
+	}
+	return s
+}
+
+// softmaxBwdRowT sets dx[j] = (scale·y[j])·(dy[j] − s), softmax's backward for a row whose
+// Σ dy·y is s; dx may be dy.
+func softmaxBwdRowT[T float](dx, y, dy []T, scale, s float64) {
+	if dx32, ok := any(dx).([]float32); ok {
+		softmaxBwdRow(dx32, any(y).([]float32), any(dy).([]float32), scale, s)
+		return
+	}
+	for j, v := range y[:len(dx)] {
+		dx[j] = T(scale * float64(v) * (float64(dy[j]) - s))
+	}
+}

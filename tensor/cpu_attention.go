@@ -269,9 +269,8 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 				clear(prow)
 				continue
 			}
-			rowExp(prow[:lim], srow, sc, -mNew)
 			alpha := math.Exp(m[r] - mNew)
-			l[r] = l[r]*alpha + rowSum(prow[:lim])
+			l[r] = l[r]*alpha + rowExpSum(prow[:lim], srow, sc, -mNew)
 			m[r] = mNew
 			if alpha != 1 {
 				scaleRow(o[r*hs:(r+1)*hs], alpha)

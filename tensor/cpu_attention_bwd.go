@@ -11,7 +11,7 @@ type attnBwd[T float] struct {
 	d          []float64 // [B, NH, Tq]: rowsum(dout ∘ out) − dlse
 	dq, dk, dv []T       // the gradients, in compute type
 	dbias      []T       // bias's shape, or nil
-	dqPart     [][]T     // per key range, partial dQ [B, NH, Tq, HS] (nil for one range)
+	dqPart     [][]T     // per key range, partial dQ [B, NH, Tq, HS]; the first is dq
 	dkh, dvh   []T       // per query head [B, NH, Tk, HS] when GQA shares a key/value head
 	splits     int       // key ranges per head
 	groups     [][]int   // heads b·NH+h computed one after another (sharing bias gradient)
@@ -25,11 +25,9 @@ func (c *attnCall[T]) backward(g AttentionGrads) {
 	clear(w.dbias)
 	w.plan()
 	heads, hs := c.b*c.nh, c.hs
-	if w.splits > 1 {
-		w.dqPart = make([][]T, w.splits)
-		for r := range w.dqPart {
-			w.dqPart[r] = make([]T, heads*c.tq*hs)
-		}
+	w.dqPart = [][]T{w.dq} // the first key range's partial dQ is dQ itself
+	for range w.splits - 1 {
+		w.dqPart = append(w.dqPart, make([]T, heads*c.tq*hs))
 	}
 	if c.per > 1 {
 		w.dkh, w.dvh = make([]T, heads*c.tk*hs), make([]T, heads*c.tk*hs)
@@ -91,10 +89,8 @@ func (w *attnBwd[T]) head(t *attnTiles[T], bh, r int) {
 	hs := w.hs
 	b, h := bh/w.nh, bh%w.nh
 	kv := (b*w.g + h/w.per) * w.tk
-	dq := w.dq[bh*w.tq*hs : (bh+1)*w.tq*hs]
-	if w.splits > 1 {
-		dq = w.dqPart[r][bh*w.tq*hs : (bh+1)*w.tq*hs]
-	} else {
+	dq := w.dqPart[r][bh*w.tq*hs : (bh+1)*w.tq*hs]
+	if r == 0 {
 		clear(dq)
 	}
 	dk, dv := w.dk[kv*hs:(kv+w.tk)*hs], w.dv[kv*hs:(kv+w.tk)*hs]
@@ -188,7 +184,6 @@ func (w *attnBwd[T]) addBias(ds []T, b, h, i, j0 int) {
 func (w *attnBwd[T]) reduce() {
 	if w.splits > 1 {
 		parallelFor(len(w.dq), 1<<14, func(lo, hi int) {
-			copy(w.dq[lo:hi], w.dqPart[0][lo:hi])
 			for _, p := range w.dqPart[1:] {
 				for e, x := range p[lo:hi] {
 					w.dq[lo+e] += x

@@ -5,11 +5,11 @@ import "math"
 // Row operations of the attention kernels in either compute type: float32 rows go through
 // the vectorised loops of vmath.go, float64 rows through the same formulas in Go.
 
-// rowMax returns the largest element of x (−∞ for none).
+// rowMax returns the largest element of x (−∞ for none). A NaN element may be ignored:
+// it reaches the row's result through its exponential.
 func rowMax[T float](x []T) float64 {
-	if x32, ok := any(x).([]float32); ok {
-		m, _ := maxSum(x32)
-		return m
+	if x32, ok := any(x).([]float32); ok && hasVMathAVX512 {
+		return float64(maxF32AVX512(x32))
 	}
 	m := math.Inf(-1)
 	for _, v := range x {
@@ -18,15 +18,18 @@ func rowMax[T float](x []T) float64 {
 	return m
 }
 
-// rowSum returns Σ x in float64.
-func rowSum[T float](x []T) float64 {
-	if x32, ok := any(x).([]float32); ok {
-		_, s := maxSum(x32)
-		return s
+// rowExpSum sets dst[j] = e^(scale·src[j] + shift), computed in float64, and returns the
+// float64 sum of the exponentials before rounding.
+func rowExpSum[T float](dst, src []T, scale, shift float64) float64 {
+	src = src[:len(dst)]
+	if d32, ok := any(dst).([]float32); ok && hasVMathAVX512 {
+		return expStoreSumF32AVX512(d32, any(src).([]float32), scale, shift)
 	}
 	var s float64
-	for _, v := range x {
-		s += float64(v)
+	for j, v := range src {
+		e := math.Exp(scale*float64(v) + shift)
+		dst[j] = T(e)
+		s += e
 	}
 	return s
 }

@@ -20,18 +20,7 @@ import "math"
 // keys are all masked (ln 0). It panics as Attention does, and if Tk is 0.
 func AttentionReference(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 	p := checkAttention("AttentionReference", q, k, v, o)
-	per := q.shape[1] / k.shape[1]
-	k, v = repeatHeads(k, per), repeatHeads(v, per)
-	x, s := MatMulT(q, k, false, true), p.Scale // [B, NH, Tq, Tk]
-	if o.Bias != nil {
-		x, s = Add(Scale(x, p.Scale), o.Bias), 1
-	}
-	probs := Softmax(x, SoftmaxOptions{Scale: s, Causal: o.Causal, Mask: o.Mask})
-	if o.Dropout > 0 {
-		probs = DropoutRegion(probs, o.Dropout, o.RNG, p.Full, p.Start)
-	}
-	out = MatMul(probs, v) // [B, NH, Tq, HS]
-
+	out, x, s := attendUnfused(q, k, v, o, p)
 	logits := Scale(x, s)
 	if o.Mask != nil {
 		logits = MaskedFill(logits, o.Mask, math.Inf(-1))
@@ -42,6 +31,22 @@ func AttentionReference(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) 
 	m := rowMaxConstant(logits)                                               // [B, NH, Tq, 1]
 	lse = Add(Log(Sum(Exp(Sub(logits, m)), 3)), m.Reshape(m.shape[:3]...)) // [B, NH, Tq]
 	return out, lse
+}
+
+// attendUnfused returns the output of AttentionReference, and the scores x [B, NH, Tq, Tk]
+// and scale s of its softmax.
+func attendUnfused(q, k, v *Tensor, o AttentionOptions, p AttentionParams) (out, x *Tensor, s float64) {
+	per := q.shape[1] / k.shape[1]
+	k, v = repeatHeads(k, per), repeatHeads(v, per)
+	x, s = MatMulT(q, k, false, true), p.Scale // [B, NH, Tq, Tk]
+	if o.Bias != nil {
+		x, s = Add(Scale(x, p.Scale), o.Bias), 1
+	}
+	probs := Softmax(x, SoftmaxOptions{Scale: s, Causal: o.Causal, Mask: o.Mask})
+	if o.Dropout > 0 {
+		probs = DropoutRegion(probs, o.Dropout, o.RNG, p.Full, p.Start)
+	}
+	return MatMul(probs, v), x, s // [B, NH, Tq, HS]
 }
 
 // repeatHeads repeats each head of x [B, G, T, HS] for per consecutive heads:

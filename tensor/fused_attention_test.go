@@ -2,14 +2,14 @@ package tensor_test
 
 import (
 	"fmt"
-	_ "math"
+	"math"
 	"math/rand/v2"
-	_ "runtime"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	_ "megago/internal/testutil"
+	"megago/internal/testutil"
 	"megago/tensor"
 )
 
@@ -145,4 +145,153 @@ func TestAttentionMatchesReference(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAttentionGradCheck checks Attention's gradients with respect to q, k, v and the
+// bias, through out and lse, against central differences in float64.
+func TestAttentionGradCheck(t *testing.T) {
+	dev := tensor.NewCPU()
+	cases := []attnCase{
+		{name: "causal_padding_bias_gqa", b: 2, nh: 2, g: 1, tq: 5, tk: 7, hs: 3, causal: true, pad: []int{0, 2}, bias: true, scale: 0.8},
+		{name: "dropout_gqa", b: 1, nh: 4, g: 2, tq: 6, tk: 6, hs: 3, causal: true, dropout: 0.3},
+		{name: "tiles", b: 1, nh: 1, g: 1, tq: 66, tk: 130, hs: 2, causal: true},
+	}
+	for ci, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := newAttnInputs(dev, c, tensor.F64, uint64(ci))
+			xs := []*tensor.Tensor{in.q.Detach(), in.k.Detach(), in.v.Detach()}
+			if c.bias {
+				xs = append(xs, in.o.Bias.Detach())
+			}
+			gradCheck(t, func(xs []*tensor.Tensor) *tensor.Tensor {
+				o := in.o
+				if c.bias {
+					o.Bias = xs[3]
+				}
+				out, lse := tensor.Attention(xs[0], xs[1], xs[2], o)
+				return tensor.Concat(2, out.Reshape(c.b, c.nh, c.tq*c.hs), lse) // [B, NH, Tq·(HS+1)]
+			}, xs...)
+		})
+	}
+}
+
+// attnBits runs the fused attention forward and backward and returns every result's bits.
+func attnBits(in attnInputs) map[string][]uint32 {
+	res := map[string][]uint32{}
+	for name, x := range attnRun(in, true) {
+		res[name] = bits(x)
+	}
+	return res
+}
+
+// TestAttentionDeterministicAcrossThreads: the fused kernels give the same bits at any
+// GOMAXPROCS (few heads, so the backward splits key ranges and sums partial dQ).
+func TestAttentionDeterministicAcrossThreads(t *testing.T) {
+	dev := tensor.NewCPU()
+	for _, c := range []attnCase{
+		{name: "causal_bias_dropout", b: 1, nh: 3, g: 3, tq: 300, tk: 300, hs: 16, causal: true, bias: true, scale: 1, dropout: 0.1, pad: []int{20}},
+		{name: "gqa", b: 2, nh: 4, g: 2, tq: 130, tk: 260, hs: 16, causal: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := newAttnInputs(dev, c, tensor.F32, 3)
+			results := map[int]map[string][]uint32{}
+			for _, procs := range []int{1, 2, 3} {
+				old := runtime.GOMAXPROCS(procs)
+				results[procs] = attnBits(in)
+				runtime.GOMAXPROCS(old)
+			}
+			for _, procs := range []int{2, 3} {
+				for name, want := range results[1] {
+					if i := firstDiff(results[procs][name], want); i >= 0 {
+						t.Errorf("GOMAXPROCS=%d: %s differs from GOMAXPROCS=1 at element %d", procs, name, i)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAttentionBackendsAgree: every backend's fused attention equals the CPU backend's
+// bit for bit, and counts as a fused call where the reference does not.
+func TestAttentionBackendsAgree(t *testing.T) {
+	c := attnCase{name: "mixed", b: 2, nh: 4, g: 2, tq: 70, tk: 140, hs: 8, causal: true, pad: []int{0, 9}, bias: true, scale: 0.5, dropout: 0.2}
+	results := map[string]map[string][]uint32{}
+	testutil.ForEachBackend(t, func(t *testing.T, dev *tensor.Device) {
+		s := dev.NewScope()
+		defer s.Close()
+		in := newAttnInputs(dev, c, tensor.F32, 5)
+		attnRun(in, false)
+		require.Zero(t, dev.FusedCount(tensor.FusedAttention), "the reference is not the fused op")
+		results[dev.String()] = attnBits(in)
+		require.Equal(t, int64(1), dev.FusedCount(tensor.FusedAttention))
+	})
+	compareBackends(t, results)
+}
+
+// TestAttentionMemory: forward and backward at T = 2048 allocate no [T, T] buffer. One
+// float32 [T, T] matrix is 16 MiB (the unfused reference allocates 340 MB here); the
+// call's outputs, gradients and leaf gradients are 3.5 MiB, the backward's partial dQ of
+// its key ranges 1.5 MiB, packing buffers and per-goroutine tiles about 1.5 MiB. So both
+// the device storage the call adds to its inputs' and everything it allocates on the Go
+// heap (the CPU backend's storage included) stay below the size of one [T, T] matrix.
+func TestAttentionMemory(t *testing.T) {
+	const b, nh, tlen, hs = 1, 2, 2048, 32
+	const square = tlen * tlen * 4 // bytes of one float32 [T, T] matrix
+	dev := tensor.NewCPU()
+	c := attnCase{b: b, nh: nh, g: nh, tq: tlen, tk: tlen, hs: hs, causal: true}
+	in := newAttnInputs(dev, c, tensor.F32, 9)
+	in.dlse = nil
+	inUse := dev.Stats().InUse
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := dev.NewScope()
+	attnRun(in, true)
+	s.Close()
+	runtime.ReadMemStats(&after)
+	require.Less(t, dev.Stats().Peak-inUse, int64(square), "device storage added by forward and backward")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(square), "Go heap allocated by forward and backward")
+}
+
+func TestAttentionPanics(t *testing.T) {
+	dev := tensor.NewCPU()
+	f32 := func(shape ...int) *tensor.Tensor { return tensor.Zeros(dev, tensor.F32, shape...) }
+	q, kv := f32(2, 4, 3, 8), f32(2, 2, 5, 8)
+	cases := []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"rank", func() { tensor.Attention(f32(4, 3, 8), kv, kv, tensor.AttentionOptions{}) }, "tensor: Attention: q float32 [4 3 8]"},
+		{"dtype", func() { tensor.Attention(q, kv.Cast(tensor.F64), kv, tensor.AttentionOptions{}) }, "dtypes differ"},
+		{"int", func() {
+			x := tensor.Zeros(dev, tensor.I32, 2, 4, 3, 8)
+			tensor.Attention(x, x, x, tensor.AttentionOptions{})
+		}, "not a float dtype"},
+		{"head_size", func() { tensor.Attention(q, f32(2, 2, 5, 4), f32(2, 2, 5, 4), tensor.AttentionOptions{}) }, "shapes differ"},
+		{"groups", func() { tensor.Attention(q, f32(2, 3, 5, 8), f32(2, 3, 5, 8), tensor.AttentionOptions{}) }, "not a multiple of key/value heads"},
+		{"mask", func() { tensor.Attention(q, kv, kv, tensor.AttentionOptions{Mask: f32(2, 1, 1, 4)}) }, "mask [2 1 1 4] does not broadcast to the scores [2 4 3 5]"},
+		{"bias_shape", func() { tensor.Attention(q, kv, kv, tensor.AttentionOptions{Bias: f32(1, 2, 3, 5)}) }, "bias [1 2 3 5] does not broadcast"},
+		{"bias_dtype", func() {
+			tensor.Attention(q, kv, kv, tensor.AttentionOptions{Bias: tensor.Zeros(dev, tensor.F64, 1, 4, 3, 5)})
+		}, "bias float64 [1 4 3 5] for q float32 [2 4 3 8]: dtypes differ"},
+		{"dropout", func() { tensor.Attention(q, kv, kv, tensor.AttentionOptions{Dropout: 1}) }, "dropout probability 1 outside [0, 1)"},
+		{"region", func() {
+			tensor.Attention(q, kv, kv, tensor.AttentionOptions{Dropout: 0.1, DropoutFull: tensor.Shape{2, 4, 3, 5}, DropoutStart: []int{0, 1, 0, 0}})
+		}, "tensor: Attention dropout: region start [0 1 0 0] size [2 4 3 5] outside [2 4 3 5]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { expectPanic(t, c.want, c.f) })
+	}
+}
+
+// TestAttentionFullyMaskedRow: a query that sees no key gets output 0 and lse −∞, and
+// passes no gradient.
+func TestAttentionFullyMaskedRow(t *testing.T) {
+	dev := tensor.NewCPU()
+	c := attnCase{b: 1, nh: 1, g: 1, tq: 3, tk: 2, hs: 4, causal: true} // query 0 sees no key
+	in := newAttnInputs(dev, c, tensor.F32, 1)
+	res := attnRun(in, true)
+	require.Equal(t, math.Inf(-1), tensor.ToSlice[float64](res["lse"])[0])
+	require.Equal(t, make([]float32, c.hs), tensor.ToSlice[float32](res["out"])[:c.hs])
+	require.Equal(t, make([]float32, c.hs), tensor.ToSlice[float32](res["dq"])[:c.hs])
 }

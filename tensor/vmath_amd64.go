@@ -45,3 +45,9 @@ func softmaxBwdRowF32AVX512(dx, y, dy []float32, scale, s float64)
 
 //go:noescape
 func binaryF32AVX512(op int, d, a, b []float32, bStride int)
+
+//go:noescape
+func expStoreSumF32AVX512(dst, src []float32, scale, shift float64) float64
+
+//go:noescape
+func maxF32AVX512(src []float32) float32

@@ -619,3 +619,118 @@ BINLOOP(VDIVPS, VBROADCASTSS, bindivb)
 bindone:
 	VZEROUPPER
 	RET
+
+// func expStoreSumF32AVX512(dst, src []float32, scale, shift float64) float64
+// Sets dst[i] = float32(e^(scale·src[i]+shift)) for i < len(dst) (any length) and returns
+// the float64 sum of the exponentials before rounding, in expSum's accumulators and order.
+TEXT ·expStoreSumF32AVX512(SB), NOSPLIT, $0-72
+	EXPCONSTS
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	VBROADCASTSD scale+48(FP), Z14
+	VBROADCASTSD shift+56(FP), Z13
+	VPXORQ Z12, Z12, Z12
+	VPXORQ Z11, Z11, Z11
+
+expst16:
+	CMPQ CX, $16
+	JLT  expst8
+	VCVTPS2PD (SI), Z0
+	VCVTPS2PD 32(SI), Z3
+	VFMADD213PD Z13, Z14, Z0
+	VFMADD213PD Z13, Z14, Z3
+	EXPPD(Z0, Z1, Z2)
+	EXPPD(Z3, Z4, Z5)
+	VADDPD Z2, Z12, Z12
+	VADDPD Z5, Z11, Z11
+	VCVTPD2PS Z2, Y6
+	VCVTPD2PS Z5, Y7
+	VMOVUPS Y6, (DI)
+	VMOVUPS Y7, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  expst16
+
+expst8:
+	TESTQ CX, CX
+	JEQ   expstdone
+	MOVQ  $1, AX                 // lanes min(CX, 8)
+	CMPQ  CX, $8
+	JGE   expstall
+	SHLQ  CX, AX
+	JMP   expstmask
+expstall:
+	MOVQ  $256, AX
+expstmask:
+	DECQ  AX
+	KMOVB AX, K1
+	VCVTPS2PD.Z (SI), K1, Z0
+	VFMADD213PD Z13, Z14, Z0
+	EXPPD(Z0, Z1, Z2)
+	VADDPD Z2, Z12, K1, Z12
+	VCVTPD2PS Z2, Y3
+	VMOVUPS Y3, K1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JGT  expst8
+
+expstdone:
+	VADDPD Z11, Z12, Z12
+	HSUMPD(Z12, Y12, X12, Y1, X1)
+	VMOVSD X12, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func maxF32AVX512(src []float32) float32
+// Returns the largest element of src (any length; −Inf for none), in two 16-lane
+// accumulators (the tail masked into the first). Not NaN-aware.
+TEXT ·maxF32AVX512(SB), NOSPLIT, $0-28
+	MOVQ src_base+0(FP), SI
+	MOVQ src_len+8(FP), CX
+	MOVL $0xff800000, AX         // −Inf
+	VPBROADCASTD AX, Z0
+	VMOVAPS Z0, Z1
+
+max32:
+	CMPQ CX, $32
+	JLT  max16
+	VMAXPS (SI), Z0, Z0
+	VMAXPS 64(SI), Z1, Z1
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP  max32
+
+max16:
+	TESTQ CX, CX
+	JEQ   maxdone
+	MOVQ  $1, AX                 // lanes min(CX, 16)
+	CMPQ  CX, $16
+	JGE   maxall
+	SHLQ  CX, AX
+	JMP   maxmask
+maxall:
+	MOVQ  $0x10000, AX
+maxmask:
+	DECQ  AX
+	KMOVW AX, K1
+	VMAXPS (SI), Z0, K1, Z0
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JGT  max16
+
+maxdone:
+	VMAXPS Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y3
+	VMAXPS Y3, Y0, Y0
+	VEXTRACTF128 $1, Y0, X3
+	VMAXPS X3, X0, X0
+	VPERMILPS $0x4e, X0, X3
+	VMAXPS X3, X0, X0
+	VPERMILPS $0xb1, X0, X3
+	VMAXPS X3, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -17,3 +17,5 @@ func normBwdColsF32AVX512(_, _ []float64, _, _ []float32, _, _ float64)   { pani
 func dotF32AVX512(_, _ []float32) float64                                 { panic("unreachable") }
 func softmaxBwdRowF32AVX512(_, _, _ []float32, _, _ float64)              { panic("unreachable") }
 func binaryF32AVX512(int, []float32, []float32, []float32, int)           { panic("unreachable") }
+func expStoreSumF32AVX512(_, _ []float32, _, _ float64) float64           { panic("unreachable") }
+func maxF32AVX512([]float32) float32                                      { panic("unreachable") }

@@ -146,7 +146,7 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, kv, qt, j0, wk int, dq, dkt, dv
 			if w.general() {
 				w.logits(srow, b, h, i, j0)
 			}
-			rowExp(prow[:lim], srow[:lim], sc, -lse)
+			rowExpSum(prow[:lim], srow[:lim], sc, -lse)
 		}
 		if w.dropP > 0 {
 			pzrow := pz[r*wq : (r+1)*wq]

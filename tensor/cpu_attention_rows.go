@@ -34,17 +34,6 @@ func rowExpSum[T float](dst, src []T, scale, shift float64) float64 {
 	return s
 }
 
-// rowExp sets dst[j] = e^(scale·src[j] + shift), computed in float64.
-func rowExp[T float](dst, src []T, scale, shift float64) {
-	if d32, ok := any(dst).([]float32); ok {
-		expAffine(d32, any(src).([]float32), 1, scale, shift, 0)
-		return
-	}
-	for j, v := range src[:len(dst)] {
-		dst[j] = T(math.Exp(scale*float64(v) + shift))
-	}
-}
-
 // scaleRow multiplies x by alpha.
 func scaleRow[T float](x []T, alpha float64) {
 	a := T(alpha)

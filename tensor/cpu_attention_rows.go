@@ -34,12 +34,10 @@ func rowExpSum[T float](dst, src []T, scale, shift float64) float64 {
 	return s
 }
 
-// scaleRow multiplies x by alpha.
+// scaleRow multiplies x by alpha (rounded to T), vectorised by binaryRow.
 func scaleRow[T float](x []T, alpha float64) {
-	a := T(alpha)
-	for j := range x {
-		x[j] *= a
-	}
+	a := [1]T{T(alpha)}
+	binaryRow(OpMul, x, x, a[:], 1, 0)
 }
 
 // rowDot returns Σ a·b in float64.

@@ -128,9 +128,11 @@ func TestAttentionMatchesReference(t *testing.T) {
 	// float32: P is rounded to float32 before its product with V in both, but the fused
 	// kernel normalises by a running maximum and sums over keys and queries in tile
 	// order: a few roundings of each term, over ≤ 200 terms. float64: the same orders in
-	// float64.
-	tols := map[tensor.DType]float64{tensor.F32: 2e-5, tensor.F64: 1e-12}
-	for _, dt := range []tensor.DType{tensor.F32, tensor.F64} {
+	// float64. bfloat16: the reference rounds the scores, probabilities and every
+	// intermediate gradient to bfloat16 (u = 3.9e-3), the fused kernels compute in float32
+	// and round only their results.
+	tols := map[tensor.DType]float64{tensor.F32: 2e-5, tensor.F64: 1e-12, tensor.BF16: 2e-2}
+	for _, dt := range []tensor.DType{tensor.F32, tensor.F64, tensor.BF16} {
 		for ci, c := range attnCases() {
 			t.Run(fmt.Sprintf("%v/%s", dt, c.name), func(t *testing.T) {
 				s := dev.NewScope()
@@ -294,4 +296,19 @@ func TestAttentionFullyMaskedRow(t *testing.T) {
 	require.Equal(t, math.Inf(-1), tensor.ToSlice[float64](res["lse"])[0])
 	require.Equal(t, make([]float32, c.hs), tensor.ToSlice[float32](res["out"])[:c.hs])
 	require.Equal(t, make([]float32, c.hs), tensor.ToSlice[float32](res["dq"])[:c.hs])
+}
+
+// Causal attention of two queries that score every key alike: the first sees only the
+// first key, the second averages both values; lse is ln Σ e^0 over the keys each sees.
+func ExampleAttention() {
+	dev := tensor.NewCPU()
+	q := tensor.Zeros(dev, tensor.F32, 1, 1, 2, 2)                               // [B, NH, Tq, HS]
+	k := tensor.Ones(dev, tensor.F32, 1, 1, 2, 2)                                // [B, G, Tk, HS]
+	v := tensor.FromSlice(dev, []float32{1, 2, 3, 4}, 1, 1, 2, 2)                // [B, G, Tk, HS]
+	out, lse := tensor.Attention(q, k, v, tensor.AttentionOptions{Causal: true}) // [B, NH, Tq, HS], [B, NH, Tq]
+	fmt.Println("out:", tensor.ToSlice[float32](out))
+	fmt.Printf("lse: %.4f\n", tensor.ToSlice[float32](lse))
+	// Output:
+	// out: [1 2 2 3]
+	// lse: [0.0000 0.6931]
 }

@@ -124,8 +124,8 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, kv, qt, j0, wk int, dq, dkt, dv
 		return
 	}
 	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]
-	k, v := w.k[(kv+j0)*hs:(kv+j0+wq)*hs], w.v[(kv+j0)*hs:(kv+j0+wq)*hs]                     // [wq, HS]
-	s, pr, dp := t.s[:bq*wq], t.pr[:bq*wq], t.dp[:bq*wq]                                    // [bq, wq]
+	k, v := w.k[(kv+j0)*hs:(kv+j0+wq)*hs], w.v[(kv+j0)*hs:(kv+j0+wq)*hs]                         // [wq, HS]
+	s, pr, dp := t.s[:bq*wq], t.pr[:bq*wq], t.dp[:bq*wq]                                         // [bq, wq]
 	w.gemm(t, s, q, k, MatMulParams{M: bq, N: wq, K: hs, TransB: true})
 	w.gemm(t, dp, do, v, MatMulParams{M: bq, N: wq, K: hs, TransB: true})
 	pz := pr // the probabilities after dropout

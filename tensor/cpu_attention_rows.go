@@ -23,7 +23,7 @@ func rowMax[T float](x []T) float64 {
 func rowExpSum[T float](dst, src []T, scale, shift float64) float64 {
 	src = src[:len(dst)]
 	if d32, ok := any(dst).([]float32); ok && hasVMathAVX512 {
-		return expStoreSumF32AVX512(d32, any(src).([]float32), scale, shift)
+		return expAffineSumF32AVX512(d32, any(src).([]float32), 1, scale, shift, 0)
 	}
 	var s float64
 	for j, v := range src {

@@ -30,7 +30,7 @@ func TestAttentionRowsMatchGo(t *testing.T) {
 		}
 		dst := make([]float32, n+1)
 		dst[n] = 7
-		sum := expStoreSumF32AVX512(dst[:n], row, 0.7, -1.5)
+		sum := expAffineSumF32AVX512(dst[:n], row, 1, 0.7, -1.5, 0)
 		var wantSum float64
 		for i, x := range row {
 			e := math.Exp(0.7*float64(x) - 1.5)

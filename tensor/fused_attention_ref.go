@@ -28,7 +28,7 @@ func AttentionReference(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) 
 	if o.Causal {
 		logits = MaskedFill(logits, causalHidden(q.Device(), x.shape[2], x.shape[3]), math.Inf(-1))
 	}
-	m := rowMaxConstant(logits)                                               // [B, NH, Tq, 1]
+	m := rowMaxConstant(logits)                                            // [B, NH, Tq, 1]
 	lse = Add(Log(Sum(Exp(Sub(logits, m)), 3)), m.Reshape(m.shape[:3]...)) // [B, NH, Tq]
 	return out, lse
 }

@@ -59,37 +59,42 @@ func matmulRef[T float](dst, a, b Span, p MatMulParams) {
 		arow := make([]T, K)
 		for r := lo; r < hi; r++ {
 			bi, i := r/M, r%M
-			A := as[bi*p.StrideA:]
-			B := bs[bi*p.StrideB:]
-			if p.TransA { // A is K×M
-				for k := 0; k < K; k++ {
-					arow[k] = A[k*M+i]
-				}
-			} else {
-				copy(arow, A[i*K:(i+1)*K])
-			}
-			out := ds[r*N : (r+1)*N]
-			if !p.Accumulate {
-				clear(out)
-			}
-			if p.TransB { // B is N×K
-				for j := range out {
-					brow := B[j*K : (j+1)*K]
-					var s T
-					for k, x := range arow {
-						s += x * brow[k]
-					}
-					out[j] += s
-				}
-				continue
-			}
-			for k, x := range arow {
-				brow := B[k*N : (k+1)*N]
-				for j := range out {
-					out[j] += x * brow[j]
-				}
-			}
+			matmulRefRow(ds[r*N:(r+1)*N], as[bi*p.StrideA:], bs[bi*p.StrideB:], arow, i, &p)
 		}
 	})
 	store(dst, ds)
+}
+
+// matmulRefRow computes row i of one matrix product of matmulRef, out (N elements), from
+// that matrix's operands A and B, packing op(A)'s row into arow (K elements).
+func matmulRefRow[T float](out, A, B, arow []T, i int, p *MatMulParams) {
+	M, N, K := p.M, p.N, p.K
+	if p.TransA { // A is K×M
+		for k := 0; k < K; k++ {
+			arow[k] = A[k*M+i]
+		}
+	} else {
+		copy(arow, A[i*K:(i+1)*K])
+	}
+	out = out[:N]
+	if !p.Accumulate {
+		clear(out)
+	}
+	if p.TransB { // B is N×K
+		for j := range out {
+			brow := B[j*K : (j+1)*K]
+			var s T
+			for k, x := range arow {
+				s += x * brow[k]
+			}
+			out[j] += s
+		}
+		return
+	}
+	for k, x := range arow {
+		brow := B[k*N : (k+1)*N]
+		for j := range out {
+			out[j] += x * brow[j]
+		}
+	}
 }

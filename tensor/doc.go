@@ -19,6 +19,9 @@
 //   - ops_*.go: the ops, each with its backward; cpu*.go: the CPU kernels (cpu_ce.go:
 //     the vocabulary-parallel cross entropy, with its work split and precision notes).
 //   - rng.go: RNG (Philox-4x32-10 keys), Region, Random and its distributions.
+//   - fused.go, fused_attention.go: fused ops, declared with their unfused reference;
+//     Attention (masks, bias, dropout, GQA, the log-sum-exp) and AttentionReference;
+//     cpu_attention*.go: its tiled online-softmax CPU kernels.
 //
 // # Layout and views
 //

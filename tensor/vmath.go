@@ -32,7 +32,7 @@ func expSumGo(xs []float32, scale, shift float64) float64 {
 func expAffine(dst, src []float32, alpha, scale, shift, beta float64) {
 	src = src[:len(dst)]
 	if hasVMathAVX512 {
-		expAffineF32AVX512(dst, src, alpha, scale, shift, beta)
+		expAffineSumF32AVX512(dst, src, alpha, scale, shift, beta) // the sum is not needed
 		return
 	}
 	expAffineGo(dst, src, alpha, scale, shift, beta)

@@ -11,7 +11,7 @@ var hasVMathAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 func expSumF32AVX512(src []float32, scale, shift float64) float64
 
 //go:noescape
-func expAffineF32AVX512(dst, src []float32, alpha, scale, shift, beta float64)
+func expAffineSumF32AVX512(dst, src []float32, alpha, scale, shift, beta float64) float64
 
 //go:noescape
 func geluTanhF32AVX512(dst, src []float32)
@@ -45,3 +45,6 @@ func softmaxBwdRowF32AVX512(dx, y, dy []float32, scale, s float64)
 
 //go:noescape
 func binaryF32AVX512(op int, d, a, b []float32, bStride int)
+
+//go:noescape
+func maxF32AVX512(src []float32) float32

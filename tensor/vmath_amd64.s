@@ -2,8 +2,9 @@
 
 #include "textflag.h"
 
-// AVX-512 float32 loops with float64 internals, the fast paths of vmath.go. expSum and
-// expAffine take any length (masked tails); the others a multiple of 8 (or 16) elements,
+// AVX-512 float32 loops with float64 internals, the fast paths of vmath.go (and of the
+// attention rows, cpu_attention_rows.go). expSum, expAffineSum and maxF32 take any length
+// (masked tails); the others a multiple of 8 (or 16) elements,
 // vmath.go doing the rest with the portable formulas. exp (EXPPD): x clamped to
 // [-746, 710], n = round(x·log2 e), r = x − n·ln2 (two-part ln2, fused), e^r by its
 // degree-12 Taylor polynomial (relative error below 2e-16 on |r| ≤ ln2/2), scaled by 2^n
@@ -87,6 +88,18 @@ GLOBL vmathConsts<>(SB), RODATA|NOPTR, $0xb0
 	VPERMILPD $1, X, TX; \
 	VADDSD TX, X, X
 
+// HMAXPS puts the largest of the 16 floats of Z into the low lane of X (Y and X: Z's
+// halves); TY and TX are scratch.
+#define HMAXPS(Z, Y, X, TY, TX) \
+	VEXTRACTF64X4 $1, Z, TY; \
+	VMAXPS TY, Y, Y; \
+	VEXTRACTF128 $1, Y, TX; \
+	VMAXPS TX, X, X; \
+	VPERMILPS $0x4e, X, TX; \
+	VMAXPS TX, X, X; \
+	VPERMILPS $0xb1, X, TX; \
+	VMAXPS TX, X, X
+
 // func expSumF32AVX512(src []float32, scale, shift float64) float64
 // Returns Σ e^(scale·x+shift) over src, summed in two 8-lane float64 accumulators (the
 // tail masked into the first) that are then added in a fixed order.
@@ -142,9 +155,11 @@ expsumdone:
 	VZEROUPPER
 	RET
 
-// func expAffineF32AVX512(dst, src []float32, alpha, scale, shift, beta float64)
-// Sets dst[i] = float32(alpha·e^(scale·src[i]+shift) + beta) for i < len(dst).
-TEXT ·expAffineF32AVX512(SB), NOSPLIT, $0-80
+// func expAffineSumF32AVX512(dst, src []float32, alpha, scale, shift, beta float64) float64
+// Sets dst[i] = float32(alpha·e^(scale·src[i]+shift) + beta) for i < len(dst) (any length)
+// and returns the float64 sum of the exponentials e^(scale·src[i]+shift), in expSum's
+// accumulators and order.
+TEXT ·expAffineSumF32AVX512(SB), NOSPLIT, $0-88
 	EXPCONSTS
 	MOVQ dst_base+0(FP), DI
 	MOVQ dst_len+8(FP), CX
@@ -153,36 +168,60 @@ TEXT ·expAffineF32AVX512(SB), NOSPLIT, $0-80
 	VBROADCASTSD scale+56(FP), Z13
 	VBROADCASTSD shift+64(FP), Z12
 	VBROADCASTSD beta+72(FP), Z11
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z9, Z9, Z9
 
-expaffloop:
-	CMPQ CX, $8
-	JLT  expafftail
+expaff16:
+	CMPQ CX, $16
+	JLT  expaff8
 	VCVTPS2PD (SI), Z0
+	VCVTPS2PD 32(SI), Z3
 	VFMADD213PD Z12, Z13, Z0
+	VFMADD213PD Z12, Z13, Z3
 	EXPPD(Z0, Z1, Z2)
+	EXPPD(Z3, Z4, Z5)
+	VADDPD Z2, Z10, Z10
+	VADDPD Z5, Z9, Z9
 	VFMADD213PD Z11, Z14, Z2
-	VCVTPD2PS Z2, Y3
-	VMOVUPS Y3, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP  expaffloop
+	VFMADD213PD Z11, Z14, Z5
+	VCVTPD2PS Z2, Y6
+	VCVTPD2PS Z5, Y7
+	VMOVUPS Y6, (DI)
+	VMOVUPS Y7, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  expaff16
 
-expafftail:
+expaff8:
 	TESTQ CX, CX
 	JEQ   expaffdone
-	MOVQ  $1, AX
+	MOVQ  $1, AX                 // lanes min(CX, 8)
+	CMPQ  CX, $8
+	JGE   expaffall
 	SHLQ  CX, AX
+	JMP   expaffmask
+expaffall:
+	MOVQ  $256, AX
+expaffmask:
 	DECQ  AX
 	KMOVB AX, K1
 	VCVTPS2PD.Z (SI), K1, Z0
 	VFMADD213PD Z12, Z13, Z0
 	EXPPD(Z0, Z1, Z2)
+	VADDPD Z2, Z10, K1, Z10
 	VFMADD213PD Z11, Z14, Z2
 	VCVTPD2PS Z2, Y3
 	VMOVUPS Y3, K1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JGT  expaff8
 
 expaffdone:
+	VADDPD Z9, Z10, Z10
+	HSUMPD(Z10, Y10, X10, Y1, X1)
+	VMOVSD X10, ret+80(FP)
 	VZEROUPPER
 	RET
 
@@ -292,14 +331,7 @@ maxsumloop:
 	JNE  maxsumloop
 
 maxsumdone:
-	VEXTRACTF64X4 $1, Z0, Y3
-	VMAXPS Y3, Y0, Y0
-	VEXTRACTF128 $1, Y0, X3
-	VMAXPS X3, X0, X0
-	VPERMILPS $0x4e, X0, X3
-	VMAXPS X3, X0, X0
-	VPERMILPS $0xb1, X0, X3
-	VMAXPS X3, X0, X0
+	HMAXPS(Z0, Y0, X0, Y3, X3)
 	VMOVSS X0, mx+24(FP)
 	VADDPD Z2, Z1, Z1
 	HSUMPD(Z1, Y1, X1, Y3, X3)
@@ -617,5 +649,49 @@ BINLOOP(VMULPS, VBROADCASTSS, binmulb)
 BINLOOP(VDIVPS, VBROADCASTSS, bindivb)
 
 bindone:
+	VZEROUPPER
+	RET
+
+// func maxF32AVX512(src []float32) float32
+// Returns the largest element of src (any length; −Inf for none), in two 16-lane
+// accumulators (the tail masked into the first). Not NaN-aware.
+TEXT ·maxF32AVX512(SB), NOSPLIT, $0-28
+	MOVQ src_base+0(FP), SI
+	MOVQ src_len+8(FP), CX
+	MOVL $0xff800000, AX         // −Inf
+	VPBROADCASTD AX, Z0
+	VMOVAPS Z0, Z1
+
+max32:
+	CMPQ CX, $32
+	JLT  max16
+	VMAXPS (SI), Z0, Z0
+	VMAXPS 64(SI), Z1, Z1
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP  max32
+
+max16:
+	TESTQ CX, CX
+	JEQ   maxdone
+	MOVQ  $1, AX                 // lanes min(CX, 16)
+	CMPQ  CX, $16
+	JGE   maxall
+	SHLQ  CX, AX
+	JMP   maxmask
+maxall:
+	MOVQ  $0x10000, AX
+maxmask:
+	DECQ  AX
+	KMOVW AX, K1
+	VMAXPS (SI), Z0, K1, Z0
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JGT  max16
+
+maxdone:
+	VMAXPS Z1, Z0, Z0
+	HMAXPS(Z0, Y0, X0, Y3, X3)
+	VMOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET

@@ -1,0 +1,337 @@
+package tensor
+
+import (
+	"math"
+	"runtime"
+)
+
+// The CPU backend's fused attention (AttentionKernels), flash-attention style: the scores
+// of a head are computed a tile at a time, attnQTile queries by attnKTile keys, and never
+// stored whole.
+//
+// Forward, per tile of queries (in parallel over B × NH × query tiles):
+//
+//	for each key tile j (only those a causal query tile sees):
+//	    S = Qᵢ·Kⱼᵀ; X = logits of S (scale, bias, masks)               [bq, w]
+//	    m' = max(m, rowmax X); P = e^(X − m'); l = l·e^(m−m') + rowsum P
+//	    O = O·e^(m−m') + dropout(P)·Vⱼ
+//	out = O/l, lse = m + ln l
+//
+// Backward (FlashAttention-2), per head and range of key tiles, recomputing the scores:
+//
+//	D = rowsum(dO ∘ out) − dlse
+//	for each key tile j, for each query tile i that sees it:
+//	    P = e^(X − lse); dP = (dOᵢ·Vⱼᵀ) ∘ Z (Z the dropout mask and scale)
+//	    dVⱼ += (P ∘ Z)ᵀ·dOᵢ;  dX = P ∘ (dP − D);  dBias += dX
+//	    dKⱼ += scale·dXᵀ·Qᵢ;  dQᵢ += scale·dX·Kⱼ
+//
+// Tile products are float32 SGEMMs on one goroutine (gemm.go), or matmulRef's loops in
+// float64. Determinism: every sum has a fixed order — a tile product's chain of
+// multiply-adds, rows of a tile processed in order, key tiles in increasing order for dQ,
+// query tiles in increasing order for dK and dV, ranges of key tiles (attnKeySplits) summed
+// in order, the query heads of a key/value group (GQA) and of a broadcast bias summed in
+// order. Goroutines only choose which whole item (a query tile; a head and key range) they
+// compute, so results are bit for bit the same at any GOMAXPROCS.
+//
+// Memory: per goroutine a few tiles; per call, in the backward, D (B·NH·Tq), partial dQ for
+// key ranges when there are few heads, and per-query-head dK and dV for GQA (both
+// O(B·NH·T·HS)). No [Tq, Tk] buffer exists except a bias gradient of that shape.
+
+const (
+	attnQTile = 64  // queries per tile (edge kernels of the 12-row SGEMM do the last 4)
+	attnKTile = 128 // keys per tile
+	// attnKeySplits is the most ranges the backward splits a head's key tiles into, each
+	// with its own partial dQ summed afterwards, when fewer than attnMinItems heads (or
+	// bias groups) would leave goroutines idle. It depends on shapes only.
+	attnKeySplits = 4
+	attnMinItems  = 16
+)
+
+func (cpuBackend) Attention(a AttentionArgs, p AttentionParams) {
+	if computeIs64(a.Q.DType) {
+		newAttnCall[float64](a, p).forward()
+	} else {
+		newAttnCall[float32](a, p).forward()
+	}
+}
+
+func (cpuBackend) AttentionBackward(a AttentionArgs, g AttentionGrads, p AttentionParams) {
+	if computeIs64(a.Q.DType) {
+		newAttnCall[float64](a, p).backward(g)
+	} else {
+		newAttnCall[float32](a, p).backward(g)
+	}
+}
+
+// attnGeom is the geometry of an attention call.
+type attnGeom struct {
+	b, nh, g, per  int // batch, query heads, key/value heads, query heads per key/value head
+	tq, tk, hs     int
+	nqt, nkt       int // query and key tiles
+	causal         bool
+	mstr, bstr     [4]int // mask's and bias's strides in the scores [B, NH, Tq, Tk] (0: broadcast)
+	dropBase       uint64 // full-tensor index of this call's element (0, 0, 0, 0)
+	dropStr        [3]int // full-tensor strides of b, h and i (j's is 1)
+	dropP, dropMul float64
+}
+
+// visible returns how many keys (a prefix) query i may see.
+func (g *attnGeom) visible(i int) int {
+	if !g.causal {
+		return g.tk
+	}
+	return min(g.tk, max(0, i+g.tk-g.tq+1))
+}
+
+// attnCall is one kernel call in compute type T: the geometry and the operands.
+type attnCall[T float] struct {
+	attnGeom
+	p        AttentionParams
+	a        AttentionArgs
+	q, k, v  []T
+	out, lse []T
+	bias     []T
+	mask32   []float32 // an F32 mask in place, or ...
+	mask64   []float64 // ... any other mask converted
+	kern     *gemmKernel
+}
+
+func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
+	g := attnGeom{b: a.Q.Shape[0], nh: a.Q.Shape[1], g: a.K.Shape[1], tq: a.Q.Shape[2], tk: a.K.Shape[2],
+		hs: a.Q.Shape[3], causal: p.Causal}
+	g.per = g.nh / max(1, g.g)
+	g.nqt, g.nkt = (g.tq+attnQTile-1)/attnQTile, (g.tk+attnKTile-1)/attnKTile
+	scores := Shape{g.b, g.nh, g.tq, g.tk}
+	if !a.Mask.Empty() {
+		copy(g.mstr[:], BroadcastStrides(a.Mask.Shape, scores))
+	}
+	if !a.Bias.Empty() {
+		copy(g.bstr[:], BroadcastStrides(a.Bias.Shape, scores))
+	}
+	if p.Dropout > 0 {
+		fs := p.Full.Strides()
+		for d, s := range p.Start {
+			g.dropBase += uint64(s * fs[d])
+		}
+		g.dropStr = [3]int{fs[0], fs[1], fs[2]}
+		g.dropP, g.dropMul = p.Dropout, float64(T(1/(1-p.Dropout)))
+	}
+	c := &attnCall[T]{attnGeom: g, p: p, a: a, q: load[T](a.Q), k: load[T](a.K), v: load[T](a.V), bias: load[T](a.Bias)}
+	switch {
+	case a.Mask.Empty():
+	case a.Mask.DType == F32:
+		c.mask32 = raw[float32](a.Mask)
+	default:
+		c.mask64 = load[float64](a.Mask)
+	}
+	if _, f32 := any(c.q).([]float32); f32 {
+		c.kern = defaultGemmKernel()
+	}
+	return c
+}
+
+// general reports whether logits need a pass of their own (attnCall.logits) rather than
+// folding the scale into the exponential.
+func (c *attnCall[T]) general() bool {
+	return c.bias != nil || c.mask32 != nil || c.mask64 != nil || c.p.Scale < 0
+}
+
+// logits turns row (the scores of query i, keys j0…j0+len(row)−1 of head (b, h)) into
+// Scale·s + bias with masked keys at −∞, as the reference rounds them.
+func (c *attnCall[T]) logits(row []T, b, h, i, j0 int) {
+	moff := b*c.mstr[0] + h*c.mstr[1] + i*c.mstr[2] + j0*c.mstr[3]
+	boff := b*c.bstr[0] + h*c.bstr[1] + i*c.bstr[2] + j0*c.bstr[3]
+	sc := c.p.Scale
+	for j, s := range row {
+		x := T(sc * float64(s))
+		if c.bias != nil {
+			x += c.bias[boff+j*c.bstr[3]]
+		}
+		if c.mask32 != nil && c.mask32[moff+j*c.mstr[3]] != 0 || c.mask64 != nil && c.mask64[moff+j*c.mstr[3]] != 0 {
+			x = T(math.Inf(-1))
+		}
+		row[j] = x
+	}
+}
+
+// expScale returns the scale the exponentials apply to a row after logits (1 when the
+// general pass ran, else Scale).
+func (c *attnCall[T]) expScale() float64 {
+	if c.general() {
+		return 1
+	}
+	return c.p.Scale
+}
+
+// dropIndex returns the full-tensor index of probability (b, h, i, j).
+func (c *attnCall[T]) dropIndex(b, h, i, j int) uint64 {
+	return c.dropBase + uint64(b*c.dropStr[0]+h*c.dropStr[1]+i*c.dropStr[2]+j)
+}
+
+// attnTiles is one goroutine's scratch.
+type attnTiles[T float] struct {
+	s, pr, dp, pz, dsb []T // [attnQTile, attnKTile] tiles
+	o                  []T // [attnQTile, HS] output accumulator
+	m, l               []float64
+	keep               []bool
+	arow               []T // matmulRefRow's packed row
+}
+
+func newAttnTiles[T float](hs int, backward bool) *attnTiles[T] {
+	const n = attnQTile * attnKTile
+	t := &attnTiles[T]{s: make([]T, n), pr: make([]T, n), keep: make([]bool, n),
+		arow: make([]T, max(attnQTile, attnKTile, hs))}
+	if backward {
+		t.dp, t.pz, t.dsb = make([]T, n), make([]T, n), make([]T, n)
+	} else {
+		t.o, t.m, t.l = make([]T, attnQTile*hs), make([]float64, attnQTile), make([]float64, attnQTile)
+	}
+	return t
+}
+
+// gemm computes dst (M×N) = op(a)·op(b), or adds it when p.Accumulate: an SGEMM on this
+// goroutine for float32, matmulRef's loops otherwise.
+func (c *attnCall[T]) gemm(t *attnTiles[T], dst, a, b []T, p MatMulParams) {
+	p.Batch = 1
+	if c.kern != nil {
+		sgemm(c.kern, any(dst).([]float32), any(a).([]float32), any(b).([]float32), p, 1)
+		return
+	}
+	for i := 0; i < p.M; i++ {
+		matmulRefRow(dst[i*p.N:], a, b, t.arow[:p.K], i, &p)
+	}
+}
+
+// attnParallel runs body(t, i) for each i in [0, n) on up to GOMAXPROCS goroutines that
+// take items one at a time, each with its own scratch t from tiles.
+func attnParallel[S any](n int, tiles func() S, body func(t S, i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		t := tiles()
+		for i := range n {
+			body(t, i)
+		}
+		return
+	}
+	free := make(chan S, workers)
+	for range workers {
+		free <- tiles()
+	}
+	runChunks(n, 1, workers, func(i, _ int) {
+		t := <-free
+		body(t, i)
+		free <- t
+	})
+}
+
+// forward runs the forward kernel: items are query tiles of every head, the last tiles
+// (the most keys under a causal mask) first.
+func (c *attnCall[T]) forward() {
+	heads := c.b * c.nh
+	c.out, c.lse = output[T](c.a.Out), output[T](c.a.LSE)
+	attnParallel(heads*c.nqt, func() *attnTiles[T] { return newAttnTiles[T](c.hs, false) }, func(t *attnTiles[T], it int) {
+		c.forwardTile(t, it%heads, c.nqt-1-it/heads)
+	})
+	store(c.a.Out, c.out)
+	store(c.a.LSE, c.lse)
+}
+
+// forwardTile computes the output rows and lse of query tile qt of head bh = b·NH + h.
+func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
+	b, h := bh/c.nh, bh%c.nh
+	kv := (b*c.g + h/c.per) * c.tk // first key row of the head's key/value head
+	i0 := qt * attnQTile
+	bq, hs := min(attnQTile, c.tq-i0), c.hs
+	q := c.q[(bh*c.tq+i0)*hs : (bh*c.tq+i0+bq)*hs] // [bq, HS]
+	o, m, l := t.o[:bq*hs], t.m[:bq], t.l[:bq]
+	clear(o)
+	for r := range m {
+		m[r], l[r] = math.Inf(-1), 0
+	}
+	sc := c.expScale()
+	kEnd := c.visible(i0 + bq - 1)
+	for j0 := 0; j0 < kEnd; j0 += attnKTile {
+		w := min(attnKTile, kEnd-j0)
+		s, pr := t.s[:bq*w], t.pr[:bq*w] // [bq, w]
+		c.gemm(t, s, q, c.k[(kv+j0)*hs:(kv+j0+w)*hs], MatMulParams{M: bq, N: w, K: hs, TransB: true})
+		for r := 0; r < bq; r++ {
+			lim := min(w, max(0, c.visible(i0+r)-j0))
+			srow, prow := s[r*w:r*w+lim], pr[r*w:(r+1)*w]
+			clear(prow[lim:])
+			if c.general() {
+				c.logits(srow, b, h, i0+r, j0)
+			}
+			mNew := m[r]
+			if lim > 0 {
+				mNew = max(mNew, sc*rowMax(srow))
+			}
+			if math.IsInf(mNew, -1) { // every key so far masked
+				clear(prow)
+				continue
+			}
+			alpha := math.Exp(m[r] - mNew)
+			l[r] = l[r]*alpha + rowExpSum(prow[:lim], srow, sc, -mNew)
+			m[r] = mNew
+			if alpha != 1 {
+				scaleRow(o[r*hs:(r+1)*hs], alpha)
+			}
+			if c.dropP > 0 {
+				c.dropRow(t.keep[:lim], prow[:lim], nil, c.dropIndex(b, h, i0+r, j0))
+			}
+		}
+		c.gemm(t, o, pr, c.v[(kv+j0)*hs:(kv+j0+w)*hs], MatMulParams{M: bq, N: hs, K: w, Accumulate: true})
+	}
+	out, lse := c.out[(bh*c.tq+i0)*hs:], c.lse[bh*c.tq+i0:]
+	for r := 0; r < bq; r++ {
+		if l[r] == 0 { // every key masked
+			clear(out[r*hs : (r+1)*hs])
+			lse[r] = T(math.Inf(-1))
+			continue
+		}
+		inv := 1 / l[r]
+		for j, x := range o[r*hs : (r+1)*hs] {
+			out[r*hs+j] = T(float64(x) * inv)
+		}
+		lse[r] = T(m[r] + math.Log(l[r]))
+	}
+}
+
+// dropRow applies dropout to a row of probabilities p (and to dp, when not nil) whose
+// first element has full-tensor index idx0: each element kept (keep[j], the mask of
+// DistDropout) is scaled by 1/(1−Dropout), the others zeroed.
+func (c *attnCall[T]) dropRow(keep []bool, p, dp []T, idx0 uint64) {
+	attnKeep(keep, idx0, c.p.Key, c.dropP)
+	mul := T(c.dropMul)
+	for j, k := range keep {
+		if !k {
+			p[j] = 0
+			if dp != nil {
+				dp[j] = 0
+			}
+			continue
+		}
+		p[j] *= mul
+		if dp != nil {
+			dp[j] *= mul
+		}
+	}
+}
+
+// attnKeep sets keep[j] to whether element idx0+j of a tensor survives dropout with
+// probability p under key: the element's uniform fraction (RNG) is at least p, as
+// RandomParams.Sample's DistDropout decides.
+func attnKeep(keep []bool, idx0 uint64, key [2]uint32, p float64) {
+	j := 0
+	if idx0%2 == 1 && len(keep) > 0 {
+		keep[0] = uniformAt(idx0, key) >= p
+		j = 1
+	}
+	for ; j+1 < len(keep); j += 2 {
+		blk := philoxBlock((idx0+uint64(j))/2, key)
+		keep[j] = fraction53(blk[0], blk[1]) >= p
+		keep[j+1] = fraction53(blk[2], blk[3]) >= p
+	}
+	if j < len(keep) {
+		keep[j] = uniformAt(idx0+uint64(j), key) >= p
+	}
+}

@@ -1,0 +1,211 @@
+package tensor
+
+import "math"
+
+// The backward kernel of the CPU backend's fused attention (see cpu_attention.go).
+
+// attnBwd is the state of one backward call.
+type attnBwd[T float] struct {
+	*attnCall[T]
+	dout       []T       // [B, NH, Tq, HS]
+	d          []float64 // [B, NH, Tq]: rowsum(dout ∘ out) − dlse
+	dq, dk, dv []T       // the gradients, in compute type
+	dbias      []T       // bias's shape, or nil
+	dqPart     [][]T     // per key range, partial dQ [B, NH, Tq, HS]; the first is dq
+	dkh, dvh   []T       // per query head [B, NH, Tk, HS] when GQA shares a key/value head
+	splits     int       // key ranges per head
+	groups     [][]int   // heads b·NH+h computed one after another (sharing bias gradient)
+}
+
+func (c *attnCall[T]) backward(g AttentionGrads) {
+	w := &attnBwd[T]{attnCall: c, dout: load[T](g.DOut),
+		dq: output[T](g.DQ), dk: output[T](g.DK), dv: output[T](g.DV), dbias: output[T](g.DBias)}
+	c.out, c.lse = load[T](c.a.Out), load[T](c.a.LSE)
+	w.rowDots(load[T](g.DLSE))
+	clear(w.dbias)
+	w.plan()
+	heads, hs := c.b*c.nh, c.hs
+	w.dqPart = [][]T{w.dq} // the first key range's partial dQ is dQ itself
+	for range w.splits - 1 {
+		w.dqPart = append(w.dqPart, make([]T, heads*c.tq*hs))
+	}
+	if c.per > 1 {
+		w.dkh, w.dvh = make([]T, heads*c.tk*hs), make([]T, heads*c.tk*hs)
+	}
+	n := len(w.groups)
+	attnParallel(n*w.splits, func() *attnTiles[T] { return newAttnTiles[T](hs, true) }, func(t *attnTiles[T], it int) {
+		for _, bh := range w.groups[it%n] {
+			w.head(t, bh, it/n)
+		}
+	})
+	w.reduce()
+	store(g.DQ, w.dq)
+	store(g.DK, w.dk)
+	store(g.DV, w.dv)
+	store(g.DBias, w.dbias)
+}
+
+// rowDots sets d to rowsum(dout ∘ out) − dlse (dlse nil: zeros).
+func (w *attnBwd[T]) rowDots(dlse []T) {
+	hs, rows := w.hs, w.b*w.nh*w.tq
+	w.d = make([]float64, rows)
+	parallelFor(rows, max(1, 8192/max(1, hs)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			w.d[r] = rowDot(w.dout[r*hs:(r+1)*hs], w.out[r*hs:(r+1)*hs])
+			if dlse != nil {
+				w.d[r] -= float64(dlse[r])
+			}
+		}
+	})
+}
+
+// plan sets the work items: groups of heads whose bias gradient elements coincide (a bias
+// broadcast along B or NH), computed in order by one goroutine, and the number of key
+// ranges per head. Both depend on shapes only.
+func (w *attnBwd[T]) plan() {
+	index := map[int]int{}
+	for bh := 0; bh < w.b*w.nh; bh++ {
+		key := -1 - bh // its own group
+		if w.dbias != nil {
+			key = bh/w.nh*w.bstr[0] + bh%w.nh*w.bstr[1]
+		}
+		gi, ok := index[key]
+		if !ok {
+			gi = len(w.groups)
+			index[key] = gi
+			w.groups = append(w.groups, nil)
+		}
+		w.groups[gi] = append(w.groups[gi], bh)
+	}
+	w.splits = 1
+	if len(w.groups) < attnMinItems && (w.dbias == nil || w.bstr[3] != 0 || w.tk <= 1) {
+		w.splits = max(1, min(attnKeySplits, w.nkt))
+	}
+}
+
+// head computes the gradients of head bh = b·NH + h from its key range r: dQ (partial
+// when the keys are split), dK and dV of its key tiles, its share of dBias.
+func (w *attnBwd[T]) head(t *attnTiles[T], bh, r int) {
+	hs := w.hs
+	b, h := bh/w.nh, bh%w.nh
+	kv := (b*w.g + h/w.per) * w.tk
+	dq := w.dqPart[r][bh*w.tq*hs : (bh+1)*w.tq*hs]
+	if r == 0 {
+		clear(dq)
+	}
+	dk, dv := w.dk[kv*hs:(kv+w.tk)*hs], w.dv[kv*hs:(kv+w.tk)*hs]
+	if w.per > 1 {
+		dk, dv = w.dkh[bh*w.tk*hs:(bh+1)*w.tk*hs], w.dvh[bh*w.tk*hs:(bh+1)*w.tk*hs]
+	}
+	for kt := r * w.nkt / w.splits; kt < (r+1)*w.nkt/w.splits; kt++ {
+		j0 := kt * attnKTile
+		wk := min(attnKTile, w.tk-j0)
+		dkt, dvt := dk[j0*hs:(j0+wk)*hs], dv[j0*hs:(j0+wk)*hs]
+		clear(dkt)
+		clear(dvt)
+		iStart := 0
+		if w.causal {
+			iStart = max(0, j0-(w.tk-w.tq))
+		}
+		for qt := iStart / attnQTile; qt < w.nqt; qt++ {
+			w.tile(t, b, h, kv, qt, j0, wk, dq, dkt, dvt)
+		}
+	}
+}
+
+// tile adds the contributions of query tile qt and the key tile at j0 (wk keys) of head
+// (b, h) to dq (the head's [Tq, HS]) and to the key tile's dkt and dvt ([wk, HS]).
+func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, kv, qt, j0, wk int, dq, dkt, dvt []T) {
+	hs, bh := w.hs, b*w.nh+h
+	i0 := qt * attnQTile
+	bq := min(attnQTile, w.tq-i0)
+	wq := min(wk, w.visible(i0+bq-1)-j0) // keys any query of the tile sees
+	if wq <= 0 {
+		return
+	}
+	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]
+	k, v := w.k[(kv+j0)*hs:(kv+j0+wq)*hs], w.v[(kv+j0)*hs:(kv+j0+wq)*hs]                         // [wq, HS]
+	s, pr, dp := t.s[:bq*wq], t.pr[:bq*wq], t.dp[:bq*wq]                                         // [bq, wq]
+	w.gemm(t, s, q, k, MatMulParams{M: bq, N: wq, K: hs, TransB: true})
+	w.gemm(t, dp, do, v, MatMulParams{M: bq, N: wq, K: hs, TransB: true})
+	pz := pr // the probabilities after dropout
+	if w.dropP > 0 {
+		pz = t.pz[:bq*wq]
+	}
+	sc := w.expScale()
+	for r := 0; r < bq; r++ {
+		i := i0 + r
+		lim := min(wq, max(0, w.visible(i)-j0))
+		srow, prow, dprow := s[r*wq:r*wq+lim], pr[r*wq:(r+1)*wq], dp[r*wq:(r+1)*wq]
+		lse := float64(w.lse[bh*w.tq+i])
+		if math.IsInf(lse, -1) { // every key masked: no gradient
+			lim = 0
+		}
+		clear(prow[lim:])
+		if lim > 0 {
+			if w.general() {
+				w.logits(srow, b, h, i, j0)
+			}
+			rowExpSum(prow[:lim], srow[:lim], sc, -lse)
+		}
+		if w.dropP > 0 {
+			pzrow := pz[r*wq : (r+1)*wq]
+			copy(pzrow, prow)
+			w.dropRow(t.keep[:lim], pzrow[:lim], dprow[:lim], w.dropIndex(b, h, i, j0))
+		}
+		if w.dbias != nil {
+			ds := t.dsb[:wq]
+			softmaxBwdRowT(ds, prow, dprow, 1, w.d[bh*w.tq+i])
+			w.addBias(ds, b, h, i, j0)
+		}
+		softmaxBwdRowT(dprow, prow, dprow, w.p.Scale, w.d[bh*w.tq+i]) // Scale·∂L/∂logits
+	}
+	w.gemm(t, dvt[:wq*hs], pz, do, MatMulParams{M: wq, N: hs, K: bq, TransA: true, Accumulate: true})
+	w.gemm(t, dkt[:wq*hs], dp, q, MatMulParams{M: wq, N: hs, K: bq, TransA: true, Accumulate: true})
+	w.gemm(t, dq[i0*hs:(i0+bq)*hs], dp, k, MatMulParams{M: bq, N: hs, K: wq, Accumulate: true})
+}
+
+// addBias adds ds, the logits' gradient of query i and keys j0…, into the bias gradient.
+func (w *attnBwd[T]) addBias(ds []T, b, h, i, j0 int) {
+	off := b*w.bstr[0] + h*w.bstr[1] + i*w.bstr[2] + j0*w.bstr[3]
+	if w.bstr[3] == 1 {
+		for j, x := range w.dbias[off : off+len(ds)] {
+			w.dbias[off+j] = x + ds[j]
+		}
+		return
+	}
+	for j, x := range ds {
+		w.dbias[off+j*w.bstr[3]] += x
+	}
+}
+
+// reduce sums the partial dQ of the key ranges and, for GQA, the dK and dV of the query
+// heads sharing a key/value head, each in a fixed order.
+func (w *attnBwd[T]) reduce() {
+	if w.splits > 1 {
+		parallelFor(len(w.dq), 1<<14, func(lo, hi int) {
+			for _, p := range w.dqPart[1:] {
+				for e, x := range p[lo:hi] {
+					w.dq[lo+e] += x
+				}
+			}
+		})
+	}
+	if w.per == 1 {
+		return
+	}
+	n := w.tk * w.hs // one head's elements
+	parallelFor(w.b*w.g, max(1, (1<<14)/max(1, n*w.per)), func(lo, hi int) {
+		for bg := lo; bg < hi; bg++ {
+			for _, pair := range [][2][]T{{w.dk, w.dkh}, {w.dv, w.dvh}} {
+				dst, src := pair[0][bg*n:(bg+1)*n], pair[1][bg*w.per*n:]
+				copy(dst, src[:n])
+				for hh := 1; hh < w.per; hh++ {
+					for e, x := range src[hh*n : (hh+1)*n] {
+						dst[e] += x
+					}
+				}
+			}
+		}
+	})
+}

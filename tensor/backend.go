@@ -269,6 +269,7 @@ type Backend interface {
 	// AccumulateGrad adds grad (any float dtype), converted to main's dtype (F32 or F64),
 	// into main and sets grad to zero: fp32 accumulation of low-precision gradients.
 	AccumulateGrad(main, grad Span)
+	RowKernels // the kernels of the row-wise fused ops (fused_rows.go)
 }
 
 // Poisoner is implemented by backends that can overwrite storage that was returned to the

@@ -64,26 +64,38 @@ func rowCases(b, t, c int) []rowCase {
 	}
 	cases := []rowCase{
 		{"add_layernorm", tensor.FusedAddNorm, []gen{x(b, t, c), x(b, t, c), x(c), x(c)},
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddLayerNorm(xs[0], xs[1], xs[2], xs[3], rowEps)) },
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.AddLayerNorm(xs[0], xs[1], xs[2], xs[3], rowEps))
+			},
 			func(xs []*tensor.Tensor) []*tensor.Tensor {
 				return outs(tensor.AddLayerNormReference(xs[0], xs[1], xs[2], xs[3], rowEps))
 			}},
 		{"add_layernorm_no_residual", tensor.FusedAddNorm, []gen{x(b, t, c), x(c), x(c)},
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddLayerNorm(xs[0], nil, xs[1], xs[2], rowEps)) },
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.AddLayerNorm(xs[0], nil, xs[1], xs[2], rowEps))
+			},
 			func(xs []*tensor.Tensor) []*tensor.Tensor {
 				return outs(tensor.AddLayerNormReference(xs[0], nil, xs[1], xs[2], rowEps))
 			}},
 		{"add_layernorm_no_affine", tensor.FusedAddNorm, []gen{x(b*t, c), x(b*t, c)},
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddLayerNorm(xs[0], xs[1], nil, nil, rowEps)) },
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.AddLayerNorm(xs[0], xs[1], nil, nil, rowEps))
+			},
 			func(xs []*tensor.Tensor) []*tensor.Tensor {
 				return outs(tensor.AddLayerNormReference(xs[0], xs[1], nil, nil, rowEps))
 			}},
 		{"add_rmsnorm", tensor.FusedAddNorm, []gen{x(b, t, c), x(b, t, c), x(c)},
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddRMSNorm(xs[0], xs[1], xs[2], rowEps)) },
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddRMSNormReference(xs[0], xs[1], xs[2], rowEps)) }},
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.AddRMSNorm(xs[0], xs[1], xs[2], rowEps))
+			},
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.AddRMSNormReference(xs[0], xs[1], xs[2], rowEps))
+			}},
 		{"add_rmsnorm_no_residual", tensor.FusedAddNorm, []gen{x(b, t, c), x(c)},
 			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddRMSNorm(xs[0], nil, xs[1], rowEps)) },
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddRMSNormReference(xs[0], nil, xs[1], rowEps)) }},
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.AddRMSNormReference(xs[0], nil, xs[1], rowEps))
+			}},
 	}
 	for _, form := range []tensor.UnaryOp{tensor.OpGeLUTanh, tensor.OpGeLUErf} {
 		name := map[tensor.UnaryOp]string{tensor.OpGeLUTanh: "tanh", tensor.OpGeLUErf: "erf"}[form]
@@ -103,10 +115,14 @@ func rowCases(b, t, c int) []rowCase {
 			}},
 		rowCase{"bias_swiglu_no_bias", tensor.FusedBiasSwiGLU, []gen{x(b, t, f), x(b, t, f)},
 			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.BiasSwiGLU(xs[0], xs[1], nil, nil)) },
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.BiasSwiGLUReference(xs[0], xs[1], nil, nil)) }},
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.BiasSwiGLUReference(xs[0], xs[1], nil, nil))
+			}},
 		rowCase{"bias_swiglu_gate_bias", tensor.FusedBiasSwiGLU, []gen{x(b, t, f), x(b, t, f), x(f)},
 			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.BiasSwiGLU(xs[0], xs[1], xs[2], nil)) },
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.BiasSwiGLUReference(xs[0], xs[1], xs[2], nil)) }},
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.BiasSwiGLUReference(xs[0], xs[1], xs[2], nil))
+			}},
 	)
 	for _, d := range []struct {
 		name      string
@@ -126,7 +142,9 @@ func rowCases(b, t, c int) []rowCase {
 	for _, hs := range []int{16, 6} {
 		cases = append(cases, rowCase{fmt.Sprintf("rope_hs%d", hs), tensor.FusedRoPE, []gen{x(b, 2, len(ropePositions), hs)},
 			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.RoPE(xs[0], ropePositions, ropeBase)) },
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.RoPEReference(xs[0], ropePositions, ropeBase)) }})
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.RoPEReference(xs[0], ropePositions, ropeBase))
+			}})
 	}
 	return cases
 }
@@ -301,9 +319,13 @@ func TestFusedRowsGOMAXPROCS(t *testing.T) {
 	shape := tensor.Shape{rows, c}
 	cases := []rowCase{
 		{"add_layernorm", tensor.FusedAddNorm, []gen{x(rows, c), x(rows, c), x(c), x(c)},
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.AddLayerNorm(xs[0], xs[1], xs[2], xs[3], rowEps)) }, nil},
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.AddLayerNorm(xs[0], xs[1], xs[2], xs[3], rowEps))
+			}, nil},
 		{"bias_gelu", tensor.FusedBiasGeLU, []gen{x(rows, c), x(c)},
-			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.BiasGeLU(xs[0], xs[1], tensor.OpGeLUTanh)) }, nil},
+			func(xs []*tensor.Tensor) []*tensor.Tensor {
+				return outs(tensor.BiasGeLU(xs[0], xs[1], tensor.OpGeLUTanh))
+			}, nil},
 		{"bias_swiglu", tensor.FusedBiasSwiGLU, []gen{x(rows, c), x(rows, c), x(c), x(c)},
 			func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.BiasSwiGLU(xs[0], xs[1], xs[2], xs[3])) }, nil},
 		{"bias_dropout_add", tensor.FusedBiasDropoutAdd, []gen{x(rows, c), x(c), x(rows, c)},

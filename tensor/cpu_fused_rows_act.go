@@ -86,11 +86,10 @@ func (cpuBackend) SwiGLU(y, gate, up, gateBias, upBias Span) {
 }
 
 // SwiGLU's rows: with hg = gate + gateBias, hu = up + upBias and e = e^(−hg) (float32 for
-// float32 rows, from vmath's vectorised exponential), silu(hg) = hg/(1+e), σ(hg) = 1/(1+e),
-// and in float64
+// float32 rows, from vmath's vectorised exponential), σ(hg) = 1/(1+e), and in float64
 //
-//	y     = silu(hg)·hu
-//	dup   = dy·silu(hg)
+//	y     = hg/(1+e)·hu            (silu(hg)·hu)
+//	dup   = dy·(hg·σ(hg))
 //	dgate = (dy·hu)·σ(hg)·(1 + hg·(1−σ(hg)))
 func swigluKernel[T float](y, gate, up, gateBias, upBias Span) {
 	gs, us, gbs, ubs, ys := load[T](gate), load[T](up), load[T](gateBias), load[T](upBias), output[T](y)
@@ -145,9 +144,9 @@ func swigluBackwardKernel[T float](dgate, dup, dgateBias, dupBias, dy, gate, up,
 			expNeg(e, hg)
 			dyr, dgr, dur := rowAt(dys, r, c), rowAt(dgs, r, c), rowAt(dus, r, c)
 			for j, g := range hg {
-				hgj, d, ej := float64(g), float64(dyr[j]), float64(e[j])
-				sig := 1 / (1 + ej)
-				dur[j] = T(d * (hgj / (1 + ej)))
+				hgj, d := float64(g), float64(dyr[j])
+				sig := 1 / (1 + float64(e[j]))
+				dur[j] = T(d * (hgj * sig))
 				dgr[j] = T(d * float64(hu[j]) * (sig * (1 + hgj*(1-sig))))
 			}
 			if dgbs != nil {

@@ -98,14 +98,43 @@ func dropoutRowStarts(shape Shape, p DropoutParams) []uint64 {
 // dropRow sets m to the dropout mask of the elements whose full-tensor indices start at g:
 // 0 where the uniform draw (RNG's recipe: a 53-bit fraction from block i/2's words
 // 2(i mod 2) and 2(i mod 2)+1) is below p.P, else 1/(1−p.P). It compares the fraction's
-// integer u with ⌈p.P·2^53⌉: u·2^−53 < P exactly when u < ⌈P·2^53⌉.
+// integer u with ⌈p.P·2^53⌉: u·2^−53 < P exactly when u < ⌈P·2^53⌉. With AVX-512, the
+// blocks of whole groups of 16 elements that start at an even index are drawn eight at a
+// time (dropKeepAVX512), the rest one by one (philoxBlock); both give the same bits.
 func dropRow[T float](m []T, g uint64, p DropoutParams) {
 	thresh, scale := uint64(math.Ceil(p.P*(1<<53))), T(1/(1-p.P))
+	j := 0
+	if hasVMathAVX512 {
+		if g%2 == 1 && len(m) > 0 {
+			dropScalar(m[:1], g, p.Key, thresh, scale)
+			j = 1
+		}
+		var bits [2 * dropGroups]uint8 // keep bits of up to dropGroups groups of 16
+		for len(m)-j >= 16 {
+			n := min((len(m)-j)/16, dropGroups)
+			dropKeepAVX512(bits[:2*n], (g+uint64(j))/2, p.Key[0], p.Key[1], thresh)
+			for k, b := range bits[:2*n] {
+				base := j + 16*(k/2) + k%2 // even elements from even bytes, odd from odd
+				for e := range 8 {
+					m[base+2*e] = scale * T(b>>e&1)
+				}
+			}
+			j += 16 * n
+		}
+	}
+	dropScalar(m[j:], g+uint64(j), p.Key, thresh, scale)
+}
+
+// dropGroups is the number of 16-element groups dropRow draws per dropKeepAVX512 call.
+const dropGroups = 32
+
+// dropScalar is dropRow's portable form, one Philox block per two elements.
+func dropScalar[T float](m []T, g uint64, key [2]uint32, thresh uint64, scale T) {
 	var blk [4]uint32
 	for j := range m {
 		i := g + uint64(j)
 		if j == 0 || i%2 == 0 {
-			blk = philoxBlock(i/2, p.Key)
+			blk = philoxBlock(i/2, key)
 		}
 		h := 2 * (i % 2)
 		if uint64(blk[h])<<21|uint64(blk[h+1])>>11 < thresh {

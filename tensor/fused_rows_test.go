@@ -273,19 +273,21 @@ func TestFusedRowsGradCheck(t *testing.T) {
 	}
 }
 
-// TestBiasDropoutAddMask: the mask of a shard of a [4, 6, 10] tensor (regions that start
+// TestBiasDropoutAddMask: the mask of a shard of a [4, 6, 40] tensor (regions that start
 // inside the sequence and inside the channels, as sequence and tensor parallelism cut
-// them) is DropoutRegion's for the same key, full shape and start, bit for bit, and the
-// documented recipe's (referenceDropout, from Philox); the backward applies the same mask.
+// them, at even and odd indices) is DropoutRegion's for the same key, full shape and
+// start, bit for bit, and the documented recipe's (referenceDropout, from Philox); the
+// backward applies the same mask.
 func TestBiasDropoutAddMask(t *testing.T) {
 	const p = 0.25
-	full := tensor.Shape{4, 6, 10}
+	full := tensor.Shape{4, 6, 40}
 	rng := tensor.NewRNG(2024).Named("dropout").Fold(5)
 	testutil.ForEachBackend(t, func(t *testing.T, dev *tensor.Device) {
 		for _, r := range []struct{ start, size []int }{
-			{[]int{1, 2, 0}, []int{2, 3, 10}}, // sequence-parallel shard
-			{[]int{0, 0, 5}, []int{4, 6, 5}},  // tensor-parallel shard
-			{[]int{3, 5, 3}, []int{1, 1, 7}},  // one row, odd start
+			{[]int{1, 2, 0}, []int{2, 3, 40}},  // sequence-parallel shard
+			{[]int{0, 0, 5}, []int{4, 6, 35}},  // tensor-parallel shard
+			{[]int{3, 5, 3}, []int{1, 1, 37}},  // one row, odd start
+			{[]int{2, 1, 30}, []int{1, 2, 10}}, // short rows
 		} {
 			t.Run(fmt.Sprint(r.start), func(t *testing.T) {
 				ones := tensor.Ones(dev, tensor.F32, r.size...).SetRequiresGrad(true)

@@ -74,7 +74,11 @@ func addNorm(op string, x, residual, w, b *Tensor, p NormParams) (y, sum *Tensor
 		}
 		dev.backend.ResidualNormBackward(dx.Span(), spanOrEmpty(dw), spanOrEmpty(db), gys[0].Span(), dsum,
 			s.Span(), spanOrEmpty(w), spanOrEmpty(mean), rstd.Span(), p)
-		return []*Tensor{dx, dx, dw, db}
+		dres := dx
+		if residual == nil {
+			dres = nil
+		}
+		return []*Tensor{dx, dres, dw, db}
 	}
 	if residual == nil { // sum is x itself, not an output of this op
 		record(op, []*Tensor{y}, []*Tensor{x, nil, w, b}, backward)

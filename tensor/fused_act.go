@@ -15,11 +15,7 @@ func BiasGeLU(x, bias *Tensor, form UnaryOp) *Tensor {
 	y := empty(dev, x.dtype, x.shape)
 	dev.backend.BiasActivation(form, y.Span(), x.Span(), spanOrEmpty(bias))
 	return record1("BiasGeLU", y, []*Tensor{x, bias}, func(gy *Tensor) []*Tensor {
-		dx := empty(dev, x.dtype, x.shape)
-		var db *Tensor
-		if needsGrad(bias) {
-			db = empty(dev, bias.dtype, bias.shape)
-		}
+		dx, db := empty(dev, x.dtype, x.shape), gradFor(bias)
 		dev.backend.BiasActivationBackward(form, dx.Span(), spanOrEmpty(db), gy.Span(), x.Span(), spanOrEmpty(bias))
 		return []*Tensor{dx, db}
 	})
@@ -57,13 +53,7 @@ func BiasSwiGLU(gate, up, gateBias, upBias *Tensor) *Tensor {
 	dev.backend.SwiGLU(y.Span(), gate.Span(), up.Span(), spanOrEmpty(gateBias), spanOrEmpty(upBias))
 	return record1("BiasSwiGLU", y, []*Tensor{gate, up, gateBias, upBias}, func(gy *Tensor) []*Tensor {
 		dg, du := empty(dev, gate.dtype, gate.shape), empty(dev, up.dtype, up.shape)
-		var dgb, dub *Tensor
-		if needsGrad(gateBias) {
-			dgb = empty(dev, gateBias.dtype, gateBias.shape)
-		}
-		if needsGrad(upBias) {
-			dub = empty(dev, upBias.dtype, upBias.shape)
-		}
+		dgb, dub := gradFor(gateBias), gradFor(upBias)
 		dev.backend.SwiGLUBackward(dg.Span(), du.Span(), spanOrEmpty(dgb), spanOrEmpty(dub), gy.Span(),
 			gate.Span(), up.Span(), spanOrEmpty(gateBias), spanOrEmpty(upBias))
 		return []*Tensor{dg, du, dgb, dub}

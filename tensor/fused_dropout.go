@@ -20,10 +20,7 @@ func BiasDropoutAdd(x, bias, residual *Tensor, p float64, rng RNG, full Shape, s
 	return record1("BiasDropoutAdd", y, []*Tensor{x, bias, residual}, func(gy *Tensor) []*Tensor {
 		var dx, db *Tensor
 		if needsGrad(x) || needsGrad(bias) {
-			dx = empty(dev, x.dtype, x.shape)
-			if needsGrad(bias) {
-				db = empty(dev, bias.dtype, bias.shape)
-			}
+			dx, db = empty(dev, x.dtype, x.shape), gradFor(bias)
 			dev.backend.BiasDropoutBackward(dx.Span(), spanOrEmpty(db), gy.Span(), dp)
 		}
 		return []*Tensor{dx, db, gy}

@@ -64,14 +64,7 @@ func addNorm(op string, x, residual, w, b *Tensor, p NormParams) (y, sum *Tensor
 		if len(gys) > 1 {
 			dsum = gys[1].Span()
 		}
-		dx := empty(dev, x.dtype, x.shape)
-		var dw, db *Tensor
-		if needsGrad(w) {
-			dw = empty(dev, w.dtype, w.shape)
-		}
-		if needsGrad(b) {
-			db = empty(dev, b.dtype, b.shape)
-		}
+		dx, dw, db := empty(dev, x.dtype, x.shape), gradFor(w), gradFor(b)
 		dev.backend.ResidualNormBackward(dx.Span(), spanOrEmpty(dw), spanOrEmpty(db), gys[0].Span(), dsum,
 			s.Span(), spanOrEmpty(w), spanOrEmpty(mean), rstd.Span(), p)
 		dres := dx

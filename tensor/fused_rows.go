@@ -111,6 +111,15 @@ func checkRows(op string, x *Tensor, full, vec []*Tensor) {
 	}
 }
 
+// gradFor returns storage for t's gradient (contents undefined) when t needs one, else
+// nil.
+func gradFor(t *Tensor) *Tensor {
+	if !needsGrad(t) {
+		return nil
+	}
+	return empty(t.Device(), t.dtype, t.shape)
+}
+
 // checkDropout panics unless p is in [0, 1) and x is the region of full at start.
 func checkDropout(op string, x *Tensor, p float64, full Shape, start []int) {
 	if p < 0 || p >= 1 || math.IsNaN(p) {

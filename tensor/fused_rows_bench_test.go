@@ -23,7 +23,7 @@ type rowBench struct {
 	in         [][]int
 	fwd, bwd   int // arrays moved
 	elems      int // elements of one array
-	fused, ref func(xs []*tensor.Tensor) *tensor.Tensor
+	fused, ref func(xs []*tensor.Tensor) []*tensor.Tensor
 }
 
 func rowBenches() []rowBench {
@@ -43,32 +43,32 @@ func rowBenches() []rowBench {
 		n, nf := w.b*w.t*w.c, w.b*w.t*w.f
 		out = append(out,
 			rowBench{w.name + "/add_layernorm", [][]int{rc, rc, {w.c}, {w.c}}, 4, 4, n,
-				func(xs []*tensor.Tensor) *tensor.Tensor {
-					y, s := tensor.AddLayerNorm(xs[0], xs[1], xs[2], xs[3], 1e-5)
-					return tensor.Concat(0, y, s)
-				}, func(xs []*tensor.Tensor) *tensor.Tensor {
-					y, s := tensor.AddLayerNormReference(xs[0], xs[1], xs[2], xs[3], 1e-5)
-					return tensor.Concat(0, y, s)
+				func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.AddLayerNorm(xs[0], xs[1], xs[2], xs[3], 1e-5))
+				}, func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.AddLayerNormReference(xs[0], xs[1], xs[2], xs[3], 1e-5))
 				}},
 			rowBench{w.name + "/bias_gelu", [][]int{rf, {w.f}}, 2, 3, nf,
-				func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.BiasGeLU(xs[0], xs[1], tensor.OpGeLUTanh) },
-				func(xs []*tensor.Tensor) *tensor.Tensor {
-					return tensor.BiasGeLUReference(xs[0], xs[1], tensor.OpGeLUTanh)
+				func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.BiasGeLU(xs[0], xs[1], tensor.OpGeLUTanh))
+				}, func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.BiasGeLUReference(xs[0], xs[1], tensor.OpGeLUTanh))
 				}},
 			rowBench{w.name + "/bias_swiglu", [][]int{rf, rf, {w.f}, {w.f}}, 3, 5, nf,
-				func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.BiasSwiGLU(xs[0], xs[1], xs[2], xs[3]) },
-				func(xs []*tensor.Tensor) *tensor.Tensor {
-					return tensor.BiasSwiGLUReference(xs[0], xs[1], xs[2], xs[3])
+				func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.BiasSwiGLU(xs[0], xs[1], xs[2], xs[3]))
+				}, func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.BiasSwiGLUReference(xs[0], xs[1], xs[2], xs[3]))
 				}},
 			rowBench{w.name + "/bias_dropout_add", [][]int{rc, {w.c}, rc}, 3, 2, n,
-				func(xs []*tensor.Tensor) *tensor.Tensor {
-					return tensor.BiasDropoutAdd(xs[0], xs[1], xs[2], 0.1, rng, full, zero)
-				}, func(xs []*tensor.Tensor) *tensor.Tensor {
-					return tensor.BiasDropoutAddReference(xs[0], xs[1], xs[2], 0.1, rng, full, zero)
+				func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.BiasDropoutAdd(xs[0], xs[1], xs[2], 0.1, rng, full, zero))
+				}, func(xs []*tensor.Tensor) []*tensor.Tensor {
+					return outs(tensor.BiasDropoutAddReference(xs[0], xs[1], xs[2], 0.1, rng, full, zero))
 				}},
 			rowBench{w.name + "/rope", [][]int{{w.b, w.c / w.head, w.t, w.head}}, 2, 2, n,
-				func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.RoPE(xs[0], pos, 10000) },
-				func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.RoPEReference(xs[0], pos, 10000) }},
+				func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.RoPE(xs[0], pos, 10000)) },
+				func(xs []*tensor.Tensor) []*tensor.Tensor { return outs(tensor.RoPEReference(xs[0], pos, 10000)) }},
 		)
 	}
 	return out
@@ -86,7 +86,7 @@ func BenchmarkFusedRows(b *testing.B) {
 		}
 		for _, impl := range []struct {
 			name string
-			f    func(xs []*tensor.Tensor) *tensor.Tensor
+			f    func(xs []*tensor.Tensor) []*tensor.Tensor
 		}{{"fused", rb.fused}, {"reference", rb.ref}} {
 			b.Run(fmt.Sprintf("%s/%s/fwd", rb.name, impl.name), func(b *testing.B) {
 				for b.Loop() {
@@ -99,8 +99,12 @@ func BenchmarkFusedRows(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%s/fwdbwd", rb.name, impl.name), func(b *testing.B) {
 				for b.Loop() {
 					s := dev.NewScope()
-					y := impl.f(xs)
-					y.BackwardWithGrad(tensor.Ones(dev, tensor.F32, y.Shape()...))
+					ys := impl.f(xs)
+					dys := make([]*tensor.Tensor, len(ys))
+					for i, y := range ys {
+						dys[i] = tensor.Ones(dev, tensor.F32, y.Shape()...)
+					}
+					tensor.Backward(ys, dys)
 					for _, x := range xs {
 						x.ZeroGrad()
 					}

@@ -5,8 +5,11 @@ package tensor
 // residual add). x holds the region of a full tensor of shape full that starts at start,
 // and its mask is DropoutRegion's for the same rng, full and start, element for element,
 // so a sharded layer drops what the unsharded one drops. bias ([C]) and residual (x's
-// shape) may be nil; p = 0 (or evaluation, where callers pass 0) drops nothing. The
-// backward draws the mask again rather than keeping it. The result is defined by
+// shape) may be nil; p = 0 (or evaluation, where callers pass 0) drops nothing. Kept
+// elements are scaled by 1/(1−p) in the compute type: for F32 and F64 the value
+// DropoutRegion's mask holds; for BF16 and F16, whose reference mask holds 1/(1−p) rounded
+// to the dtype, its float32 value, as the CUDA kernel uses. The backward draws the mask
+// again rather than keeping it. The result is defined by
 // BiasDropoutAddReference. It panics if p is outside [0, 1), the region does not hold x,
 // or the operands' dtypes, devices or shapes do not match.
 func BiasDropoutAdd(x, bias, residual *Tensor, p float64, rng RNG, full Shape, start []int) *Tensor {

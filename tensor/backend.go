@@ -284,6 +284,7 @@ type Backend interface {
 	AccumulateGrad(main, grad Span)
 
 	AttentionKernels // fused scaled dot-product attention (fused_attention.go)
+	RowKernels       // the kernels of the row-wise fused ops (fused_rows.go)
 }
 
 // Poisoner is implemented by backends that can overwrite storage that was returned to the

@@ -1,8 +1,6 @@
 package nn
 
 import (
-	"math"
-
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -72,8 +70,8 @@ func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAtten
 	qkvOut := cfg.KVHeads * (cfg.Heads/cfg.KVHeads + 2) * cfg.HeadSize
 	return &SelfAttention{
 		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}),
-		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
-		cfg:  cfg, tp: b.TP, core: attentionCore(b.Recompute), spec: newAttnSpec(b, name, cfg), rope: ropeFor(cfg),
+		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, outputProjection(cfg)),
+		cfg:  cfg, tp: b.TP, core: attentionCore(b), spec: newAttnSpec(b, name, cfg), rope: ropeFor(cfg, b.ops()),
 	}
 }
 
@@ -84,6 +82,12 @@ func (a *SelfAttention) Params() []*Param { return collect(a.QKV, a.Proj) }
 // returns the same shape. cache, if not nil, holds past keys and values: they are attended
 // to and the new ones appended.
 func (a *SelfAttention) Forward(p *Pass, x *tensor.Tensor, m AttentionMask, cache *KVCache) *tensor.Tensor {
+	return sumBias(a.forward(p, x, m, cache))
+}
+
+// forward is Forward returning the output projection's bias [C] (nil without biases)
+// beside the output, not yet added, for the layer to add with its dropout and residual.
+func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cache *KVCache) (y, bias *tensor.Tensor) {
 	c := a.cfg
 	qkv := a.QKV.Forward(p, x) // [B, T, G/tp·(NH/G+2)·HS]
 	b, t := qkv.Dim(0), qkv.Dim(1)
@@ -96,8 +100,8 @@ func (a *SelfAttention) Forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	if cache != nil {
 		k, v = cache.append(k, v)
 	}
-	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, a.spec) // [B, T, NH·HS/tp]
-	return a.Proj.Forward(p, out)
+	out := a.core(p, q, k, v, m, a.spec) // [B, T, NH·HS/tp]
+	return a.Proj.ForwardWithBias(p, out)
 }
 
 // append adds new keys and values [B, G/tp, Tnew, HS] to the cache and returns all of them.
@@ -113,56 +117,6 @@ func (kv *KVCache) append(k, v *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) 
 		oldV.Release()
 	}
 	return k, v
-}
-
-// expandGroups repeats each key/value group [B, G/tp, T, HS] for its per query heads,
-// giving [B, NH/tp, T, HS].
-func expandGroups(x *tensor.Tensor, per int) *tensor.Tensor {
-	if per == 1 {
-		return x
-	}
-	b, g, t, hs := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
-	return x.Reshape(b, g, 1, t, hs).Expand(b, g, per, t, hs).Reshape(b, g*per, t, hs)
-}
-
-// attnSpec is what an attention core needs besides its inputs, fixed when the layer is
-// built.
-type attnSpec struct {
-	scale   float64 // of the scores: 1/√HS, or 1 with NoAttentionScale (T5)
-	dropout float64 // of the probabilities (AttnDropout)
-	// key names the probabilities' dropout site, name+".probs.dropout". It differs from
-	// the layer's residual dropout after this attention, "<layer>.attn.dropout"
-	// (= name+".dropout"): the two masks must be independent.
-	key string
-	tp  parallel.Comm
-}
-
-// newAttnSpec returns the core's settings of attention layer name built with b and cfg.
-func newAttnSpec(b *Builder, name string, cfg TransformerConfig) attnSpec {
-	s := attnSpec{scale: 1, dropout: cfg.AttnDropout, key: name + ".probs.dropout", tp: b.TP}
-	if !cfg.NoAttentionScale {
-		s.scale = 1 / math.Sqrt(float64(cfg.HeadSize))
-	}
-	return s
-}
-
-// attend computes softmax(q·kᵀ·scale + bias, masked)·v for q [B, NH/tp, Tq, HS] and k, v
-// [B, NH/tp, Tk, HS], with attention dropout, and returns [B, Tq, NH·HS/tp].
-func attend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
-	scale := a.scale
-	scores := tensor.MatMulT(q, k, false, true) // [B, NH/tp, Tq, Tk]
-	if m.Bias != nil {
-		scores = tensor.Add(tensor.Scale(scores, scale), m.Bias)
-		scale = 1
-	}
-	probs := tensor.Softmax(scores, tensor.SoftmaxOptions{Scale: scale, Causal: m.Causal, Mask: m.Masked})
-	s := probs.Shape()
-	full := s.Clone()
-	full[1] *= a.tp.Size()
-	probs = dropout(p, probs, a.dropout, a.key, full, []int{0, a.tp.Rank() * s[1], 0, 0})
-	ctx := tensor.MatMul(probs, v) // [B, NH/tp, Tq, HS]
-	b, nh, tq, hs := ctx.Dim(0), ctx.Dim(1), ctx.Dim(2), ctx.Dim(3)
-	return ctx.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs)
 }
 
 // CrossAttention attends queries from x (the decoder) to keys and values from another
@@ -186,8 +140,8 @@ func NewCrossAttention(b *Builder, name string, cfg TransformerConfig) *CrossAtt
 	return &CrossAttention{
 		Q:    NewColumnParallelLinear(b, name+".q", cfg.Hidden, cfg.Heads*cfg.HeadSize, lo),
 		KV:   NewColumnParallelLinear(b, name+".kv", cfg.Hidden, 2*cfg.KVHeads*cfg.HeadSize, lo),
-		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.OutputInitStd())}),
-		cfg:  cfg, tp: b.TP, core: attentionCore(b.Recompute), spec: newAttnSpec(b, name, cfg),
+		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, outputProjection(cfg)),
+		cfg:  cfg, tp: b.TP, core: attentionCore(b), spec: newAttnSpec(b, name, cfg),
 	}
 }
 
@@ -216,11 +170,16 @@ func (a *CrossAttention) MemoryKV(p *Pass, mem *tensor.Tensor) (k, v *tensor.Ten
 // ForwardKV attends x [B, Tq, C] to the keys and values k, v [B, G/tp, Tk, HS] that
 // MemoryKV made, and returns x's shape.
 func (a *CrossAttention) ForwardKV(p *Pass, x, k, v *tensor.Tensor, m AttentionMask) *tensor.Tensor {
+	return sumBias(a.forwardKV(p, x, k, v, m))
+}
+
+// forwardKV is ForwardKV returning the output projection's bias as SelfAttention.forward
+// does.
+func (a *CrossAttention) forwardKV(p *Pass, x, k, v *tensor.Tensor, m AttentionMask) (y, bias *tensor.Tensor) {
 	c := a.cfg
 	q := a.Q.Forward(p, x) // [B, Tq, NH·HS/tp]
 	b, tq := q.Dim(0), q.Dim(1)
 	q = q.Reshape(b, tq, q.Dim(2)/c.HeadSize, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, Tq, HS]
-	per := c.Heads / c.KVHeads
-	out := a.core(p, q, expandGroups(k, per), expandGroups(v, per), m, a.spec) // [B, Tq, NH·HS/tp]
-	return a.Proj.Forward(p, out)
+	out := a.core(p, q, k, v, m, a.spec)                                      // [B, Tq, NH·HS/tp]
+	return a.Proj.ForwardWithBias(p, out)
 }

@@ -155,7 +155,7 @@ func (m *BERT) newHeads(b *Builder, init Init) {
 		m.binary = (*BERT).binaryHead
 	}
 	m.finalNorm = optionalNorm(m.FinalNorm)
-	m.lmActivation = activation(c.Activation)
+	m.lmActivation = plainActivation(c.Activation)
 }
 
 // Params returns the stage's parameters, each once (the tied MLM output weight on the

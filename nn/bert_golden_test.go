@@ -30,7 +30,33 @@ type rankRun struct {
 	logits *tensor.Tensor
 	loss   float64
 	extra  map[string]*tensor.Tensor
-	params [][]*Param // per rank
+	params [][]*Param               // per rank
+	fused  map[tensor.FusedOp]int64 // forward calls of each fused op, all ranks
+}
+
+// opsVariants are the two ways a Builder can make layers: with tensor's fused ops and with
+// the unfused compositions that define them. Golden tests run both against PyTorch.
+var opsVariants = []opsVariant{{"fused", false}, {"unfused", true}}
+
+// opsVariant is a way of building layers: Builder.Unfused set or not.
+type opsVariant struct {
+	name    string
+	unfused bool
+}
+
+// requireFusedRan fails unless a run with the fused ops called each of ops (and a run with
+// the unfused ones called none): the model took the path it was built for.
+func requireFusedRan(t *testing.T, run rankRun, unfused bool, ops ...tensor.FusedOp) {
+	t.Helper()
+	if unfused {
+		for op, n := range run.fused {
+			require.Zero(t, n, "unfused model called fused %v", op)
+		}
+		return
+	}
+	for _, op := range ops {
+		require.Positive(t, run.fused[op], "fused %v did not run", op)
+	}
 }
 
 // runRanks builds a model on each of tp goroutine ranks with build, loads global
@@ -40,7 +66,7 @@ func runRanks(t *testing.T, tp int, sp bool, pass func() *Pass, dt tensor.DType,
 	build func(b *Builder) (hfModel, error), global func(m hfModel) (map[string]*tensor.Tensor, error), step rankStep) rankRun {
 	t.Helper()
 	var mu sync.Mutex
-	run := rankRun{params: make([][]*Param, tp)}
+	run := rankRun{params: make([][]*Param, tp), fused: map[tensor.FusedOp]int64{}}
 	err := parallel.RunLocal(tp, func(c parallel.Comm) error {
 		b := &Builder{Dev: tensor.NewCPU(), DType: dt, RNG: tensor.NewRNG(7), TP: c, SequenceParallel: sp}
 		m, err := build(b)
@@ -66,6 +92,9 @@ func runRanks(t *testing.T, tp int, sp bool, pass func() *Pass, dt tensor.DType,
 		mu.Lock()
 		defer mu.Unlock()
 		run.params[c.Rank()] = m.Params()
+		for op := tensor.FusedAttention; op <= tensor.FusedRoPE; op++ {
+			run.fused[op] += b.Dev.FusedCount(op)
+		}
 		if c.Rank() == 0 {
 			run.model, run.logits, run.loss, run.extra = m, full, loss.Item(), extra
 		}
@@ -134,10 +163,10 @@ func TestBERTGolden(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "gelu", f.ConfigString("hidden_act"))
 	cfg := goldenBERTConfig(f)
-	for _, tp := range []int{1, 2} {
-		t.Run(fmt.Sprintf("tp%d", tp), func(t *testing.T) {
-			run := runRanks(t, tp, false, func() *Pass { return Eval(context.Background()) }, tensor.F32,
-				func(b *Builder) (hfModel, error) { return NewBERT(b, cfg, Stage{}) },
+	for _, tc := range testGrid(opsVariants, []int{1, 2}) {
+		t.Run(fmt.Sprintf("%s/tp%d", tc.ops.name, tc.tp), func(t *testing.T) {
+			run := runRanks(t, tc.tp, false, func() *Pass { return Eval(context.Background()) }, tensor.F32,
+				func(b *Builder) (hfModel, error) { b.Unfused = tc.ops.unfused; return NewBERT(b, cfg, Stage{}) },
 				func(m hfModel) (map[string]*tensor.Tensor, error) {
 					return m.FromHF(goldenParams(m.Params()[0].Device(), f))
 				},
@@ -151,6 +180,24 @@ func TestBERTGolden(t *testing.T) {
 						"seq_relationship_logits": out.BinaryLogits, "mlm_loss": lm, "nsp_loss": binary, "last_hidden_state": out.Hidden}
 				})
 			checkGolden(t, f, run, cfg.Vocab)
+			requireFusedRan(t, run, tc.ops.unfused, tensor.FusedAttention, tensor.FusedAddNorm, tensor.FusedBiasGeLU, tensor.FusedBiasDropoutAdd)
 		})
 	}
+}
+
+// gridCase is one case of testGrid: a way of building layers and a TP size.
+type gridCase struct {
+	ops opsVariant
+	tp  int
+}
+
+// testGrid returns every pair of ops variant and TP size.
+func testGrid(variants []opsVariant, tps []int) []gridCase {
+	var out []gridCase
+	for _, v := range variants {
+		for _, tp := range tps {
+			out = append(out, gridCase{ops: v, tp: tp})
+		}
+	}
+	return out
 }

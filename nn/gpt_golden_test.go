@@ -15,16 +15,17 @@ import (
 // logits, loss and every parameter gradient (converted back with ToHF).
 func TestGPTGolden(t *testing.T) {
 	for _, tc := range []struct {
-		file string
-		cfg  func(f *golden.File) GPTConfig
+		file  string
+		fused []tensor.FusedOp // besides attention, add-norm and bias-dropout-add
+		cfg   func(f *golden.File) GPTConfig
 	}{
-		{"testdata/golden/gpt2.json", func(f *golden.File) GPTConfig {
+		{"testdata/golden/gpt2.json", []tensor.FusedOp{tensor.FusedBiasGeLU}, func(f *golden.File) GPTConfig {
 			return GPTConfig{TransformerConfig: TransformerConfig{
 				NumLayers: f.ConfigInt("n_layer"), Hidden: f.ConfigInt("n_embd"), Heads: f.ConfigInt("n_head"),
 				FFNHidden: f.ConfigInt("n_inner"), Vocab: f.ConfigInt("vocab_size"), MaxPosition: f.ConfigInt("n_positions"),
 				NormEps: f.ConfigFloat("layer_norm_epsilon"), Bias: true}}
 		}},
-		{"testdata/golden/llama.json", func(f *golden.File) GPTConfig {
+		{"testdata/golden/llama.json", []tensor.FusedOp{tensor.FusedBiasSwiGLU, tensor.FusedRoPE}, func(f *golden.File) GPTConfig {
 			c := LlamaConfig(f.ConfigInt("num_hidden_layers"), f.ConfigInt("hidden_size"), f.ConfigInt("num_attention_heads"),
 				f.ConfigInt("num_key_value_heads"), f.ConfigInt("intermediate_size"), f.ConfigInt("vocab_size"))
 			c.NormEps = f.ConfigFloat("rms_norm_eps")
@@ -35,12 +36,13 @@ func TestGPTGolden(t *testing.T) {
 		f, err := golden.Load(tc.file)
 		require.NoError(t, err)
 		cfg := tc.cfg(f)
-		for _, tp := range []int{1, 2} {
-			t.Run(f.Model+"/tp"+string(rune('0'+tp)), func(t *testing.T) {
+		for _, gc := range testGrid(opsVariants, []int{1, 2}) {
+			tp := gc.tp
+			t.Run(f.Model+"/"+gc.ops.name+"/tp"+string(rune('0'+tp)), func(t *testing.T) {
 				// The ranks only run the model; the comparisons are made here, on the test
 				// goroutine, so that a failure stops the test at once.
 				run := runRanks(t, tp, false, func() *Pass { return Eval(context.Background()) }, tensor.F32,
-					func(b *Builder) (hfModel, error) { return NewGPT(b, cfg, Stage{}) },
+					func(b *Builder) (hfModel, error) { b.Unfused = gc.ops.unfused; return NewGPT(b, cfg, Stage{}) },
 					func(m hfModel) (map[string]*tensor.Tensor, error) {
 						return m.FromHF(goldenParams(m.Params()[0].Device(), f))
 					},
@@ -59,6 +61,7 @@ func TestGPTGolden(t *testing.T) {
 				}
 				requireCloseTol(t, "logits", narrowLast(run.logits, cfg.Vocab), f.Logits.Data, goldenRtol, atol)
 				requireClose(t, "loss", []float64{run.loss}, []float32{float32(f.Loss)})
+				requireFusedRan(t, run, gc.ops.unfused, append(tc.fused, tensor.FusedAttention, tensor.FusedAddNorm, tensor.FusedBiasDropoutAdd)...)
 				if tp > 1 {
 					return // gradients are compared at TP=1; TP equivalence is tested elsewhere
 				}

@@ -21,6 +21,7 @@ type TransformerLayer struct {
 	name    string
 	dropout float64 // hidden dropout after each sub-block
 	region  tpRegion
+	ops     layerOps
 	// residual wraps a sub-block in its norm and residual add: preLN or postLN.
 	residual residualFunc
 	// cross runs a decoder layer's cross-attention sub-block
@@ -32,7 +33,7 @@ type TransformerLayer struct {
 // cross-attention.
 func NewTransformerLayer(b *Builder, name string, cfg TransformerConfig, withCross bool) *TransformerLayer {
 	cfg = cfg.Defaults()
-	l := &TransformerLayer{name: name, dropout: cfg.Dropout, region: b.region(), residual: preLN, cross: noCross}
+	l := &TransformerLayer{name: name, dropout: cfg.Dropout, region: b.region(), ops: b.ops(), residual: preLN, cross: noCross}
 	if cfg.PostLN {
 		l.residual = postLN
 	}
@@ -77,11 +78,13 @@ type LayerInput struct {
 
 // Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.
 func (l *TransformerLayer) Forward(p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor {
-	x = l.subBlock(p, x, l.Norm1, "attn", func(h *tensor.Tensor) *tensor.Tensor {
-		return l.Attn.Forward(p, h, in.Self, in.Cache)
+	x = l.subBlock(p, x, l.Norm1, "attn", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+		return l.Attn.forward(p, h, in.Self, in.Cache)
 	})
 	x = l.cross(l, p, x, in)
-	return l.subBlock(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) *tensor.Tensor { return l.MLP.Forward(p, h) })
+	return l.subBlock(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+		return l.MLP.forward(p, h)
+	})
 }
 
 // crossBlock is a decoder layer's cross-attention sub-block. It panics if in has no
@@ -90,37 +93,48 @@ func (l *TransformerLayer) crossBlock(p *Pass, x *tensor.Tensor, in LayerInput) 
 	if in.Memory == nil && in.CrossKV == nil {
 		panic(fmt.Sprintf("nn: %s: decoder layer without encoder memory", l.name))
 	}
-	return l.subBlock(p, x, l.NormCross, "cross", func(h *tensor.Tensor) *tensor.Tensor {
+	return l.subBlock(p, x, l.NormCross, "cross", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
 		if in.CrossKV != nil {
-			return l.Cross.ForwardKV(p, h, in.CrossKV.K, in.CrossKV.V, in.Cross)
+			return l.Cross.forwardKV(p, h, in.CrossKV.K, in.CrossKV.V, in.Cross)
 		}
-		return l.Cross.Forward(p, h, in.Memory, in.Cross)
+		k, v := l.Cross.MemoryKV(p, in.Memory)
+		return l.Cross.forwardKV(p, h, k, v, in.Cross)
 	})
 }
 
 // noCross is the missing cross-attention sub-block of an encoder layer.
 func noCross(_ *TransformerLayer, _ *Pass, x *tensor.Tensor, _ LayerInput) *tensor.Tensor { return x }
 
-// subBlock applies one sub-block f with its norm, hidden dropout at site and residual add.
-func (l *TransformerLayer) subBlock(p *Pass, x *tensor.Tensor, norm *LayerNorm, site string, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
-	key := l.name + "." + site + ".dropout"
-	return l.residual(x, norm, func(h *tensor.Tensor) *tensor.Tensor {
-		return l.region.dropout(p, f(h), l.dropout, key)
-	})
+// subFunc is a sub-block (attention or MLP) of a layer: it maps its normalized input
+// [B, T, C] ([B, T/tp, C] under sequence parallelism) to its output without the bias of
+// its last (row-parallel) projection, and that bias [C] (nil without biases), which the
+// layer adds with the dropout and the residual.
+type subFunc func(h *tensor.Tensor) (y, bias *tensor.Tensor)
+
+// subBlock applies one sub-block f with its norm, bias, hidden dropout at site and
+// residual add.
+func (l *TransformerLayer) subBlock(p *Pass, x *tensor.Tensor, norm *LayerNorm, site string, f subFunc) *tensor.Tensor {
+	return l.residual(l, p, x, norm, l.name+"."+site+".dropout", f)
 }
 
-// residualFunc adds a sub-block f, its hidden dropout included, to its input x [B, T, C]
-// ([B, T/tp, C] under sequence parallelism) with the norm where the layer puts it.
-type residualFunc func(x *tensor.Tensor, norm *LayerNorm, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor
+// residualFunc adds a sub-block f, its bias and hidden dropout (at site key) included, to
+// its input x [B, T, C] ([B, T/tp, C] under sequence parallelism) with the norm where the
+// layer puts it.
+type residualFunc func(l *TransformerLayer, p *Pass, x *tensor.Tensor, norm *LayerNorm, key string, f subFunc) *tensor.Tensor
 
-// preLN normalizes the sub-block's input: x + f(norm(x)) (GPT, Llama, T5).
-func preLN(x *tensor.Tensor, norm *LayerNorm, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
-	return tensor.Add(x, f(norm.Forward(x)))
+// preLN normalizes the sub-block's input: x + dropout(f(norm(x)) + bias) (GPT, Llama,
+// T5), the bias, dropout and residual add in one op.
+func preLN(l *TransformerLayer, p *Pass, x *tensor.Tensor, norm *LayerNorm, key string, f subFunc) *tensor.Tensor {
+	y, bias := f(norm.Forward(x))
+	return l.region.biasDropoutAdd(p, l.ops, y, bias, x, l.dropout, key)
 }
 
-// postLN normalizes after the residual add: norm(x + f(x)) (BERT).
-func postLN(x *tensor.Tensor, norm *LayerNorm, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
-	return norm.Forward(tensor.Add(x, f(x)))
+// postLN normalizes after the residual add: norm(x + dropout(f(x) + bias)) (BERT), the
+// residual add and the norm in one op.
+func postLN(l *TransformerLayer, p *Pass, x *tensor.Tensor, norm *LayerNorm, key string, f subFunc) *tensor.Tensor {
+	y, bias := f(x)
+	y, _ = norm.ForwardAdd(l.region.biasDropoutAdd(p, l.ops, y, bias, nil, l.dropout, key), x)
+	return y
 }
 
 // Block is a stack of transformer layers [First, First+len(Layers)) of a model's L —

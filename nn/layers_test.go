@@ -278,7 +278,7 @@ func TestRoPEMatchesRotateHalf(t *testing.T) {
 		}
 	}
 	dev := tensor.NewCPU()
-	got := applyRoPE(tensor.FromSlice(dev, x, b, nh, tt, hs), positions, theta)
+	got := tensor.RoPEReference(tensor.FromSlice(dev, x, b, nh, tt, hs), positions, theta)
 	require.InDeltaSlice(t, want, tensor.ToSlice[float64](got), 1e-14) // Pow vs 1/Pow rounding
 }
 

@@ -12,14 +12,21 @@ type LayerNorm struct {
 	// Kind is the norm NewNorm built, which chose the function Forward applies.
 	Kind Norm
 
-	apply func(n *LayerNorm, x *tensor.Tensor) *tensor.Tensor // layerNorm or rmsNorm
+	// add normalizes x + residual, returning the norm and the sum: layerOps.addLayerNorm
+	// or addRMSNorm, fused or not as the Builder chose.
+	add func(n *LayerNorm, x, residual *tensor.Tensor) (y, sum *tensor.Tensor)
 }
 
 // NewNorm creates name.weight (ones) and, for LayerNorm, name.bias (zeros).
 func NewNorm(b *Builder, name string, kind Norm, hidden int, eps float64) *LayerNorm {
-	n := &LayerNorm{Eps: eps, Kind: kind, apply: layerNorm}
+	ops := b.ops()
+	n := &LayerNorm{Eps: eps, Kind: kind, add: func(n *LayerNorm, x, r *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+		return ops.addLayerNorm(x, r, n.Weight.Tensor, n.Bias.Tensor, n.Eps)
+	}}
 	if kind == RMSNormKind {
-		n.apply = rmsNorm
+		n.add = func(n *LayerNorm, x, r *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+			return ops.addRMSNorm(x, r, n.Weight.Tensor, n.Eps)
+		}
 	}
 	n.Weight = newParam(b, name+".weight", tensor.Shape{hidden}, -1, Constant(1))
 	n.Weight.SequenceParallel = b.SequenceParallel
@@ -34,14 +41,16 @@ func NewNorm(b *Builder, name string, kind Norm, hidden int, eps float64) *Layer
 func (n *LayerNorm) Params() []*Param { return params{n.Weight, n.Bias}.Params() }
 
 // Forward normalizes x [..., C].
-func (n *LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor { return n.apply(n, x) }
-
-func layerNorm(n *LayerNorm, x *tensor.Tensor) *tensor.Tensor {
-	return tensor.LayerNorm(x, n.Weight.Tensor, n.Bias.Tensor, n.Eps)
+func (n *LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
+	y, _ := n.add(n, x, nil)
+	return y
 }
 
-func rmsNorm(n *LayerNorm, x *tensor.Tensor) *tensor.Tensor {
-	return tensor.RMSNorm(x, n.Weight.Tensor, n.Eps)
+// ForwardAdd normalizes x + residual [..., C] (both [..., C]) and returns the norm and
+// the sum, in one pass over memory when the Builder chose the fused ops: the residual
+// add of a post-LN layer and the norm after it.
+func (n *LayerNorm) ForwardAdd(x, residual *tensor.Tensor) (y, sum *tensor.Tensor) {
+	return n.add(n, x, residual)
 }
 
 // optionalNorm returns n.Forward, or the identity when n is nil (a norm the

@@ -97,6 +97,12 @@ type Builder struct {
 	// Recompute selects activation recomputation in the transformer layers built (see
 	// Recompute); the zero value keeps every activation.
 	Recompute Recompute
+	// Unfused builds layers with the unfused compositions of ordinary ops that define
+	// tensor's fused operations (attention through the whole [B, NH/tp, Tq, Tk] score
+	// matrix; separate bias, activation, dropout, residual and norm ops) instead of the
+	// fused ops. Results agree within rounding; it is the reference that tests and
+	// benchmarks compare the fused layers with.
+	Unfused bool
 }
 
 // Pass carries what varies from one forward pass to the next: the context communication

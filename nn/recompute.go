@@ -94,35 +94,27 @@ func layerInputs(x *tensor.Tensor, in LayerInput) ([]*tensor.Tensor, func([]*ten
 	}
 }
 
-// attendFunc computes attention from q, k, v (see attend).
-type attendFunc func(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor
-
-// attentionCore returns how attention layers built with r compute their core.
-func attentionCore(r Recompute) attendFunc {
-	if r == RecomputeSelective {
-		return recomputedAttend
-	}
-	return attend
-}
-
-// recomputedAttend is attend under tensor.Checkpoint: q, k, v and the mask and bias are
-// kept, the scores and probabilities recomputed in backward.
-func recomputedAttend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
-	ins := []*tensor.Tensor{q, k, v}
-	if m.Masked != nil {
-		ins = append(ins, m.Masked)
-	}
-	if m.Bias != nil {
-		ins = append(ins, m.Bias)
-	}
-	return tensor.Checkpoint(func(t []*tensor.Tensor) []*tensor.Tensor {
-		mm, i := m, 3
+// recomputed returns core under tensor.Checkpoint: q, k, v and the mask and bias are
+// kept, everything core computes from them (the scores and probabilities of the unfused
+// core; the fused core's output and log-sum-exp) recomputed in backward.
+func recomputed(core attendFunc) attendFunc {
+	return func(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
+		ins := []*tensor.Tensor{q, k, v}
 		if m.Masked != nil {
-			mm.Masked, i = t[i], i+1
+			ins = append(ins, m.Masked)
 		}
 		if m.Bias != nil {
-			mm.Bias = t[i]
+			ins = append(ins, m.Bias)
 		}
-		return []*tensor.Tensor{attend(p, t[0], t[1], t[2], mm, a)}
-	}, ins...)[0]
+		return tensor.Checkpoint(func(t []*tensor.Tensor) []*tensor.Tensor {
+			mm, i := m, 3
+			if m.Masked != nil {
+				mm.Masked, i = t[i], i+1
+			}
+			if m.Bias != nil {
+				mm.Bias = t[i]
+			}
+			return []*tensor.Tensor{core(p, t[0], t[1], t[2], mm, a)}
+		}, ins...)[0]
+	}
 }

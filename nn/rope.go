@@ -1,8 +1,6 @@
 package nn
 
 import (
-	"math"
-
 	"megago/tensor"
 )
 
@@ -14,7 +12,7 @@ type ropeFunc func(q, k *tensor.Tensor, positions []int, past int) (*tensor.Tens
 
 // ropeFor returns the rotation of attention layers built with c: rotary embeddings with
 // c.Position RoPE, none otherwise.
-func ropeFor(c TransformerConfig) ropeFunc {
+func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 	if c.Position != RoPE {
 		return func(q, k *tensor.Tensor, _ []int, _ int) (*tensor.Tensor, *tensor.Tensor) { return q, k }
 	}
@@ -25,32 +23,6 @@ func ropeFor(c TransformerConfig) ropeFunc {
 				pos[i] = past + i
 			}
 		}
-		return applyRoPE(q, pos, c.RoPETheta), applyRoPE(k, pos, c.RoPETheta)
+		return ops.rope(q, pos, c.RoPETheta), ops.rope(k, pos, c.RoPETheta)
 	}
-}
-
-// applyRoPE rotates q or k [B, NH, T, HS] by position as Hugging Face Llama does
-// (rotate_half: the head is split in halves x1, x2 and rotated as (x1·cos − x2·sin,
-// x2·cos + x1·sin), with frequency θ^(−2i/HS) for i < HS/2). positions[t] is the position
-// of token t.
-func applyRoPE(x *tensor.Tensor, positions []int, theta float64) *tensor.Tensor {
-	hs := x.Dim(-1)
-	t := x.Dim(-2)
-	half := hs / 2
-	cos := make([]float64, t*hs)
-	sin := make([]float64, t*hs)
-	for i := 0; i < t; i++ {
-		for j := 0; j < half; j++ {
-			f := float64(positions[i]) * math.Pow(theta, -2*float64(j)/float64(hs))
-			c, s := math.Cos(f), math.Sin(f)
-			cos[i*hs+j], cos[i*hs+j+half] = c, c
-			sin[i*hs+j], sin[i*hs+j+half] = s, s
-		}
-	}
-	dev := x.Device()
-	ct := tensor.FromSlice(dev, cos, t, hs).Cast(x.DType()) // [T, HS]
-	st := tensor.FromSlice(dev, sin, t, hs).Cast(x.DType())
-	parts := tensor.Split(x, -1, half, half)
-	rot := tensor.Concat(-1, tensor.Neg(parts[1]), parts[0]) // rotate_half(x)
-	return tensor.Add(tensor.Mul(x, ct), tensor.Mul(rot, st))
 }

@@ -34,10 +34,10 @@ func TestT5Golden(t *testing.T) {
 	f, err := golden.Load("testdata/golden/t5.json")
 	require.NoError(t, err)
 	cfg := goldenT5Config(t, f)
-	for _, tp := range []int{1, 2} {
-		t.Run(fmt.Sprintf("tp%d", tp), func(t *testing.T) {
-			run := runRanks(t, tp, false, func() *Pass { return Eval(context.Background()) }, tensor.F32,
-				func(b *Builder) (hfModel, error) { return NewT5(b, cfg, Stage{}) },
+	for _, tc := range testGrid(opsVariants, []int{1, 2}) {
+		t.Run(fmt.Sprintf("%s/tp%d", tc.ops.name, tc.tp), func(t *testing.T) {
+			run := runRanks(t, tc.tp, false, func() *Pass { return Eval(context.Background()) }, tensor.F32,
+				func(b *Builder) (hfModel, error) { b.Unfused = tc.ops.unfused; return NewT5(b, cfg, Stage{}) },
 				func(m hfModel) (map[string]*tensor.Tensor, error) {
 					return m.FromHF(goldenParams(m.Params()[0].Device(), f))
 				},
@@ -51,6 +51,7 @@ func TestT5Golden(t *testing.T) {
 					return logits, loss, map[string]*tensor.Tensor{"encoder_last_hidden_state": enc}
 				})
 			checkGolden(t, f, run, cfg.Vocab)
+			requireFusedRan(t, run, tc.ops.unfused, tensor.FusedAttention, tensor.FusedAddNorm, tensor.FusedBiasDropoutAdd)
 		})
 	}
 }

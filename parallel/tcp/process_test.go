@@ -25,8 +25,9 @@ import (
 // megago's launcher: this test binary runs itself as the workers.
 
 const (
-	workerEnv     = "MEGAGO_TEST_WORKER"      // the worker's mode: suite, kill or stray
+	workerEnv     = "MEGAGO_TEST_WORKER"      // the worker's mode: suite, kill, stray or stop
 	workerGateEnv = "MEGAGO_TEST_WORKER_GATE" // stray mode: ranks > 0 wait for this file
+	workerDirEnv  = "MEGAGO_TEST_WORKER_DIR"  // stop mode: where ranks leave their results
 	workerTimeout = 2 * time.Second           // the transport timeout of the workers
 	victimExit    = 3                         // exit status of the rank the kill test kills
 )
@@ -47,7 +48,7 @@ func TestTCPWorker(t *testing.T) {
 	if mode == "stray" && cfg.Rank > 0 {
 		workerWaitFor(t, os.Getenv(workerGateEnv))
 	}
-	if mode == "kill" {
+	if mode == "kill" || mode == "stop" {
 		signal.Ignore(syscall.SIGTERM) // report, even though the launcher stops the job
 	}
 	ctx := context.Background()
@@ -63,6 +64,8 @@ func TestTCPWorker(t *testing.T) {
 		fmt.Printf("SUITE-OK rank %d\n", c.Rank())
 	case "kill":
 		workerKill(t, c, cfg.Timeout)
+	case "stop":
+		workerStop(t, c, os.Getenv(workerDirEnv))
 	default:
 		t.Fatalf("unknown worker mode %q", mode)
 	}

@@ -15,11 +15,25 @@ import (
 	"megago/tensor"
 )
 
-// strayDial connects to a loopback port, retrying while nothing listens there yet.
+// strayDial connects to a loopback port, retrying with backoff while nothing listens
+// there yet, for at most tcpTestTimeout.
 func strayDial(port int) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), tcpTestTimeout)
 	defer cancel()
-	return dialRetry(ctx, joinHostPort("127.0.0.1", port))
+	var d net.Dialer
+	wait := 10 * time.Millisecond
+	for {
+		nc, err := d.DialContext(ctx, "tcp", joinHostPort("127.0.0.1", port))
+		if err == nil {
+			return nc, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // strayFrame encodes a frame the way a (possibly hostile) client would.

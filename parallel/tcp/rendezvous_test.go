@@ -1,0 +1,124 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// TestTCPRendezvousFlood: more connections than rank 0 checks at once, all silent, reach
+// its port before the job's ranks; the ranks are told to come back, retry, and the job
+// forms and works well within its timeout.
+func TestTCPRendezvousFlood(t *testing.T) {
+	const n = 3
+	const idle = maxPendingHandshakes + 44 // more than rank 0 checks at once
+	port := freePort(t)
+	var logMu sync.Mutex
+	var logged []string
+	cfgFor := func(r int) Config {
+		cfg := tcpConfig(r, n, port)
+		cfg.Logf = func(format string, args ...any) {
+			logMu.Lock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+			logMu.Unlock()
+		}
+		return cfg
+	}
+	start := time.Now()
+	comms := make([]parallel.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	wg.Go(func() { comms[0], errs[0] = New(context.Background(), cfgFor(0)) })
+	var flood []net.Conn
+	defer func() {
+		for _, nc := range flood {
+			nc.Close()
+		}
+	}()
+	for range idle {
+		nc, err := strayDial(port)
+		if err != nil {
+			t.Fatalf("flood connection %d: %v", len(flood), err)
+		}
+		flood = append(flood, nc)
+	}
+	for r := 1; r < n; r++ {
+		wg.Go(func() { comms[r], errs[r] = New(context.Background(), cfgFor(r)) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	var jobs sync.WaitGroup
+	for r, c := range comms {
+		jobs.Go(func() {
+			defer c.(io.Closer).Close()
+			x := tensor.Full(tensor.NewCPU(), tensor.F32, float64(r+1), 10)
+			if err := c.AllReduce(context.Background(), x, parallel.Sum); err != nil {
+				t.Errorf("rank %d after the flood: %v", r, err)
+			} else if got := tensor.ToSlice[float32](x)[0]; got != 1+2+3 {
+				t.Errorf("rank %d after the flood: sum %v, want 6", r, got)
+			}
+		})
+	}
+	jobs.Wait()
+	if d := time.Since(start); d > tcpTestTimeout {
+		t.Errorf("the job took %v to form and all-reduce, more than its timeout %v", d, tcpTestTimeout)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(strings.Join(logged, "\n"), "busy") {
+		t.Errorf("rank 0 told no connection it was busy; it logged:\n%s", strings.Join(logged, "\n"))
+	}
+}
+
+// TestTCPWorldSizeMismatch: a rank started with another WORLD_SIZE than the job's is
+// refused at once, told both sizes; rank 0 and the rank that has already joined fail
+// soon after with the same reason, instead of waiting for the job's timeout.
+func TestTCPWorldSizeMismatch(t *testing.T) {
+	const n, bad = 3, 2
+	port := freePort(t)
+	errs := make([]error, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	join := func(r, world int) {
+		wg.Go(func() {
+			cfg := tcpConfig(r, world, port)
+			start := time.Now()
+			c, err := New(context.Background(), cfg)
+			took[r], errs[r] = time.Since(start), err
+			if c != nil {
+				c.(io.Closer).Close()
+			}
+		})
+	}
+	join(0, n)
+	join(1, n)
+	join(bad, n+1)
+	wg.Wait()
+	const reason = "world size 4 differs from the job's 3"
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), reason) {
+			t.Errorf("rank %d: got %v, want an error saying %q", r, err, reason)
+		}
+		if took[r] > tcpTestTimeout/2 {
+			t.Errorf("rank %d failed after %v, want well within the timeout %v", r, took[r], tcpTestTimeout)
+		}
+	}
+	if err := errs[bad]; err != nil && !strings.Contains(err.Error(), "refused this rank: "+reason) {
+		t.Errorf("rank %d: %v, want a refusal", bad, err)
+	}
+}

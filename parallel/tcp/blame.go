@@ -57,8 +57,11 @@ func encodeProbeStatus(s probeStatus) []byte {
 }
 
 func decodeProbeStatus(b []byte) (probeStatus, error) {
-	if len(b) != probeStatusSize || b[0] > byte(probeFailed) {
-		return probeStatus{}, fmt.Errorf("%w: probe reply of %d bytes, state %d", errFrame, len(b), b[0])
+	if len(b) != probeStatusSize {
+		return probeStatus{}, fmt.Errorf("%w: probe reply of %d bytes, want %d", errFrame, len(b), probeStatusSize)
+	}
+	if b[0] > byte(probeFailed) {
+		return probeStatus{}, fmt.Errorf("%w: probe reply in unknown state %d", errFrame, b[0])
 	}
 	le := binary.LittleEndian
 	return probeStatus{state: probeState(b[0]), what: transport.Kind(b[1]), same: b[2] == 1,

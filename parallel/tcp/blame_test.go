@@ -2,7 +2,9 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,5 +45,23 @@ func TestTCPBlameStuckRank(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestTCPBlameCycle: two ranks that each wait to receive from the other both time out,
+// and the error says that they wait for one another.
+func TestTCPBlameCycle(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	err := tcpRun(t, 2, func(cfg *Config) { cfg.Timeout = timeout }, func(c parallel.Comm) error {
+		x := tensor.Zeros(tensor.NewCPU(), tensor.F32, 4)
+		err := c.Recv(context.Background(), x, 1-c.Rank())
+		var pe *parallel.Error
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "waits for this rank in recv: the ranks wait for one another") {
+			return fmt.Errorf("got %v, want an error saying that the ranks wait for one another", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

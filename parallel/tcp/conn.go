@@ -161,6 +161,7 @@ func (pc *peerConn) readLoop() {
 			}
 			pc.t.abortReceived(h.group, a, pc.peer)
 		case kindProbe:
+			pc.t.pool.put(p)
 			go pc.answerProbe(h)
 		case kindProbeReply:
 			s, err := decodeProbeStatus(p)

@@ -83,37 +83,43 @@ func workerWaitFor(t *testing.T, path string) {
 // workerKill: the last rank exits while every rank loops on all-reduces; the others
 // must fail within the timeout with an error naming it.
 func workerKill(t *testing.T, c parallel.Comm, timeout time.Duration) {
-	ctx := context.Background()
 	victim := c.Size() - 1
+	elapsed, err := allReduceUntilFailure(t, c, 1<<18, victim, func() { os.Exit(victimExit) })
+	var pe *parallel.Error
+	ok := errors.As(err, &pe) && pe.Peer == victim && elapsed < timeout
+	fmt.Printf("KILL-RESULT rank %d ok %t after %v: %v\n", c.Rank(), ok, elapsed, err)
+	if !ok {
+		t.Fatal("wrong error")
+	}
+}
+
+// allReduceUntilFailure has every rank all-reduce numel float32s, over and over, from a
+// barrier on. Rank victim does so on a goroutine and, 100 ms in, calls leave, which
+// does not return (it exits or stops the process). The others return how long their
+// first failed call took, and its error.
+func allReduceUntilFailure(t *testing.T, c parallel.Comm, numel, victim int, leave func()) (time.Duration, error) {
+	ctx := context.Background()
 	if err := c.Barrier(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x := tensor.Ones(tensor.NewCPU(), tensor.F32, 1<<18)
+	x := tensor.Ones(tensor.NewCPU(), tensor.F32, numel)
 	if c.Rank() == victim {
 		go func() {
 			for c.AllReduce(ctx, x, parallel.Sum) == nil {
 			}
 		}()
 		time.Sleep(100 * time.Millisecond)
-		os.Exit(victimExit)
+		leave()
+		t.Fatal("the victim did not leave")
 	}
 	for i := 0; ; i++ {
 		start := time.Now()
-		err := c.AllReduce(ctx, x, parallel.Sum)
-		if err == nil {
-			if i > 100000 {
-				t.Fatal("the all-reduces never failed")
-			}
-			continue
+		if err := c.AllReduce(ctx, x, parallel.Sum); err != nil {
+			return time.Since(start), err
 		}
-		elapsed := time.Since(start)
-		var pe *parallel.Error
-		ok := errors.As(err, &pe) && pe.Peer == victim && elapsed < timeout
-		fmt.Printf("KILL-RESULT rank %d ok %t after %v: %v\n", c.Rank(), ok, elapsed, err)
-		if !ok {
-			t.Fatal("wrong error")
+		if i > 100000 {
+			t.Fatal("the all-reduces never failed")
 		}
-		return
 	}
 }
 

@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"megago/parallel"
-	"megago/tensor"
 )
 
 // TestTCPRendezvousFlood: more connections than rank 0 checks at once, all silent, reach
@@ -21,17 +19,8 @@ func TestTCPRendezvousFlood(t *testing.T) {
 	const n = 3
 	const idle = maxPendingHandshakes + 44 // more than rank 0 checks at once
 	port := freePort(t)
-	var logMu sync.Mutex
-	var logged []string
-	cfgFor := func(r int) Config {
-		cfg := tcpConfig(r, n, port)
-		cfg.Logf = func(format string, args ...any) {
-			logMu.Lock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-			logMu.Unlock()
-		}
-		return cfg
-	}
+	var log tcpLog
+	cfgFor := func(r int) Config { return log.config(r, n, port) }
 	start := time.Now()
 	comms := make([]parallel.Comm, n)
 	errs := make([]error, n)
@@ -62,26 +51,12 @@ func TestTCPRendezvousFlood(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	var jobs sync.WaitGroup
-	for r, c := range comms {
-		jobs.Go(func() {
-			defer c.(io.Closer).Close()
-			x := tensor.Full(tensor.NewCPU(), tensor.F32, float64(r+1), 10)
-			if err := c.AllReduce(context.Background(), x, parallel.Sum); err != nil {
-				t.Errorf("rank %d after the flood: %v", r, err)
-			} else if got := tensor.ToSlice[float32](x)[0]; got != 1+2+3 {
-				t.Errorf("rank %d after the flood: sum %v, want 6", r, got)
-			}
-		})
-	}
-	jobs.Wait()
+	tcpCheckJob(t, comms, "after the flood")
 	if d := time.Since(start); d > tcpTestTimeout {
 		t.Errorf("the job took %v to form and all-reduce, more than its timeout %v", d, tcpTestTimeout)
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
-	if !strings.Contains(strings.Join(logged, "\n"), "busy") {
-		t.Errorf("rank 0 told no connection it was busy; it logged:\n%s", strings.Join(logged, "\n"))
+	if logged := strings.Join(log.lines(), "\n"); !strings.Contains(logged, "refused connection from 127.0.0.1") || !strings.Contains(logged, "busy") {
+		t.Errorf("rank 0 told no connection it was busy; it logged:\n%s", logged)
 	}
 }
 

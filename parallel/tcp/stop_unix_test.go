@@ -3,7 +3,6 @@
 package tcp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"megago/parallel"
-	"megago/tensor"
 )
 
 // stopVictim is the rank the stop test stops. In a ring of four, rank 3 waits for it
@@ -29,46 +27,24 @@ const stopWait = 20 * time.Second
 // of all-reduces, after leaving its pid in dir; every other rank writes to dir how its
 // all-reduce failed and after how long.
 func workerStop(t *testing.T, c parallel.Comm, dir string) {
-	ctx := context.Background()
-	if err := c.Barrier(ctx); err != nil {
-		t.Fatal(err)
-	}
-	x := tensor.Ones(tensor.NewCPU(), tensor.F32, 1<<10)
-	if c.Rank() == stopVictim {
-		go func() {
-			for c.AllReduce(ctx, x, parallel.Max) == nil {
-			}
-		}()
-		time.Sleep(100 * time.Millisecond)
+	elapsed, err := allReduceUntilFailure(t, c, 1<<10, stopVictim, func() {
 		if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		time.Sleep(stopWait) // the stop reaches every thread soon, the test then kills it
-		t.Fatal("not stopped by SIGSTOP")
+	})
+	peer := -2 // not a *parallel.Error
+	if pe := (*parallel.Error)(nil); errors.As(err, &pe) {
+		peer = pe.Peer
 	}
-	for i := 0; ; i++ {
-		start := time.Now()
-		err := c.AllReduce(ctx, x, parallel.Max)
-		if err == nil {
-			if i > 100000 {
-				t.Fatal("the all-reduces never failed")
-			}
-			continue
-		}
-		peer := -2 // not a *parallel.Error
-		if pe := (*parallel.Error)(nil); errors.As(err, &pe) {
-			peer = pe.Peer
-		}
-		res := fmt.Sprintf("%d %d\n%v", peer, time.Since(start).Milliseconds(), err)
-		name := filepath.Join(dir, fmt.Sprintf("rank-%d", c.Rank()))
-		if err := os.WriteFile(name+".tmp", []byte(res), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(name+".tmp", name); err != nil { // the test reads it whole or not at all
-			t.Fatal(err)
-		}
-		return
+	res := fmt.Sprintf("%d %d\n%v", peer, elapsed.Milliseconds(), err)
+	name := filepath.Join(dir, fmt.Sprintf("rank-%d", c.Rank()))
+	if err := os.WriteFile(name+".tmp", []byte(res), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(name+".tmp", name); err != nil { // the test reads it whole or not at all
+		t.Fatal(err)
 	}
 }
 

@@ -3,7 +3,9 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"megago/parallel"
@@ -25,6 +27,11 @@ type call struct {
 	once   sync.Once
 	err    error
 	failed chan struct{} // closed when err is set
+
+	waitOn    atomic.Int64 // world rank the call is blocked on, for probes; -1 before
+	blameOnce sync.Once
+	culprit   int    // world rank blame found
+	chain     string // how blame found it
 }
 
 // abortWait bounds how long a failing rank spends telling the rest of its group.
@@ -39,13 +46,27 @@ func (c *comm) begin(ctx context.Context, what transport.Kind, dt tensor.DType) 
 	if what.Collective() {
 		o.seq = c.seq
 		c.seq++
+		c.g.begun.Store(c.seq)
 	}
 	o.ctx, o.cancel = context.WithTimeout(ctx, c.t.cfg.Timeout)
+	o.waitOn.Store(-1)
+	c.t.mu.Lock()
+	c.t.active = append(c.t.active, o)
+	c.t.mu.Unlock()
 	return o, nil
 }
 
-// end releases the call's timer; goroutines still running see its context end.
-func (o *call) end() { o.cancel() }
+// end releases the call's timer (goroutines still running see its context end) and
+// takes it off the list probes read.
+func (o *call) end() {
+	o.cancel()
+	t := o.c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i := slices.Index(t.active, o); i >= 0 {
+		t.active = slices.Delete(t.active, i, i+1)
+	}
+}
 
 func (o *call) newError(peer int, err error) *parallel.Error {
 	c := o.c
@@ -56,18 +77,23 @@ func (o *call) newError(peer int, err error) *parallel.Error {
 // and returns the error. The first failure of the group is sent to its other members so
 // that they stop too.
 func (o *call) fail(peer int, err error) error {
+	culprit := -1
+	if peer >= 0 {
+		culprit = o.c.members[peer]
+	}
+	return o.failBy(culprit, err)
+}
+
+// failBy is fail with the culprit given as a world rank, which need not be a member.
+func (o *call) failBy(culprit int, err error) error {
 	o.once.Do(func() {
 		c := o.c
-		culprit := -1
-		if peer >= 0 {
-			culprit = c.members[peer]
-		}
 		if !c.g.fail(groupFailure{culprit: culprit, reporter: c.t.rank, err: err}) {
 			o.err = o.fromGroup(c.g.failure())
 			close(o.failed)
 			return
 		}
-		o.err = o.newError(peer, err)
+		o.err = o.newError(c.groupRank(culprit), err)
 		reason := err.Error()
 		if culprit < 0 {
 			// Not a peer's fault (this rank's context ended): the others see this rank as
@@ -119,13 +145,14 @@ func (o *call) stopped() error {
 }
 
 // ctxFail is fail for a context that ended while waiting on group rank peer: the
-// caller's context (nobody's fault), or the transport's timeout (peer's, as far as this
-// rank can tell).
+// caller's context (nobody's fault), or the transport's timeout, which blames the rank
+// at the end of the waits that start at peer (see blame.go).
 func (o *call) ctxFail(peer int) error {
 	if err := o.parent.Err(); err != nil {
 		return o.fail(-1, err)
 	}
-	return o.fail(peer, fmt.Errorf("timed out after %v waiting for the peer: %w", o.c.t.cfg.Timeout, context.DeadlineExceeded))
+	culprit, chain := o.blame(peer)
+	return o.failBy(culprit, fmt.Errorf("timed out after %v waiting for %s: %w", o.c.t.cfg.Timeout, chain, context.DeadlineExceeded))
 }
 
 // send writes one frame of the call to group rank to.
@@ -177,6 +204,7 @@ func (o *call) recv(from int, kind frameKind) (frame, error) {
 			}
 			return frame{}, o.fail(from, err)
 		}
+		o.waitFor(from)
 		select {
 		case <-b.wake:
 		case <-pc.dead:

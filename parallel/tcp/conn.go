@@ -160,6 +160,17 @@ func (pc *peerConn) readLoop() {
 				return
 			}
 			pc.t.abortReceived(h.group, a, pc.peer)
+		case kindProbe:
+			pc.t.pool.put(p)
+			go pc.answerProbe(h)
+		case kindProbeReply:
+			s, err := decodeProbeStatus(p)
+			pc.t.pool.put(p)
+			if err != nil {
+				pc.fail(err)
+				return
+			}
+			pc.t.probeAnswered(h.seq, s)
 		default:
 			pc.fail(fmt.Errorf("%w: unexpected %v frame after the handshake", errFrame, h.kind))
 			return

@@ -14,12 +14,13 @@ import (
 //
 //	offset size field
 //	0      4    magic "MGGO"
-//	4      1    kind (hello, reject, table, collective, p2p, abort)
+//	4      1    kind (hello, reject, table, collective, p2p, abort, probe, probe reply)
 //	5      1    op: the collective (transport.Kind) for kindColl, 0 otherwise
 //	6      1    dtype of the payload's elements, 0 when not a tensor
-//	7      1    flags (flagLast marks a Send's final frame)
+//	7      1    flags (flagLast: a Send's final frame; flagRetry: a refusal to retry)
 //	8      8    group id (0 for the connection-level kinds)
-//	16     8    sequence number: the group's collective count, or the pair's message count
+//	16     8    sequence number: the group's collective count, the pair's message count,
+//	            or a probe's number
 //	24     4    payload length in bytes
 //	28     4    reserved, zero
 //
@@ -40,23 +41,25 @@ const (
 	// tableMax bounds the address table: 2 + 128 bytes for each of up to 2^16 ranks.
 	tableMax = 4 + (2+128)<<16
 	// protocolVersion is carried in hello frames; peers with another version are refused.
-	protocolVersion = 1
+	protocolVersion = 2
 )
 
 type frameKind uint8
 
 const (
-	kindHello  frameKind = iota + 1 // token, rank, world size, listen port: who is calling
-	kindReject                      // why a connection is refused, sent before closing it
-	kindTable                       // rank 0 to every rank: where each rank listens
-	kindColl                        // one segment of a collective
-	kindP2P                         // one segment of a Send
-	kindAbort                       // a rank gave up on a group: culprit and reason
-	kindLimit                       // first invalid kind
+	kindHello      frameKind = iota + 1 // token, rank, world size, listen port: who is calling
+	kindReject                          // why a connection is refused, sent before closing it
+	kindTable                           // rank 0 to every rank: where each rank listens
+	kindColl                            // one segment of a collective
+	kindP2P                             // one segment of a Send
+	kindAbort                           // a rank gave up on a group: culprit and reason
+	kindProbe                           // what is this rank waiting for? (see blame.go)
+	kindProbeReply                      // the answer to a probe: a probeStatus
+	kindLimit                           // first invalid kind
 )
 
 func (k frameKind) String() string {
-	names := [...]string{"", "hello", "reject", "table", "collective", "p2p", "abort"}
+	names := [...]string{"", "hello", "reject", "table", "collective", "p2p", "abort", "probe", "probe reply"}
 	if k > 0 && k < kindLimit {
 		return names[k]
 	}
@@ -67,8 +70,13 @@ func (k frameKind) String() string {
 // (AllReduce = 1, ..., Split = 6), so that a rank that called a different collective than
 // its peer reports a mismatch instead of misreading the data. Other frames carry 0.
 
-// flagLast marks the last frame of a Send.
-const flagLast uint8 = 1
+const (
+	// flagLast marks the last frame of a Send.
+	flagLast uint8 = 1
+	// flagRetry marks a reject frame whose cause passes (the listener is busy): the
+	// joiner tries again, where other refusals are final.
+	flagRetry uint8 = 2
+)
 
 // header is a decoded frame header.
 type header struct {
@@ -113,7 +121,7 @@ func decodeHeader(b []byte, max uint32) (header, error) {
 	if h.kind == 0 || h.kind >= kindLimit {
 		return header{}, fmt.Errorf("%w: unknown kind %d", errFrame, b[4])
 	}
-	if h.flags&^flagLast != 0 {
+	if h.flags&^(flagLast|flagRetry) != 0 {
 		return header{}, fmt.Errorf("%w: unknown flags %#x", errFrame, h.flags)
 	}
 	limit := kindLimitBytes(h.kind, max)
@@ -132,6 +140,10 @@ func kindLimitBytes(k frameKind, max uint32) uint32 {
 		return abortMax
 	case kindTable:
 		return tableMax
+	case kindProbe:
+		return 0
+	case kindProbeReply:
+		return probeStatusSize
 	}
 	return max
 }

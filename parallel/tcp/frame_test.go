@@ -56,6 +56,9 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		{"hello above its limit", func(b []byte) { b[4] = byte(kindHello); b[25] = 0x10 }, "exceeds the limit of 1024"},
 		{"abort above its limit", func(b []byte) { b[4] = byte(kindAbort); b[25] = 0x10 }, "exceeds the limit of 520"},
 		{"table above its limit", func(b []byte) { b[4] = byte(kindTable); b[27] = 0x10 }, "exceeds the limit"},
+		{"probe with a payload", func(b []byte) { b[4] = byte(kindProbe) }, "probe payload of 100 bytes exceeds the limit of 0"},
+		{"probe reply above its limit", func(b []byte) { b[4] = byte(kindProbeReply) }, "exceeds the limit of 24"},
+		{"retry flag with others", func(b []byte) { b[7] = flagRetry | 4 }, "unknown flags 0x6"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

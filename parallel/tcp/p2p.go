@@ -26,6 +26,7 @@ func (c *comm) Send(ctx context.Context, t *tensor.Tensor, to int) error {
 	seq := c.sendSeq[to].Add(1) - 1
 	segs := c.segments(t)
 	x := newRingTensor(t)
+	o.waitFor(to)
 	for k, sg := range segs {
 		var flags uint8
 		if k == len(segs)-1 {

@@ -25,8 +25,9 @@ import (
 // megago's launcher: this test binary runs itself as the workers.
 
 const (
-	workerEnv     = "MEGAGO_TEST_WORKER"      // the worker's mode: suite, kill or stray
+	workerEnv     = "MEGAGO_TEST_WORKER"      // the worker's mode: suite, kill, stray or stop
 	workerGateEnv = "MEGAGO_TEST_WORKER_GATE" // stray mode: ranks > 0 wait for this file
+	workerDirEnv  = "MEGAGO_TEST_WORKER_DIR"  // stop mode: where ranks leave their results
 	workerTimeout = 2 * time.Second           // the transport timeout of the workers
 	victimExit    = 3                         // exit status of the rank the kill test kills
 )
@@ -47,7 +48,7 @@ func TestTCPWorker(t *testing.T) {
 	if mode == "stray" && cfg.Rank > 0 {
 		workerWaitFor(t, os.Getenv(workerGateEnv))
 	}
-	if mode == "kill" {
+	if mode == "kill" || mode == "stop" {
 		signal.Ignore(syscall.SIGTERM) // report, even though the launcher stops the job
 	}
 	ctx := context.Background()
@@ -63,6 +64,8 @@ func TestTCPWorker(t *testing.T) {
 		fmt.Printf("SUITE-OK rank %d\n", c.Rank())
 	case "kill":
 		workerKill(t, c, cfg.Timeout)
+	case "stop":
+		workerStop(t, c, os.Getenv(workerDirEnv))
 	default:
 		t.Fatalf("unknown worker mode %q", mode)
 	}
@@ -80,37 +83,43 @@ func workerWaitFor(t *testing.T, path string) {
 // workerKill: the last rank exits while every rank loops on all-reduces; the others
 // must fail within the timeout with an error naming it.
 func workerKill(t *testing.T, c parallel.Comm, timeout time.Duration) {
-	ctx := context.Background()
 	victim := c.Size() - 1
+	elapsed, err := allReduceUntilFailure(t, c, 1<<18, victim, func() { os.Exit(victimExit) })
+	var pe *parallel.Error
+	ok := errors.As(err, &pe) && pe.Peer == victim && elapsed < timeout
+	fmt.Printf("KILL-RESULT rank %d ok %t after %v: %v\n", c.Rank(), ok, elapsed, err)
+	if !ok {
+		t.Fatal("wrong error")
+	}
+}
+
+// allReduceUntilFailure has every rank all-reduce numel float32s, over and over, from a
+// barrier on. Rank victim does so on a goroutine and, 100 ms in, calls leave, which
+// does not return (it exits or stops the process). The others return how long their
+// first failed call took, and its error.
+func allReduceUntilFailure(t *testing.T, c parallel.Comm, numel, victim int, leave func()) (time.Duration, error) {
+	ctx := context.Background()
 	if err := c.Barrier(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x := tensor.Ones(tensor.NewCPU(), tensor.F32, 1<<18)
+	x := tensor.Ones(tensor.NewCPU(), tensor.F32, numel)
 	if c.Rank() == victim {
 		go func() {
 			for c.AllReduce(ctx, x, parallel.Sum) == nil {
 			}
 		}()
 		time.Sleep(100 * time.Millisecond)
-		os.Exit(victimExit)
+		leave()
+		t.Fatal("the victim did not leave")
 	}
 	for i := 0; ; i++ {
 		start := time.Now()
-		err := c.AllReduce(ctx, x, parallel.Sum)
-		if err == nil {
-			if i > 100000 {
-				t.Fatal("the all-reduces never failed")
-			}
-			continue
+		if err := c.AllReduce(ctx, x, parallel.Sum); err != nil {
+			return time.Since(start), err
 		}
-		elapsed := time.Since(start)
-		var pe *parallel.Error
-		ok := errors.As(err, &pe) && pe.Peer == victim && elapsed < timeout
-		fmt.Printf("KILL-RESULT rank %d ok %t after %v: %v\n", c.Rank(), ok, elapsed, err)
-		if !ok {
-			t.Fatal("wrong error")
+		if i > 100000 {
+			t.Fatal("the all-reduces never failed")
 		}
-		return
 	}
 }
 

@@ -165,6 +165,7 @@ func (o *call) ring(rp ringPass) error {
 			}
 		}
 	}
+	o.waitFor(right)
 	select {
 	case err := <-sent:
 		if err == nil {
@@ -301,6 +302,7 @@ func (c *comm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) error 
 	pos := (c.rank - root + n) % n
 	right, left := (c.rank+1)%n, (c.rank+n-1)%n
 	if pos == 0 {
+		o.waitFor(right)
 		for _, sg := range segs {
 			p := x.read(&c.t.pool, sg[0], sg[1])
 			if err := o.send(right, kindColl, 0, o.seq, p.p); err != nil {
@@ -346,6 +348,7 @@ func (c *comm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) error 
 			c.t.pool.put(f.p)
 		}
 	}
+	o.waitFor(right)
 	select {
 	case err = <-sent:
 	case <-o.ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,11 +16,25 @@ import (
 	"megago/tensor"
 )
 
-// strayDial connects to a loopback port, retrying while nothing listens there yet.
+// strayDial connects to a loopback port, retrying with backoff while nothing listens
+// there yet, for at most tcpTestTimeout.
 func strayDial(port int) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), tcpTestTimeout)
 	defer cancel()
-	return dialRetry(ctx, joinHostPort("127.0.0.1", port))
+	var d net.Dialer
+	wait := 10 * time.Millisecond
+	for {
+		nc, err := d.DialContext(ctx, "tcp", joinHostPort("127.0.0.1", port))
+		if err == nil {
+			return nc, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // strayFrame encodes a frame the way a (possibly hostile) client would.
@@ -60,17 +75,8 @@ func strayRefused(port int, b []byte) (string, error) {
 func TestTCPStrayConnections(t *testing.T) {
 	const n = 3
 	port := freePort(t)
-	var logMu sync.Mutex
-	var logged []string
-	cfgFor := func(r int) Config {
-		cfg := tcpConfig(r, n, port)
-		cfg.Logf = func(format string, args ...any) {
-			logMu.Lock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-			logMu.Unlock()
-		}
-		return cfg
-	}
+	var log tcpLog
+	cfgFor := func(r int) Config { return log.config(r, n, port) }
 	helloFrame := func(token string, rank, world int) []byte {
 		p := encodeHello(hello{version: protocolVersion, rank: rank, world: world, port: 1, segment: 256, token: []byte(token)})
 		return strayFrame(header{kind: kindHello, length: uint32(len(p))}, p)
@@ -154,22 +160,54 @@ func TestTCPStrayConnections(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
+	tcpCheckJob(t, comms, "after the strays")
+	if logged := log.lines(); len(logged) < len(strays) {
+		t.Errorf("logged %d refusals, want at least %d:\n%s", len(logged), len(strays), strings.Join(logged, "\n"))
+	}
+}
+
+// tcpLog collects the lines ranks log (their Config.Logf).
+type tcpLog struct {
+	mu     sync.Mutex
+	logged []string
+}
+
+func (l *tcpLog) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.logged = append(l.logged, fmt.Sprintf(format, args...))
+}
+
+// config is tcpConfig(r, n, port) logging to l.
+func (l *tcpLog) config(r, n, port int) Config {
+	cfg := tcpConfig(r, n, port)
+	cfg.Logf = l.printf
+	return cfg
+}
+
+// lines returns the lines logged so far.
+func (l *tcpLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.logged)
+}
+
+// tcpCheckJob checks that the ranks of a job that has formed can all-reduce (each its
+// rank), then closes them; when says when, for the errors.
+func tcpCheckJob(t *testing.T, comms []parallel.Comm, when string) {
+	t.Helper()
+	n := len(comms)
 	var jobs sync.WaitGroup
 	for r, c := range comms {
 		jobs.Go(func() {
 			defer c.(io.Closer).Close()
 			x := tensor.Full(tensor.NewCPU(), tensor.F32, float64(r), 10)
 			if err := c.AllReduce(context.Background(), x, parallel.Sum); err != nil {
-				t.Errorf("rank %d after the strays: %v", r, err)
-			} else if got := tensor.ToSlice[float32](x)[0]; got != 0+1+2 {
-				t.Errorf("rank %d after the strays: sum %v, want 3", r, got)
+				t.Errorf("rank %d %s: %v", r, when, err)
+			} else if got, want := tensor.ToSlice[float32](x)[0], float32(n*(n-1)/2); got != want {
+				t.Errorf("rank %d %s: sum %v, want %v", r, when, got, want)
 			}
 		})
 	}
 	jobs.Wait()
-	logMu.Lock()
-	defer logMu.Unlock()
-	if len(logged) < len(strays) {
-		t.Errorf("logged %d refusals, want at least %d:\n%s", len(logged), len(strays), strings.Join(logged, "\n"))
-	}
 }

@@ -15,6 +15,9 @@ import (
 // DefaultTimeout is the TCP transport's timeout when Config.Timeout is zero.
 const DefaultTimeout = 5 * time.Minute
 
+// DefaultHandshakeTimeout is Config.HandshakeTimeout's default.
+const DefaultHandshakeTimeout = 5 * time.Second
+
 // Config configures New. ConfigFromEnv fills it from the environment that
 // megago launch, torchrun or Slurm's srun set.
 type Config struct {
@@ -35,6 +38,12 @@ type Config struct {
 
 	// Timeout bounds rendezvous and every blocking call; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// HandshakeTimeout bounds each handshake during rendezvous: how long an accepted
+	// connection may take to present its hello and a joiner waits for the answer. It is
+	// also how long rank 0 still waits for the job to form after refusing a rank of
+	// this job (one with its token) whose configuration differs. 0 means
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
 	// SegmentBytes is the pipelining unit of collectives and the largest frame payload
 	// sent or accepted; 0 means 1 MiB. It is rounded down to a multiple of 8. Every rank
 	// must use the same value (the handshake checks it). A peer announcing a larger
@@ -60,6 +69,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("parallel: tcp.Config: rank %d not in [0, %d)", c.Rank, c.WorldSize)
 	case c.Timeout < 0:
 		return fmt.Errorf("parallel: tcp.Config: negative timeout %v", c.Timeout)
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("parallel: tcp.Config: negative handshake timeout %v", c.HandshakeTimeout)
 	case c.SegmentBytes != 0 && (c.SegmentBytes < 8 || c.SegmentBytes > maxSegmentBytes):
 		return fmt.Errorf("parallel: tcp.Config: SegmentBytes %d not in [8, %d]", c.SegmentBytes, maxSegmentBytes)
 	case c.WorldSize == 1:
@@ -80,6 +91,9 @@ func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = defaultSegmentBytes
 	}
@@ -99,8 +113,8 @@ func New(ctx context.Context, cfg Config) (parallel.Comm, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	t := &endpoint{cfg: cfg, rank: cfg.Rank, world: cfg.WorldSize,
-		conns: make([]*peerConn, cfg.WorldSize), groups: map[uint64]*groupState{}}
+	t := &endpoint{cfg: cfg, rank: cfg.Rank, world: cfg.WorldSize, conns: make([]*peerConn, cfg.WorldSize),
+		groups: map[uint64]*groupState{}, probes: map[uint64]chan probeStatus{}}
 	if cfg.WorldSize > 1 {
 		rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		defer cancel()
@@ -134,9 +148,13 @@ type endpoint struct {
 	conns []*peerConn // by world rank; nil at this rank's index
 	pool  bufPool
 
+	probeSeq atomic.Uint64 // probes sent
+
 	mu     sync.Mutex
 	groups map[uint64]*groupState
 	closed bool
+	active []*call                     // calls in progress, oldest first, for probes
+	probes map[uint64]chan probeStatus // probes awaiting their answer, by number
 }
 
 const worldGroupID = 1
@@ -185,7 +203,8 @@ func (t *endpoint) newComm(id uint64, name string, members []int, rank int) (*co
 // failed, and why.
 type groupState struct {
 	id      uint64
-	members []int // world ranks, once the group exists here; guarded by the transport's mu
+	members []int         // world ranks, once the group exists here; guarded by the transport's mu
+	begun   atomic.Uint64 // collectives begun on this rank, for probes
 
 	mu     sync.Mutex
 	cause  *groupFailure

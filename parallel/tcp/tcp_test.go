@@ -26,6 +26,10 @@ import (
 // machine, short enough that a test waiting on it stays quick.
 const tcpTestTimeout = 5 * time.Second
 
+// tcpTestHandshake is the handshake timeout of these tests: a silent connection holds a
+// place in rank 0's queue that long.
+const tcpTestHandshake = time.Second
+
 // tcpTestToken is the job token of the in-process tests.
 const tcpTestToken = "test-token-0123456789"
 
@@ -43,8 +47,8 @@ func freePort(t testing.TB) int {
 // tcpConfig returns the configuration of rank r of n in a job at port.
 func tcpConfig(r, n, port int) Config {
 	return Config{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1",
-		MasterPort: port, Token: tcpTestToken, Timeout: tcpTestTimeout, SegmentBytes: 256,
-		Logf: func(string, ...any) {}}
+		MasterPort: port, Token: tcpTestToken, Timeout: tcpTestTimeout, HandshakeTimeout: tcpTestHandshake,
+		SegmentBytes: 256, Logf: func(string, ...any) {}}
 }
 
 // tcpRun joins n goroutine ranks with New (after tweak adjusts each one's config),

@@ -67,6 +67,7 @@ type benchConfig struct {
 	CPUProfile                            string // a pprof CPU profile of the timed steps
 	Device                                string // a registered tensor backend: cpu, cuda
 	BF16                                  bool   // bf16 weights and activations, fp32 masters
+	Unfused                               bool   // nn.Builder.Unfused: the reference compositions
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -93,6 +94,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the timed steps to this file")
 	fs.StringVar(&c.Device, "device", "cpu", "tensor backend to run on: cpu or cuda")
 	fs.BoolVar(&c.BF16, "bf16", false, "bf16 weights, activations and gradients with fp32 master weights and optimizer state")
+	fs.BoolVar(&c.Unfused, "unfused", false, "build the model with the unfused reference compositions of the fused ops (attention through the whole [B, NH, T, T] score matrix), to compare")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -144,7 +146,7 @@ func (c benchConfig) validate() error {
 }
 
 // benchResult is the JSON line of megago bench gpt: bench/torch_gpt.py's fields, with
-// "system" megago-DEVICE (plus -bf16) and the Go version in place of torch's.
+// "system" megago-DEVICE (plus -bf16, -unfused) and the Go version in place of torch's.
 type benchResult struct {
 	System          string  `json:"system"`
 	Megago          string  `json:"megago"`
@@ -193,7 +195,10 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	if c.BF16 {
 		dt, system = tensor.BF16, system+"-bf16"
 	}
-	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(c.Seed).Named("init"), TP: parallel.Self()}
+	if c.Unfused {
+		system += "-unfused"
+	}
+	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(c.Seed).Named("init"), TP: parallel.Self(), Unfused: c.Unfused}
 	model, err := nn.NewGPT(b, cfg, nn.WholeModel(c.Layers))
 	if err != nil {
 		return nil, err

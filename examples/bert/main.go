@@ -102,6 +102,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
+	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil { // now, not after training
+		return nil, err
+	}
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	if cfg.FinetuneClassify {
@@ -203,7 +206,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	// its validation.
 	sum := &summary{}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
-		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.Microbatches)
 			return train.BERTForward(chunks, pass, bertBatches(batches).tensors(dev, model.NoBinaryHead)), err
@@ -222,7 +225,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	finish(rep, sum, corp)
 
 	// Fill in a masked line with the trained model, unless interrupted.
-	if !sum.Interrupted {
+	if !sum.Stopped() {
 		if sum.Filled, err = masked.fillIn(work, v, rep); err != nil {
 			return sum, err
 		}

@@ -75,6 +75,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
+	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil { // now, not after training
+		return nil, err
+	}
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	corp, err := loadCorpus(ctx, cfg, ranks.Builder(tcp), stdout)
@@ -165,7 +168,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	// its validation.
 	sum := &summary{ValidLoss: math.NaN(), Entropy: corp.entropy()}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
-		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.Microbatches)
 			return train.GPTForward(chunks, pass, gptBatches(batches).tensors(dev)), err
@@ -184,7 +187,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	finish(rep, sum, corp)
 
 	// Text generation from the trained model, unless interrupted.
-	if !sum.Interrupted && cfg.GenTokens > 0 {
+	if !sum.Stopped() && cfg.GenTokens > 0 {
 		if sum.Generated, err = generate(work, cfg, corp.tok, mesh, chunks, build); err != nil {
 			return sum, err
 		}

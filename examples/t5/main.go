@@ -92,6 +92,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
+	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil { // now, not after training
+		return nil, err
+	}
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	corp, err := loadCorpus(ctx, cfg, ranks.Builder(tcp), stdout)
@@ -193,7 +196,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	// validation.
 	sum := &summary{Valid: score{Loss: math.NaN()}}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
-		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.Microbatches)
 			return t5Forward(m, pass, batches, dev), err
@@ -212,7 +215,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	finish(rep, sum, corp)
 
 	// Sentinel filling by the trained model, unless interrupted.
-	if sum.Interrupted {
+	if sum.Stopped() {
 		return sum, world.Barrier(work)
 	}
 	return sum, fillSentinels(work, cfg, corp, mesh, m, build, rep, sum)

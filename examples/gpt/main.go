@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return nil, err
 	}
-	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
+	stdout = ranks.Output(tcp, stdout)                            // rank 0 reports; errors still reach stderr
 	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil { // now, not after training
 		return nil, err
 	}

@@ -186,7 +186,7 @@ func TestUnwritableOutput(t *testing.T) {
 		want string
 	}{
 		{"save is a file", []string{"--save", file}, "--save " + file + " cannot be written: mkdir " + file + ": not a directory"},
-		{"save under a file", []string{"--save", file + "/ck"}, "--save " + file + "/ck cannot be written: mkdir " + file + ": not a directory"},
+		{"save under a file", []string{"--save", file + "/ck"}, "--save " + file + "/ck cannot be written: mkdir " + file + "/ck: not a directory"},
 		{"save under /proc", []string{"--save", "/proc/megago-test/ck"},
 			"--save /proc/megago-test/ck cannot be written: mkdir /proc/megago-test: no such file or directory"},
 		{"out-dir is a file", []string{"--out-dir", file}, "--out-dir " + file + " cannot be written: mkdir " + file + ": not a directory"},
@@ -201,6 +201,17 @@ func TestUnwritableOutput(t *testing.T) {
 			assert.NotContains(t, stdout.String(), "iter ", "no iteration ran")
 		})
 	}
+
+	t.Run("probing leaves nothing behind", func(t *testing.T) {
+		parent := t.TempDir()
+		out := filepath.Join(parent, "a", "out")
+		_, err := run(context.Background(), tinyArgs(t, "--out-dir", out, "--save", filepath.Join(parent, "b", "ck"),
+			"--data-path", filepath.Join(parent, "missing")), noEnv, io.Discard, io.Discard)
+		require.ErrorContains(t, err, "missing.idx", "a data error found after the probe")
+		entries, err := os.ReadDir(parent)
+		require.NoError(t, err)
+		assert.Empty(t, entries, "no directory created, no probe file left")
+	})
 
 	t.Run("metrics on a full disk", func(t *testing.T) {
 		if _, err := os.Stat("/dev/full"); err != nil {

@@ -138,7 +138,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
 func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
-	// iterations, on every rank at once (ranks.StopRequested).
+	// iterations, on every rank at once (package loop).
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
 
@@ -202,8 +202,9 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	}
 
 	// The loop (package loop): one optimizer step per iteration over the global batch, a
-	// checkpoint at --save-interval, a validation at --eval-interval, and Ctrl-C stopping
-	// every rank after the same iteration. What is BERT's: its batches and forward step,
+	// checkpoint at --save-interval, a validation at --eval-interval, Ctrl-C, SIGTERM and
+	// --exit-interval stopping every rank after the same iteration, and a diverging loss
+	// stopping the run. What is BERT's: its batches and forward step,
 	// its validation.
 	sum := &summary{}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,

@@ -124,7 +124,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
 func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
-	// iterations, on every rank at once (ranks.StopRequested).
+	// iterations, on every rank at once (package loop).
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
 
@@ -192,8 +192,9 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	}
 
 	// The loop (package loop): one optimizer step per iteration over the global batch, a
-	// checkpoint at --save-interval, a validation at --eval-interval, and Ctrl-C stopping
-	// every rank after the same iteration. What is T5's: its batches and forward step, its
+	// checkpoint at --save-interval, a validation at --eval-interval, Ctrl-C, SIGTERM and
+	// --exit-interval stopping every rank after the same iteration, and a diverging loss
+	// stopping the run. What is T5's: its batches and forward step, its
 	// validation.
 	sum := &summary{Valid: score{Loss: math.NaN()}}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,

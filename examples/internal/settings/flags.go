@@ -156,7 +156,7 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.OutDir, "out-dir", c.OutDir, "where metrics.jsonl, loss.png and the TensorBoard files go")
 
 	c.Flags.Register(fs, evalOnly)
-	fs.BoolVar(&c.ExitSignalHandler, "exit-signal-handler", c.ExitSignalHandler, "on SIGTERM (or Ctrl-C), save the iteration every rank stops after (with --save)")
+	fs.BoolVar(&c.ExitSignalHandler, "exit-signal-handler", c.ExitSignalHandler, "on SIGTERM (or Ctrl-C), save the iteration every rank stops after (with --save); under megago launch give --grace the time of an iteration and a save")
 	fs.IntVar(&c.ExitInterval, "exit-interval", c.ExitInterval, "exit after iterations that are a multiple of this, saving them with --save (0: never)")
 	fs.Float64Var(&c.ExitDurationInMins, "exit-duration-in-mins", c.ExitDurationInMins, "exit after the iteration that ends this many minutes into the run, saving it with --save (0: never)")
 	fs.StringVar(&c.configFile, "config", "", "JSON file of settings named like the flags (flags override it)")

@@ -160,6 +160,7 @@ func TestBadNumbers(t *testing.T) {
 		{"--loss-scale", "-1", "--loss-scale must be a finite number ≥ 0, got -1"},
 		{"--initial-loss-scale", "NaN", "--initial-loss-scale must be a finite number > 0, got NaN"},
 		{"--min-loss-scale", "0", "--min-loss-scale must be a finite number > 0, got 0"},
+		{"--min-loss-scale", "1e10", "--min-loss-scale 1e+10 is above --initial-loss-scale 4.294967296e+09"},
 		{"--exit-duration-in-mins", "-1", "--exit-duration-in-mins must be a finite number ≥ 0, got -1"},
 	}
 	for _, tc := range cases {

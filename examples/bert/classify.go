@@ -226,7 +226,7 @@ func finetune(ctx context.Context, cfg *config, model nn.BERTConfig, task *class
 	// its slice of the training snippets, the classifier's validation.
 	sum := &summary{}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: c.dev, Trainer: c.trainer, Report: rep,
-		Dropout: tensor.NewRNG(cfg.Seed).Named("classifier-dropout"),
+		Dropout: tensor.NewRNG(cfg.Seed).Named("classifier-dropout"), Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			return c.forward(pass, c.microBatches(task.train, it), nil), nil
 		},

@@ -102,6 +102,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
+	// --save and --out-dir must be writable: found now rather than after training.
+	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil {
+		return nil, err
+	}
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	if cfg.FinetuneClassify {
@@ -134,7 +138,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
 func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
-	// iterations, on every rank at once (ranks.StopRequested).
+	// iterations, on every rank at once (package loop).
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
 
@@ -198,12 +202,13 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	}
 
 	// The loop (package loop): one optimizer step per iteration over the global batch, a
-	// checkpoint at --save-interval, a validation at --eval-interval, and Ctrl-C stopping
-	// every rank after the same iteration. What is BERT's: its batches and forward step,
+	// checkpoint at --save-interval, a validation at --eval-interval, Ctrl-C, SIGTERM and
+	// --exit-interval stopping every rank after the same iteration, and a diverging loss
+	// stopping the run. What is BERT's: its batches and forward step,
 	// its validation.
 	sum := &summary{}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
-		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.Microbatches)
 			return train.BERTForward(chunks, pass, bertBatches(batches).tensors(dev, model.NoBinaryHead)), err
@@ -222,7 +227,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	finish(rep, sum, corp)
 
 	// Fill in a masked line with the trained model, unless interrupted.
-	if !sum.Interrupted {
+	if !sum.Stopped() {
 		if sum.Filled, err = masked.fillIn(work, v, rep); err != nil {
 			return sum, err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 
 	"megago/examples/internal/settings"
@@ -60,9 +59,7 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 	}
 	errs := c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
 	errs = append(errs, settings.NonNegative(map[string]int{"--gen-tokens": c.GenTokens, "--top-k": c.TopK})...)
-	if c.Temperature < 0 {
-		errs = append(errs, fmt.Sprintf("--temperature must not be negative, got %g", c.Temperature))
-	}
+	errs = append(errs, settings.NonNegativeNumbers(map[string]float64{"--temperature": c.Temperature})...)
 	if err := settings.Error(errs); err != nil {
 		return nil, err
 	}

@@ -16,8 +16,9 @@
 // and text generation. The helpers sit beside it: flags.go and settings.go (settings),
 // data.go (datasets), progress.go (what is printed) and sample.go (generation). What the
 // examples share is in examples/internal: settings (Megatron's flags, --config files and
-// their checks), corpus (the default corpus), loop (the training loop: stopping on
-// Ctrl-C, the step, progress, save and validation cadence), report (progress lines,
+// their checks), corpus (the default corpus), loop (the training loop: the step,
+// progress, save and validation cadence, stopping on Ctrl-C, SIGTERM and planned exits,
+// and on a diverging loss), report (progress lines,
 // metrics.jsonl, TensorBoard files, the loss curve), ckpt (--save, --load) and ranks (TCP
 // processes, goroutine ranks).
 package main
@@ -75,6 +76,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
+	// --save and --out-dir must be writable: found now rather than after training.
+	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil {
+		return nil, err
+	}
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	corp, err := loadCorpus(ctx, cfg, ranks.Builder(tcp), stdout)
@@ -98,7 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
 func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
-	// iterations, on every rank at once (ranks.StopRequested).
+	// iterations, on every rank at once (package loop).
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
 
@@ -160,12 +165,13 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	}
 
 	// The loop (package loop): one optimizer step per iteration over the global batch, a
-	// checkpoint at --save-interval, a validation at --eval-interval, and Ctrl-C stopping
-	// every rank after the same iteration. What is GPT's: its batches and forward step,
+	// checkpoint at --save-interval, a validation at --eval-interval, Ctrl-C, SIGTERM and
+	// --exit-interval stopping every rank after the same iteration, and a diverging loss
+	// stopping the run. What is GPT's: its batches and forward step,
 	// its validation.
 	sum := &summary{ValidLoss: math.NaN(), Entropy: corp.entropy()}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
-		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved,
+		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.Microbatches)
 			return train.GPTForward(chunks, pass, gptBatches(batches).tensors(dev)), err
@@ -184,7 +190,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	finish(rep, sum, corp)
 
 	// Text generation from the trained model, unless interrupted.
-	if !sum.Interrupted && cfg.GenTokens > 0 {
+	if !sum.Stopped() && cfg.GenTokens > 0 {
 		if sum.Generated, err = generate(work, cfg, corp.tok, mesh, chunks, build); err != nil {
 			return sum, err
 		}

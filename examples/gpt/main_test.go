@@ -186,7 +186,8 @@ func TestInterruptStopsEveryRank(t *testing.T) {
 	}
 }
 
-// cancelOn calls cancel once lines progress lines ("iter ...") were written to it.
+// cancelOn calls cancel once lines progress lines ("iter ...", or rank 0's "[rank 0] iter
+// ...") were written to it.
 type cancelOn struct {
 	mu     sync.Mutex
 	buf    bytes.Buffer
@@ -198,7 +199,7 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buf.Write(p)
-	if strings.HasPrefix(string(p), "iter ") {
+	if strings.HasPrefix(strings.TrimPrefix(string(p), "[rank 0] "), "iter ") { // launch.Run prefixes the ranks' lines
 		if c.lines--; c.lines == 0 {
 			c.cancel()
 		}

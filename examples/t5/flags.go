@@ -98,9 +98,7 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 	if !(c.ShortSeqProb >= 0 && c.ShortSeqProb <= 1) {
 		bad("--short-seq-prob %g is outside [0, 1]", c.ShortSeqProb)
 	}
-	if c.EmbeddingInitStd < 0 {
-		bad("--embedding-init-method-std must not be negative, got %g", c.EmbeddingInitStd)
-	}
+	errs = append(errs, settings.NonNegativeNumbers(map[string]float64{"--embedding-init-method-std": c.EmbeddingInitStd})...)
 	if c.Set["fill-sample"] && c.FillSample >= 0 && c.EvalIters == 0 {
 		bad("--fill-sample %d needs a validation split (--eval-iters of at least 1)", c.FillSample)
 	}

@@ -54,6 +54,7 @@ type Checkpointer struct {
 	// Loaded is the iteration of the checkpoint loaded (0: none).
 	Loaded int
 	note   string // what was loaded, for the report
+	saved  int    // the iteration last saved to --save by this run (0: none)
 }
 
 // New returns the Checkpointer of a model (model names its architecture and
@@ -99,16 +100,22 @@ func (c *Checkpointer) Report(rep *report.Report) {
 }
 
 // Saved records that iteration it (1-based) is done and saves at --save-interval, or
-// always when last, saying so on rep.
+// always when last, saying so on rep. Weights that hold a NaN or an infinity on any
+// rank are not saved: Saved returns an error instead, on every rank, and the latest
+// checkpoint stays the one before.
 func (c *Checkpointer) Saved(ctx context.Context, it int, last bool, rep *report.Report) error {
 	c.State.Iteration = it
 	c.State.ConsumedSamples += c.globalBatch
 	if c.f.Save == "" || !last && (c.f.SaveInterval == 0 || it%c.f.SaveInterval != 0) {
 		return nil
 	}
+	if err := c.checkFinite(ctx, it); err != nil {
+		return err
+	}
 	if err := checkpoint.Save(ctx, c.f.Save, c.mesh, c.State); err != nil {
 		return fmt.Errorf("saving iteration %d: %w", it, err)
 	}
+	c.saved = it
 	rep.Printf("checkpoint: saved iteration %d to %s\n", it, c.f.Save)
 	return nil
 }

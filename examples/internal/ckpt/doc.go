@@ -3,8 +3,10 @@
 // schedule, loss scaler, data position) every so many iterations and at the end;
 // --load resumes from it — at any TP, PP and DP, the checkpoint is resharded on
 // loading — --finetune takes only its weights, and --eval-only has the example report
-// the loaded model's validation numbers. A run stopped by Ctrl-C is not saved: its last
-// --save-interval checkpoint is the one to resume.
+// the loaded model's validation numbers. A run stopped by Ctrl-C or SIGTERM is saved
+// only with --exit-signal-handler (package loop decides when to save); otherwise its
+// last --save-interval checkpoint is the one to resume. Weights holding a NaN or an
+// infinity are never saved.
 //
 // # Reading order
 //

@@ -1,23 +1,42 @@
-// Package loop is the training loop that megago's example programs share. Before each
-// iteration every rank agrees whether Ctrl-C asked any of them to stop
-// (ranks.StopRequested), so that all stop after the same iteration; then comes one
-// optimizer step over the global batch (train.Trainer.Step, each micro-batch with its
-// dropout pass from train.PassFor), its progress line on rank 0, the checkpoint's
-// bookkeeping with a save at --save-interval and after the last iteration, and a
-// validation at --eval-interval and after the last iteration.
+// Package loop is the training loop that megago's example programs share. Before the
+// first iteration it prints the settings' warnings (settings.Common.Warnings); then each
+// iteration is one optimizer step over the global batch (train.Trainer.Step, each
+// micro-batch with its dropout pass from train.PassFor), its progress line and metrics
+// on rank 0, the checks that stop a diverging run, the decision whether to stop, the
+// checkpoint's bookkeeping with a save at --save-interval, after the last iteration and
+// when stopping, and a validation at --eval-interval and after the last iteration.
 //
 // What differs between the examples is given to a Loop as values: the forward step
 // over an iteration's micro-batches (Forward), the validation and what it prints
 // (Eval), and the saving (Save, a ckpt.Checkpointer's Saved). Batches reads an
 // iteration's micro-batches from a data.Loader.
 //
+// # Stopping
+//
+// After each iteration every rank agrees, in one MAX all-reduce (ranks.AnyRank),
+// whether any of them was asked to stop (Ctrl-C or SIGTERM cancel the context that
+// ranks.Main gives the program) or has run past --exit-duration-in-mins, so that all
+// stop after the same iteration; --exit-interval needs no agreement. A planned exit
+// saves that iteration (with --save), a signal only with --exit-signal-handler, as in
+// Megatron. Result says whether and why the run stopped early.
+//
+// # Divergence
+//
+// A training loss that is NaN or infinite stops the run before its iteration is saved
+// (unless --no-check-for-nan-in-loss-and-grad), and so does an fp16 dynamic loss scaler
+// that has nothing left to try: a step skipped for inf/NaN gradients at
+// --min-loss-scale, after at least --hysteresis skips in a row (health). Weights that
+// hold a NaN or an infinity are never saved (package ckpt). Every rank sees the same
+// loss, skip and scale, so all stop together.
+//
 // # Reading order
 //
-// Loop and its Run, which returns a Result; Batches.
+// Loop and its Run, which returns a Result; stop.go (stopping), health.go (divergence);
+// Batches.
 //
 // # Errors
 //
-// A failed collective, data read, training step, save or validation ends Run with that
-// error (a failed step's wrapped with its iteration); the Result then holds the
-// iterations done before it.
+// A failed collective, data read, training step, metrics write, save or validation
+// ends Run with that error (a failed step's, a failed metrics write's and a divergence
+// wrapped with its iteration); the Result then holds the iterations done before it.
 package loop

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"megago/data"
-	"megago/examples/internal/ranks"
 	"megago/examples/internal/report"
 	"megago/examples/internal/settings"
 	"megago/nn"
@@ -17,13 +16,15 @@ import (
 
 // Loop is one rank's training loop. Every rank of Mesh runs it with the same settings.
 type Loop struct {
-	Settings *settings.Common // --train-iters, --eval-interval, the micro-batches and their schedule
+	Settings *settings.Common // --train-iters, --eval-interval, the micro-batches and their schedule, the exits
 	Mesh     *parallel.Mesh
 	Dev      *tensor.Device
 	Trainer  *train.Trainer
 	Dropout  tensor.RNG     // the dropout stream, keyed by iteration and sample (train.PassFor)
 	Report   *report.Report // rank 0's; nil on the other ranks
-
+	// Start is when the run started, from which --exit-duration-in-mins counts; zero
+	// means when Run is called.
+	Start time.Time
 	// Forward returns the forward step of iteration it (0-based, counted from the start
 	// of training, not of this run) over this rank's micro-batches of it; pass(micro) is
 	// micro-batch micro's training pass, with its dropout.
@@ -39,54 +40,98 @@ type Loop struct {
 // Result is what a run of the loop did.
 type Result struct {
 	Iterations  int       // completed, counted from the start of training
-	Interrupted bool      // stopped early by ctx (Ctrl-C)
+	Interrupted bool      // stopped early by ctx (Ctrl-C, SIGTERM)
+	Exited      bool      // stopped early by --exit-interval or --exit-duration-in-mins
 	Losses      []float64 // training loss of each iteration of this run
 }
 
+// Stopped reports whether the run stopped before --train-iters: interrupted, or a
+// planned exit.
+func (r Result) Stopped() bool { return r.Interrupted || r.Exited }
+
 // Run runs iterations first+1, ..., Settings.TrainIters (1-based; first is the
-// iteration a resumed run starts after). When ctx ends (Ctrl-C) on any rank, every rank
-// stops after the same iteration; the collectives run under context.WithoutCancel(ctx),
-// so none is cut off halfway.
+// iteration a resumed run starts after), after printing Settings.Warnings. When ctx
+// ends (Ctrl-C, SIGTERM) on any rank, every rank stops after the same iteration, saved
+// with --exit-signal-handler; --exit-interval and --exit-duration-in-mins stop it too,
+// saving that iteration. The collectives run under context.WithoutCancel(ctx), so none
+// is cut off halfway. A loss that is not finite, or an fp16 loss scaler that gives up
+// (see health), ends Run with an error before that iteration is saved.
 func (l *Loop) Run(ctx context.Context, first int) (Result, error) {
 	work := context.WithoutCancel(ctx)
-	cfg, sched := l.Settings, l.Settings.Schedule()
+	start := l.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	for _, w := range l.Settings.Warnings() {
+		l.Report.Printf("warning: %s\n", w)
+	}
 	var res Result
-	for it := first; it < cfg.TrainIters; it++ {
-		stop, err := ranks.StopRequested(ctx, work, l.Mesh.World(), l.Dev)
-		if err != nil {
+	if first >= l.Settings.TrainIters {
+		return res, nil
+	}
+	s, err := l.stopAfter(ctx, work, first, start, false)
+	if err != nil {
+		return res, err
+	}
+	if l.announce(first, s, &res); res.Stopped() {
+		return res, nil // before any iteration of this run: nothing new to save
+	}
+	h := newHealth(l.Settings)
+	for it := first; it < l.Settings.TrainIters; it++ {
+		stopped, err := l.iteration(ctx, work, it, start, h, &res)
+		if err != nil || stopped {
 			return res, err
-		}
-		if stop {
-			res.Interrupted = true
-			l.Report.Printf("interrupted: stopping after iteration %d on every rank\n", it)
-			break
-		}
-		t0 := time.Now()
-		pass := func(micro int) *nn.Pass {
-			return train.PassFor(work, l.Mesh, l.Dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
-		}
-		fwd, err := l.Forward(it, pass)
-		if err != nil {
-			return res, err
-		}
-		step, err := l.Trainer.Step(work, sched, fwd)
-		if err != nil {
-			return res, fmt.Errorf("iteration %d: %w", it+1, err)
-		}
-		res.Iterations, res.Losses = it+1, append(res.Losses, step.Loss)
-		l.Report.Step(it+1, step, time.Since(t0))
-		if l.Save != nil {
-			if err := l.Save(work, it+1, it+1 == cfg.TrainIters, l.Report); err != nil {
-				return res, err
-			}
-		}
-		if l.Eval != nil && cfg.EvalAfter(it+1) {
-			if err := l.Eval(it + 1); err != nil {
-				return res, err
-			}
 		}
 	}
 	return res, nil
+}
+
+// iteration runs iteration it (0-based), then its checks, the decision to stop, the
+// save and the validation; it reports whether the run stops after it.
+func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *health, res *Result) (bool, error) {
+	cfg := l.Settings
+	t0 := time.Now()
+	pass := func(micro int) *nn.Pass {
+		return train.PassFor(work, l.Mesh, l.Dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
+	}
+	fwd, err := l.Forward(it, pass)
+	if err != nil {
+		return false, err
+	}
+	step, err := l.Trainer.Step(work, cfg.Schedule(), fwd)
+	if err == nil {
+		err = l.Report.Step(it+1, step, time.Since(t0))
+	}
+	if err == nil {
+		err = h.check(step)
+	}
+	if err != nil {
+		return false, fmt.Errorf("iteration %d: %w", it+1, err)
+	}
+	res.Iterations, res.Losses = it+1, append(res.Losses, step.Loss)
+
+	var s stop
+	last := it+1 == cfg.TrainIters
+	if !last {
+		if s, err = l.stopAfter(ctx, work, it+1, start, true); err != nil {
+			return false, err
+		}
+	}
+	save := l.announce(it+1, s, res) || last
+	if l.Save != nil {
+		if err := l.Save(work, it+1, save, l.Report); err != nil {
+			return false, err
+		}
+	}
+	if l.Eval != nil && cfg.EvalAfter(it+1) {
+		if err := l.Eval(it + 1); err != nil {
+			return false, err
+		}
+		if err := l.Report.Err(); err != nil {
+			return false, fmt.Errorf("validation after iteration %d: %w", it+1, err)
+		}
+	}
+	return res.Stopped(), nil
 }
 
 // Batches takes the next m micro-batches from l: one iteration's on this DP rank.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -193,5 +194,68 @@ func TestRunErrors(t *testing.T) {
 			assert.Equal(t, wantIters, got.Iterations)
 			assert.Len(t, got.Losses, wantIters)
 		})
+	}
+}
+
+// TestRunStops: --exit-interval and --exit-duration-in-mins stop the loop after an
+// iteration and save it; a cancelled context (Ctrl-C, SIGTERM) stops it after the
+// iteration it was cancelled in, which is saved only with --exit-signal-handler.
+func TestRunStops(t *testing.T) {
+	tests := []struct {
+		name        string
+		set         func(c *settings.Common, l *loop.Loop, cancel func())
+		forward     []int
+		save        []string
+		interrupted bool
+		exited      bool
+		line        string
+	}{
+		{"exit interval", func(c *settings.Common, _ *loop.Loop, _ func()) { c.ExitInterval = 2 },
+			[]int{0, 1}, []string{"save", "last"}, false, true, "exiting after iteration 2 (--exit-interval 2)"},
+		{"exit duration", func(c *settings.Common, l *loop.Loop, _ func()) {
+			c.ExitDurationInMins = 1
+			l.Start = time.Now().Add(-time.Minute)
+		}, []int{0}, []string{"last"}, false, true, "exiting after iteration 1 (--exit-duration-in-mins 1)"},
+		{"signal", func(_ *settings.Common, l *loop.Loop, cancel func()) { cancelIn(l, 1, cancel) },
+			[]int{0, 1}, []string{"save", "save"}, true, false, "interrupted: stopping after iteration 2 on every rank"},
+		{"signal with the handler", func(c *settings.Common, l *loop.Loop, cancel func()) {
+			c.ExitSignalHandler = true
+			cancelIn(l, 1, cancel)
+		}, []int{0, 1}, []string{"save", "last"}, true, false, "interrupted: stopping after iteration 2 on every rank"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newTiny(t, 4)
+			var out strings.Builder
+			rep, err := report.New(&out, report.Options{OutDir: t.TempDir(), Iters: 4, LogInterval: 1, Ranks: 1, Model: "GPT"})
+			require.NoError(t, err)
+			var c calls
+			l := m.loop(&c, rep)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tt.set(m.cfg, l, cancel)
+			got, err := l.Run(ctx, 0)
+			require.NoError(t, err)
+			require.NoError(t, rep.Close())
+			assert.Equal(t, tt.forward, c.forward, "iterations stepped (0-based)")
+			assert.Equal(t, tt.save, c.save, "Save after every iteration, last when it must save")
+			assert.Equal(t, len(tt.forward), got.Iterations)
+			assert.Equal(t, tt.interrupted, got.Interrupted)
+			assert.Equal(t, tt.exited, got.Exited)
+			assert.True(t, got.Stopped())
+			assert.Contains(t, out.String(), tt.line+"\n")
+		})
+	}
+}
+
+// cancelIn makes l's Forward call cancel in iteration it (0-based), as a signal
+// arriving while it trains.
+func cancelIn(l *loop.Loop, it int, cancel func()) {
+	fwd := l.Forward
+	l.Forward = func(i int, pass func(int) *nn.Pass) (parallel.ForwardFunc, error) {
+		if i == it {
+			cancel()
+		}
+		return fwd(i, pass)
 	}
 }

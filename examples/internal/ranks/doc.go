@@ -3,8 +3,9 @@
 // launch, torchrun or srun, described by the environment), goroutines of this process
 // (--ranks N), or just this process; Run starts whichever the settings ask for.
 // Main is an example's main function (Ctrl-C handling, exit codes); StopRequested turns
-// Ctrl-C on any rank into a stop after the same iteration on every rank, and CountParams
-// counts a model's parameters over its model-parallel group.
+// Ctrl-C on any rank into a stop after the same iteration on every rank (AnyRank takes
+// such decisions together), and CountParams counts a model's parameters over its
+// model-parallel group.
 //
 // # Errors
 //

@@ -33,10 +33,16 @@ func Builder(job *tcp.Config) bool {
 // Output returns where a process of a TCP job reports: stdout on rank 0, nowhere on
 // the others (their errors still reach stderr).
 func Output(job *tcp.Config, stdout io.Writer) io.Writer {
-	if job != nil && job.Rank != 0 {
+	if !Reports(job) {
 		return io.Discard
 	}
 	return stdout
+}
+
+// Reports reports whether this process holds world rank 0, which prints the progress
+// and writes the output files: rank 0 of a TCP job, or the only process.
+func Reports(job *tcp.Config) bool {
+	return job == nil || job.Rank == 0
 }
 
 // Run runs fn on every rank: this process's rank of the TCP job job, n goroutine ranks
@@ -69,16 +75,32 @@ func Run(ctx context.Context, job *tcp.Config, n int, stdout io.Writer, fn func(
 // over the world under work, which is not cancelled, so that every rank stops after the
 // same iteration.
 func StopRequested(ctx, work context.Context, world parallel.Comm, dev *tensor.Device) (bool, error) {
-	flag := 0.0
-	if ctx.Err() != nil {
-		flag = 1
-	}
-	v := tensor.Scalar(dev, tensor.F64, flag)
-	defer v.Release()
-	if err := world.AllReduce(work, v, parallel.Max); err != nil {
+	stop, err := AnyRank(work, world, dev, ctx.Err() != nil)
+	if err != nil {
 		return false, err
 	}
-	return v.Item() > 0, nil
+	return stop[0], nil
+}
+
+// AnyRank returns, for each of flags, whether it is set on any rank of world: one MAX
+// all-reduce, so that every rank takes the same decision.
+func AnyRank(ctx context.Context, world parallel.Comm, dev *tensor.Device, flags ...bool) ([]bool, error) {
+	v := make([]float64, len(flags))
+	for i, f := range flags {
+		if f {
+			v[i] = 1
+		}
+	}
+	t := tensor.FromSlice(dev, v, len(v))
+	defer t.Release()
+	if err := world.AllReduce(ctx, t, parallel.Max); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(flags))
+	for i, x := range tensor.ToSlice[float64](t) {
+		out[i] = x > 0
+	}
+	return out, nil
 }
 
 // CountParams returns the parameters of the whole model given this rank's: its shards

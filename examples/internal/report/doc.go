@@ -16,11 +16,13 @@
 //
 // Only rank 0 reports: the other ranks hold a nil *Report, whose methods do nothing, so a
 // training loop calls them unconditionally. A Report belongs to one goroutine. Files are
-// flushed at every progress line, so TensorBoard and tail -f see a run while it trains.
+// flushed after every record, so TensorBoard and tail -f see a run while it trains, and
+// a write that fails (a full disk) is known at once.
 //
 // # Errors
 //
-// New returns the errors of creating the output directory and files; Close returns the
-// first error of writing the plot and closing the files. Write errors in between are
-// reported by Close (buffered writers keep the first one).
+// New returns the errors of creating the output directory and files. The first failed
+// write of metrics.jsonl or the event file is returned by Step and kept for Err, so
+// that the training loop stops at once; Close returns the first error of writing the
+// plot and closing the files.
 package report

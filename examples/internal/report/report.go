@@ -50,6 +50,7 @@ type Report struct {
 
 	window   window // since the last progress line
 	consumed int64  // tokens trained on
+	err      error  // the first failed write of metrics.jsonl or the event file
 }
 
 // window sums the iterations since the last progress line.
@@ -103,10 +104,12 @@ func (r *Report) Printf(format string, args ...any) {
 	fmt.Fprintf(r.out, format, args...)
 }
 
-// Step records iteration it (1-based) of the run, which took dt.
-func (r *Report) Step(it int, res train.StepResult, dt time.Duration) {
+// Step records iteration it (1-based) of the run, which took dt. It returns the first
+// error of writing metrics.jsonl or the event file (Err), so that a run stops at once
+// when its metrics cannot be written (a full disk).
+func (r *Report) Step(it int, res train.StepResult, dt time.Duration) error {
 	if r == nil {
-		return
+		return nil
 	}
 	elapsed := time.Since(r.start)
 	r.consumed += int64(r.o.TokensPerIter)
@@ -116,15 +119,15 @@ func (r *Report) Step(it int, res train.StepResult, dt time.Duration) {
 	if res.Skipped {
 		rec = append(rec, Field{"skipped", true})
 	}
-	r.metrics.Write(append(rec, Field{"tokens", r.consumed}, Field{"tokens_per_s", tokS},
-		Field{"model_tflops", tflops}, Field{"iteration_s", dt.Seconds()}, Field{"elapsed_s", elapsed.Seconds()}))
+	r.keep(r.metrics.Path(), r.metrics.Write(append(rec, Field{"tokens", r.consumed}, Field{"tokens_per_s", tokS},
+		Field{"model_tflops", tflops}, Field{"iteration_s", dt.Seconds()}, Field{"elapsed_s", elapsed.Seconds()})))
 	// Megatron's TensorBoard names; throughput is model TFLOP/s per rank, as Megatron's.
 	for _, s := range []struct {
 		tag string
 		v   float64
 	}{{r.o.LossTag, res.Loss}, {"learning-rate", res.LR}, {"grad-norm", res.GradNorm},
 		{"loss-scale", res.LossScale}, {"throughput", tflops / float64(r.o.Ranks)}} {
-		r.tb.Scalar(s.tag, it, s.v)
+		r.keep(r.tb.Path(), r.tb.Scalar(s.tag, it, s.v))
 	}
 	r.curve.TrainIter = append(r.curve.TrainIter, it)
 	r.curve.Train = append(r.curve.Train, res.Loss)
@@ -147,12 +150,33 @@ func (r *Report) Step(it int, res train.StepResult, dt time.Duration) {
 			Thousands(float64(r.o.TokensPerIter*w.iters)/w.time.Seconds()), r.o.FLOPsPerIter*float64(w.iters)/w.time.Seconds()/1e12,
 			Clock(elapsed), Clock(eta), skipped)
 		*w = window{}
-		r.metrics.Flush()
-		r.tb.Flush()
 	}
 	if r.live && it < r.o.Iters {
 		r.bar(it, res.Loss, tokS, eta)
 	}
+	r.flush()
+	return r.err
+}
+
+// Err returns the first error of writing metrics.jsonl or the event file, nil if none.
+func (r *Report) Err() error {
+	if r == nil {
+		return nil
+	}
+	return r.err
+}
+
+// keep records err, the result of writing the file at path, if it is the first error.
+func (r *Report) keep(path string, err error) {
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("writing %s: %w", path, err)
+	}
+}
+
+// flush writes the buffered records to their files.
+func (r *Report) flush() {
+	r.keep(r.metrics.Path(), r.metrics.Flush())
+	r.keep(r.tb.Path(), r.tb.Flush())
 }
 
 // bar redraws the live progress bar.
@@ -175,7 +199,7 @@ type Value struct {
 
 // Eval records a validation run at iteration it: a line "validation at iteration it |
 // label value | ...", a "valid" record, a TensorBoard scalar per tagged value, and
-// plotted, a point of the validation curve.
+// plotted, a point of the validation curve. A failed write is kept for Err.
 func (r *Report) Eval(it int, plotted float64, vs ...Value) {
 	if r == nil {
 		return
@@ -186,11 +210,12 @@ func (r *Report) Eval(it int, plotted float64, vs ...Value) {
 		line += fmt.Sprintf(" | %s "+v.Format, v.Label, v.V)
 		rec = append(rec, Field{v.Key, v.V})
 		if v.Tag != "" {
-			r.tb.Scalar(v.Tag, it, v.V)
+			r.keep(r.tb.Path(), r.tb.Scalar(v.Tag, it, v.V))
 		}
 	}
 	r.Printf("%s\n", line)
-	r.metrics.Write(rec)
+	r.keep(r.metrics.Path(), r.metrics.Write(rec))
+	r.flush()
 	r.curve.ValidIter = append(r.curve.ValidIter, it)
 	r.curve.Valid = append(r.curve.Valid, plotted)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -80,9 +81,36 @@ func TestReportFiles(t *testing.T) {
 func TestNilReport(t *testing.T) {
 	var r *Report
 	r.Printf("x")
-	r.Step(1, train.StepResult{}, time.Second)
+	assert.NoError(t, r.Step(1, train.StepResult{}, time.Second))
 	r.Eval(1, 0)
 	r.Done(1, time.Second)
+	assert.NoError(t, r.Err())
 	assert.NoError(t, r.Close())
 	assert.Zero(t, r.Consumed())
+}
+
+// TestWriteErrors: a failed write of metrics.jsonl (a full disk: /dev/full) is returned
+// by the first Step, not only when the file is closed, and kept for Err; validation
+// records report theirs through Err.
+func TestWriteErrors(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("needs /dev/full")
+	}
+	for _, what := range []string{"step", "eval"} {
+		t.Run(what, func(t *testing.T) {
+			dir := t.TempDir()
+			metrics := filepath.Join(dir, "metrics.jsonl")
+			require.NoError(t, os.Symlink("/dev/full", metrics))
+			r, err := New(io.Discard, Options{OutDir: dir, Iters: 3, LogInterval: 2, TokensPerIter: 1, Ranks: 1})
+			require.NoError(t, err)
+			want := "writing " + metrics + ": write " + metrics + ": no space left on device"
+			if what == "step" {
+				assert.EqualError(t, r.Step(1, train.StepResult{Loss: 1}, time.Second), want)
+			} else {
+				r.Eval(1, 1, Value{Label: "loss", Format: "%.1f", Key: "loss", V: 1})
+			}
+			assert.EqualError(t, r.Err(), want)
+			assert.Error(t, r.Close())
+		})
+	}
 }

@@ -34,7 +34,8 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 		"--num-attention-heads": c.NumAttentionHeads, "--seq-length": c.SeqLength,
 		"--micro-batch-size": c.MicroBatchSize, "--train-iters": c.TrainIters, "--log-interval": c.LogInterval,
 		"--tensor-model-parallel-size": c.TP, "--pipeline-model-parallel-size": c.PP, "--ranks": c.Ranks,
-		"--make-vocab-size-divisible-by": c.MakeVocabSizeDivisibleBy}
+		"--make-vocab-size-divisible-by": c.MakeVocabSizeDivisibleBy, "--loss-scale-window": c.LossScaleWindow,
+		"--hysteresis": c.Hysteresis}
 	for _, name := range sortedKeys(positive) {
 		if positive[name] < 1 {
 			bad("%s must be at least 1, got %d", name, positive[name])
@@ -44,8 +45,9 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 		"--lr-decay-iters": c.LRDecayIters, "--lr-warmup-iters": c.LRWarmupIters,
 		"--global-batch-size": c.GlobalBatchSize, "--ffn-hidden-size": c.FFNHiddenSize,
 		"--num-layers-per-virtual-pipeline-stage": c.LayersPerVirtualStage,
-		"--max-position-embeddings":               c.MaxPositionEmbeddings})...)
-	if len(errs) > 0 { // the rest divides by these
+		"--max-position-embeddings":               c.MaxPositionEmbeddings, "--exit-interval": c.ExitInterval})...)
+	errs = append(errs, c.checkNumbers()...)
+	if len(errs) > 0 { // the rest divides by these or hands them on to checks of its own
 		return errs
 	}
 	if c.MaxPositionEmbeddings == 0 {
@@ -139,8 +141,9 @@ func (c *Common) checkOptimizer() []string {
 	if c.Set["micro-batch-size"] && c.Set["batch-size"] {
 		errs = append(errs, "--batch-size is an alias of --micro-batch-size: give one of them")
 	}
-	if c.LRWarmupFraction < 0 || c.LRWarmupFraction > 1 {
-		errs = append(errs, fmt.Sprintf("--lr-warmup-fraction %g is outside [0, 1]", c.LRWarmupFraction))
+	if c.FP16 && c.LossScale == 0 && c.MinLossScale > c.InitialLossScale {
+		errs = append(errs, fmt.Sprintf("--min-loss-scale %g is above --initial-loss-scale %g", c.MinLossScale, c.InitialLossScale))
+		return errs
 	}
 	if _, err := c.OptimConfig(); err != nil {
 		errs = append(errs, err.Error())
@@ -161,11 +164,6 @@ func (c *Common) checkModel(model func() nn.TransformerConfig) []string {
 	}
 	if ffn := cmp.Or(c.FFNHiddenSize, 4*c.HiddenSize); ffn%c.TP != 0 {
 		bad("the MLP hidden size %d (--ffn-hidden-size, default 4 × hidden) is not divisible by --tensor-model-parallel-size %d", ffn, c.TP)
-	}
-	for name, p := range map[string]float64{"--hidden-dropout": c.HiddenDropout, "--attention-dropout": c.AttentionDropout} {
-		if p < 0 || p >= 1 {
-			bad("%s %g is outside [0, 1)", name, p)
-		}
 	}
 	if len(errs) > 0 {
 		return errs
@@ -190,7 +188,7 @@ func NonNegative(values map[string]int) []string {
 	return errs
 }
 
-func sortedKeys(m map[string]int) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -257,11 +255,17 @@ func (c *Common) OptimConfig() (optim.Config, error) {
 	if c.FP16 {
 		if c.LossScale > 0 {
 			cfg.Scaler = optim.ConstantScaler{Value: c.LossScale}
-		} else if cfg.Scaler, err = optim.NewDynamicScaler(optim.DynamicScalerConfig{InitialScale: c.InitialLossScale}); err != nil {
+		} else if cfg.Scaler, err = optim.NewDynamicScaler(c.ScalerConfig()); err != nil {
 			return optim.Config{}, err
 		}
 	}
 	return cfg, cfg.Validate()
+}
+
+// ScalerConfig returns the dynamic fp16 loss scaler's configuration.
+func (c *Common) ScalerConfig() optim.DynamicScalerConfig {
+	return optim.DynamicScalerConfig{InitialScale: c.InitialLossScale, MinScale: c.MinLossScale,
+		GrowthInterval: c.LossScaleWindow, Hysteresis: c.Hysteresis}
 }
 
 // Blend returns the --data-path prefixes and their weights (all 1 when none are given).

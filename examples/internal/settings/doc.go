@@ -12,9 +12,16 @@
 //   - flags.go: Common, Defaults, Register and Parse; --data-path takes Megatron's list of
 //     words ("--data-path 0.3 A 0.7 B").
 //   - check.go: Check, Error and NonNegative, then what the settings derive.
+//   - numbers.go: the checks of float settings (NonNegativeNumbers, PositiveNumbers,
+//     Fractions: NaN and infinities are refused too) and Warnings.
+//   - writable.go: CheckWritable, which probes --save and --out-dir before any work.
 //
 // # Errors
 //
 // Every setting that cannot work is a message of Check, all of them reported together
-// by Error, before any work starts; -help prints the usage and returns ErrHelp.
+// by Error, before any work starts (the integer sizes and the float values first: when
+// one of them is wrong, the checks that build on them are not run); -help prints the
+// usage and returns ErrHelp. A --save or --out-dir that cannot be written is
+// CheckWritable's error. Settings that work but are likely mistakes (a --loss-scale
+// below 1) are Warnings, which the training loop prints.
 package settings

@@ -37,6 +37,11 @@ type Common struct {
 	AdamEps                     float64
 	BF16, FP16                  bool
 	LossScale, InitialLossScale float64
+	MinLossScale                float64
+	LossScaleWindow, Hysteresis int
+	// NoCheckForNaN turns off the check that stops a run whose training loss is NaN
+	// or infinite (Megatron's --no-check-for-nan-in-loss-and-grad).
+	NoCheckForNaN bool
 
 	// Parallelism.
 	TP, PP, LayersPerVirtualStage int
@@ -60,6 +65,12 @@ type Common struct {
 	// Checkpoints.
 	ckpt.Flags
 
+	// Planned exits: on SIGTERM (with ExitSignalHandler), every ExitInterval iterations,
+	// after ExitDurationInMins minutes; each saves the iteration when --save is set.
+	ExitSignalHandler  bool
+	ExitInterval       int
+	ExitDurationInMins float64
+
 	// Derived by Check: the world size, DP, micro-batches per step and model chunks per
 	// pipeline rank.
 	World, DP, Microbatches, Chunks int
@@ -75,7 +86,8 @@ func Defaults() Common {
 	return Common{NumLayers: 4, HiddenSize: 128, NumAttentionHeads: 4, SeqLength: 128, MakeVocabSizeDivisibleBy: 128,
 		InitMethodStd: 0.02, MicroBatchSize: 4, TrainIters: 600,
 		LR: 2e-3, MinLR: 1e-4, LRDecayStyle: "cosine", LRWarmupFraction: 0.05, WeightDecay: 0.1, ClipGrad: 1,
-		AdamBeta1: 0.9, AdamBeta2: 0.95, AdamEps: 1e-8, InitialLossScale: 1 << 32,
+		AdamBeta1: 0.9, AdamBeta2: 0.95, AdamEps: 1e-8, InitialLossScale: 1 << 32, MinLossScale: 1,
+		LossScaleWindow: 1000, Hysteresis: 2,
 		TP: 1, PP: 1, DistributedBackend: "tcp", Ranks: 1,
 		Split: data.DefaultSplit, TokenizerType: "gosource-bpe", Seed: 1234,
 		EvalInterval: 200, EvalIters: 20, LogInterval: 50, OutDir: "out"}
@@ -115,6 +127,10 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.BoolVar(&c.FP16, "fp16", c.FP16, "float16 parameters and activations with fp32 master weights and loss scaling")
 	fs.Float64Var(&c.LossScale, "loss-scale", c.LossScale, "constant fp16 loss scale (0: dynamic)")
 	fs.Float64Var(&c.InitialLossScale, "initial-loss-scale", c.InitialLossScale, "initial dynamic fp16 loss scale")
+	fs.Float64Var(&c.MinLossScale, "min-loss-scale", c.MinLossScale, "minimum dynamic fp16 loss scale: a step skipped at it, after a run of skips, stops training")
+	fs.IntVar(&c.LossScaleWindow, "loss-scale-window", c.LossScaleWindow, "clean steps before the dynamic loss scale doubles")
+	fs.IntVar(&c.Hysteresis, "hysteresis", c.Hysteresis, "overflows before the dynamic loss scale first halves")
+	fs.BoolVar(&c.NoCheckForNaN, "no-check-for-nan-in-loss-and-grad", c.NoCheckForNaN, "keep training when the loss is NaN or infinite")
 
 	fs.IntVar(&c.TP, "tensor-model-parallel-size", c.TP, "tensor-parallel size (TP)")
 	fs.IntVar(&c.PP, "pipeline-model-parallel-size", c.PP, "pipeline-parallel size (PP)")
@@ -140,6 +156,9 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.OutDir, "out-dir", c.OutDir, "where metrics.jsonl, loss.png and the TensorBoard files go")
 
 	c.Flags.Register(fs, evalOnly)
+	fs.BoolVar(&c.ExitSignalHandler, "exit-signal-handler", c.ExitSignalHandler, "on SIGTERM (or Ctrl-C), save the iteration every rank stops after (with --save); under megago launch give --grace the time of an iteration and a save")
+	fs.IntVar(&c.ExitInterval, "exit-interval", c.ExitInterval, "exit after iterations that are a multiple of this, saving them with --save (0: never)")
+	fs.Float64Var(&c.ExitDurationInMins, "exit-duration-in-mins", c.ExitDurationInMins, "exit after the iteration that ends this many minutes into the run, saving it with --save (0: never)")
 	fs.StringVar(&c.configFile, "config", "", "JSON file of settings named like the flags (flags override it)")
 }
 

@@ -3,6 +3,7 @@ package settings
 import (
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,4 +61,17 @@ func TestNonNegative(t *testing.T) {
 		NonNegative(map[string]int{"--c": -3, "--b": 0, "--a": -1}))
 	assert.NoError(t, Error(nil))
 	assert.EqualError(t, Error([]string{"x", "y"}), "invalid settings:\n  x\n  y")
+}
+
+// TestNumbers: NaN and infinities are refused like values out of range, in the order
+// of the names.
+func TestNumbers(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	assert.Equal(t, []string{"--a must be a finite number ≥ 0, got NaN", "--b must be a finite number ≥ 0, got +Inf",
+		"--d must be a finite number ≥ 0, got -1"},
+		NonNegativeNumbers(map[string]float64{"--d": -1, "--c": 0, "--b": inf, "--a": nan}))
+	assert.Equal(t, []string{"--a must be a finite number > 0, got 0", "--b must be a finite number > 0, got NaN"},
+		PositiveNumbers(map[string]float64{"--a": 0, "--b": nan, "--c": 1e-30}))
+	assert.Equal(t, []string{"--a NaN is outside [0, 1)", "--b 1 is outside [0, 1)", "--d -0.1 is outside [0, 1)"},
+		Fractions(map[string]float64{"--a": nan, "--b": 1, "--c": 0, "--d": -0.1}))
 }

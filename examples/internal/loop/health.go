@@ -11,10 +11,11 @@ import (
 // health watches the training steps for divergence, which stops a run before the
 // iteration is saved: a training loss that is NaN or infinite (Megatron's
 // --check-for-nan-in-loss-and-grad, on unless --no-check-for-nan-in-loss-and-grad), and
-// an fp16 dynamic loss scaler that has nothing left to try: a step skipped for inf/NaN
-// gradients at --min-loss-scale, after at least --hysteresis skips in a row. From an
-// initial scale S that is log2(S / min) + hysteresis skips: the first hysteresis − 1
-// keep S, each further one halves it.
+// an fp16 dynamic loss scaler that has nothing left to try. A run of skipped steps (inf/NaN
+// gradients) that starts at scale S brings the scale down to --min-loss-scale in
+// log2(S / min) + hysteresis − 1 skips (the first hysteresis − 1 keep S, each further one
+// halves it); the run stops when the skips in a row reach log2(S / min) + hysteresis + 1,
+// that is when the second step in a row at the minimum scale overflows too.
 //
 // Every rank decides alike: the loss, the skip and the loss scale of a step are the
 // same on every rank.
@@ -23,6 +24,7 @@ type health struct {
 	minScale   float64 // the dynamic scaler's minimum; 0 without one
 	hysteresis int
 	skips      int // steps skipped in a row
+	limit      int // the skips in a row that stop the run, set at the first of them
 }
 
 func newHealth(c *settings.Common) *health {
@@ -45,7 +47,10 @@ func (h *health) check(step train.StepResult) error {
 		return nil
 	}
 	h.skips++
-	if h.minScale > 0 && step.LossScale <= h.minScale && h.skips >= h.hysteresis {
+	if h.skips == 1 && h.minScale > 0 {
+		h.limit = int(math.Round(math.Log2(math.Max(step.LossScale, h.minScale)/h.minScale))) + h.hysteresis + 1
+	}
+	if h.minScale > 0 && h.skips >= h.limit {
 		return fmt.Errorf("fp16 loss scaling gave up: %d steps in a row were skipped for inf/NaN gradients, "+
 			"the last one at --min-loss-scale %g", h.skips, h.minScale)
 	}

@@ -16,7 +16,7 @@ func TestHealth(t *testing.T) {
 	const (
 		lossStop  = "the training loss is NaN: stopping before this iteration is saved (--no-check-for-nan-in-loss-and-grad turns this check off)"
 		infStop   = "the training loss is +Inf: stopping before this iteration is saved (--no-check-for-nan-in-loss-and-grad turns this check off)"
-		scaleStop = "fp16 loss scaling gave up: 2 steps in a row were skipped for inf/NaN gradients, the last one at --min-loss-scale 1"
+		scaleStop = "fp16 loss scaling gave up: 3 steps in a row were skipped for inf/NaN gradients, the last one at --min-loss-scale 1"
 	)
 	type step struct {
 		loss, scale float64
@@ -32,9 +32,12 @@ func TestHealth(t *testing.T) {
 		{"infinite loss", health{checkLoss: true}, []step{{math.Inf(1), 1, false}}, []string{infStop}},
 		{"NaN loss, check off", health{}, []step{{math.NaN(), 1, false}}, []string{""}},
 		{"skips down to the minimum", health{minScale: 1, hysteresis: 2},
-			[]step{{1, 4, true}, {1, 4, true}, {1, 2, true}, {1, 1, true}}, []string{"", "", "", "fp16 loss scaling gave up: 4 steps in a row were skipped for inf/NaN gradients, the last one at --min-loss-scale 1"}},
+			// From 4 with hysteresis 2: log2(4/1) + 2 + 1 = 5 skips, the last two at the minimum.
+			[]step{{1, 4, true}, {1, 4, true}, {1, 2, true}, {1, 1, true}, {1, 1, true}},
+			[]string{"", "", "", "", "fp16 loss scaling gave up: 5 steps in a row were skipped for inf/NaN gradients, the last one at --min-loss-scale 1"}},
 		{"a clean step resets the count", health{minScale: 1, hysteresis: 2},
-			[]step{{1, 1, true}, {1, 1, false}, {1, 1, true}, {1, 1, true}}, []string{"", "", "", scaleStop}},
+			// A new run of skips at the minimum: log2(1/1) + 2 + 1 = 3 skips.
+			[]step{{1, 1, true}, {1, 1, false}, {1, 1, true}, {1, 1, true}, {1, 1, true}}, []string{"", "", "", "", scaleStop}},
 		{"constant loss scale never gives up", health{}, []step{{1, 1, true}, {1, 1, true}, {1, 1, true}}, []string{"", "", ""}},
 	}
 	for _, tt := range tests {

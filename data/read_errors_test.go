@@ -148,3 +148,55 @@ func TestGPTIndexCacheRefusesIndicesThatDoNotFit(t *testing.T) {
 		t.Fatalf("loading indices that do not fit: %v\nwant %s", err, want)
 	}
 }
+
+// failingSource is a source whose sequence bad cannot be read (an injected disk error).
+type failingSource struct {
+	*MemorySource
+	bad int
+}
+
+func (f failingSource) ReadTokens(dst []int32, i, offset, n int) ([]int32, error) {
+	if i == f.bad {
+		return dst, fmt.Errorf("data: read sequence %d of test.bin at byte %d: injected", i, 4*offset)
+	}
+	return f.MemorySource.ReadTokens(dst, i, offset, n)
+}
+
+// BERT and T5 samples and their collate functions return read errors naming the
+// sentence, the file and the offset.
+func TestSentenceDatasetsReportReadErrors(t *testing.T) {
+	ctx := context.Background()
+	src := failingSource{sentenceSource(5, 40, 6), 17}
+	bert, err := NewBERTDataset(ctx, src, SplitTrain, 0, testBERTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t5, err := NewT5Dataset(ctx, src, SplitTrain, 0, testT5Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		n       int
+		collate func(ctx context.Context, idx []int) error
+		re      string
+	}{
+		{"bert", bert.Len(), func(ctx context.Context, idx []int) error { _, err := CollateSamples(bert)(ctx, idx); return err },
+			`^data: BERT sample \d+: sentence 17: data: read sequence 17 of test.bin at byte 0: injected$`},
+		{"t5", t5.Len(), func(ctx context.Context, idx []int) error { _, err := CollateSamples(t5)(ctx, idx); return err },
+			`^data: T5 sample \d+: sentence 17: data: read sequence 17 of test.bin at byte 0: injected$`},
+	} {
+		failed := 0
+		for i := range tc.n {
+			if err := tc.collate(ctx, []int{i}); err != nil {
+				failed++
+				if !regexp.MustCompile(tc.re).MatchString(err.Error()) {
+					t.Errorf("%s sample %d: %q does not match %s", tc.name, i, err, tc.re)
+				}
+			}
+		}
+		if failed == 0 {
+			t.Errorf("%s: no sample read sentence 17", tc.name)
+		}
+	}
+}

@@ -156,8 +156,8 @@ func ReadManifest(dir string) (*Manifest, error) {
 // checksumPrefix is how an encoded manifest starts: its checksum is its first field.
 const checksumPrefix = "{\n  \"manifest_sha256\": \""
 
-// zeroChecksum stands for the checksum while it is computed.
-var zeroChecksum = strings.Repeat("0", 2*sha256.Size)
+// zeroChecksum stands for the checksum while it is computed: 64 hex zeros.
+const zeroChecksum = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // encode returns the manifest as indented JSON, setting m.Checksum to the SHA-256 of
 // the result with the checksum's value zeroed.

@@ -18,7 +18,8 @@
 //
 //   - tokenizer.go, tokenizer_*.go: Tokenizer, SpecialIDs, NewTokenizer and the
 //     tokenizers; tokenizer_bpe_train.go: the BPE trainer.
-//   - source.go: TokenSource, what datasets read (IndexedDataset, MemorySource).
+//   - source.go: TokenSource, what datasets read (IndexedDataset, MemorySource);
+//     source_digest.go: the digest of a source's contents that keys index caches.
 //   - indexed*.go, builder*.go: the .bin/.idx reader and writer.
 //   - preprocess*.go: Preprocess (megago preprocess).
 //   - split.go, gpt_dataset*.go, blended.go, bert_*.go, t5_dataset.go, masking.go:

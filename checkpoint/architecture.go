@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"fmt"
 	"slices"
 
 	"megago/nn"
@@ -13,6 +14,7 @@ import (
 // the decoding error.
 type architecture interface {
 	vocab(m Model) (v, multiple int, names []string, err error)
+	size(m Model) (minParams float64, c nn.TransformerConfig, err error)
 	build(m Model, b *nn.Builder, mesh *parallel.Mesh) (nn.Parts, error)
 	converter(m Model, b *nn.Builder) (nn.HFConverter, error)
 	hfConfig(m Model, cfg map[string]any) error
@@ -23,19 +25,38 @@ var architectures = map[string]architecture{
 	ArchGPT: archOf[nn.GPTConfig]{
 		vocabNames: []string{"embedding.word.weight", "output.weight"},
 		vocabOf:    func(c nn.GPTConfig) (int, int) { return c.Vocab, c.VocabMultiple },
-		parts:      chunkParts(nn.NewGPTChunks, nn.GPTParts),
-		whole:      wholeModel(nn.NewGPT),
-		hf:         gptHFConfig,
+		sizeOf: func(c nn.GPTConfig) (float64, nn.TransformerConfig, error) {
+			return transformerSize(c.TransformerConfig, c.NumLayers, 0)
+		},
+		parts: chunkParts(nn.NewGPTChunks, nn.GPTParts),
+		whole: wholeModel(nn.NewGPT),
+		hf:    gptHFConfig,
 	},
 	ArchBERT: archOf[nn.BERTConfig]{
 		vocabNames: []string{"embedding.word.weight", "lm_head.bias"},
 		vocabOf:    func(c nn.BERTConfig) (int, int) { return c.Vocab, c.VocabMultiple },
-		parts:      chunkParts(nn.NewBERTChunks, nn.BERTParts),
-		whole:      wholeModel(nn.NewBERT),
+		sizeOf: func(c nn.BERTConfig) (float64, nn.TransformerConfig, error) {
+			if c.TypeVocab < 0 {
+				return 0, c.TransformerConfig, fmt.Errorf("TypeVocab = %d must be ≥ 0", c.TypeVocab)
+			}
+			return transformerSize(c.TransformerConfig, c.NumLayers, float64(c.TypeVocab)*float64(c.Hidden))
+		},
+		parts: chunkParts(nn.NewBERTChunks, nn.BERTParts),
+		whole: wholeModel(nn.NewBERT),
 	},
 	ArchT5: archOf[nn.T5Config]{
 		vocabNames: []string{"embedding.word.weight"},
 		vocabOf:    func(c nn.T5Config) (int, int) { return c.Vocab, c.VocabMultiple },
+		sizeOf: func(c nn.T5Config) (float64, nn.TransformerConfig, error) {
+			dec := c.DecoderLayers
+			if dec == 0 {
+				dec = c.NumLayers
+			}
+			if dec < 0 {
+				return 0, c.TransformerConfig, fmt.Errorf("DecoderLayers = %d must be ≥ 0", dec)
+			}
+			return transformerSize(c.TransformerConfig, c.NumLayers+dec, 0)
+		},
 		parts: func(b *nn.Builder, c nn.T5Config, mesh *parallel.Mesh) (nn.Parts, error) {
 			t5, err := nn.NewT5OnMesh(b, c, mesh)
 			if err != nil {
@@ -53,6 +74,10 @@ type archOf[C any] struct {
 	vocabNames []string
 	// vocabOf returns the vocabulary and its padding multiple.
 	vocabOf func(C) (v, multiple int)
+	// sizeOf returns a lower bound of the model's parameter count, computed from the
+	// configuration without building anything (see checkSize), and its transformer
+	// configuration.
+	sizeOf func(C) (float64, nn.TransformerConfig, error)
 	// parts builds this rank's part of the model on a mesh, one model chunk per rank.
 	parts func(*nn.Builder, C, *parallel.Mesh) (nn.Parts, error)
 	// whole builds the whole model.
@@ -66,6 +91,14 @@ func (a archOf[C]) vocab(m Model) (v, multiple int, names []string, err error) {
 	c, err := configAs[C](m, m.Arch)
 	v, multiple = a.vocabOf(c)
 	return v, multiple, slices.Clone(a.vocabNames), err
+}
+
+func (a archOf[C]) size(m Model) (float64, nn.TransformerConfig, error) {
+	c, err := configAs[C](m, m.Arch)
+	if err != nil {
+		return 0, nn.TransformerConfig{}, err
+	}
+	return a.sizeOf(c)
 }
 
 func (a archOf[C]) build(m Model, b *nn.Builder, mesh *parallel.Mesh) (nn.Parts, error) {

@@ -12,24 +12,37 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 
 	"megago/internal/atomicfile"
+	"megago/internal/filelock"
 	"megago/parallel"
 	"megago/tensor"
 )
 
-// Crash safety. Files are written into <dir>/iter_NNNNNNN.staging under temporary names,
-// fsynced and renamed; after every rank has reported its files (an all-gather), rank 0
-// writes the manifest the same way, fsyncs the staging directory, renames it to
-// iter_NNNNNNN (moving an existing one aside to iter_NNNNNNN.old first), fsyncs dir,
-// and finally replaces the tracker file through a fsynced temporary file and a rename.
-// Whatever happens before that last rename, the tracker names the previous checkpoint.
+// Crash safety. Rank 0 locks <dir>/.megago-save.lock for the whole save, so two jobs
+// never save into one directory at once, and removes what interrupted saves left (their
+// staging directories and temporary files): with the lock held, no save is under way.
+// Files are written into <dir>/iter_NNNNNNN.staging under temporary names, fsynced and
+// renamed; after every rank has reported its files (an all-gather), rank 0 writes the
+// manifest the same way, fsyncs the staging directory, renames it to iter_NNNNNNN
+// (moving an existing one aside to iter_NNNNNNN.old first), fsyncs dir, and finally
+// replaces the tracker file through a fsynced temporary file and a rename. Whatever
+// happens before that last rename, the tracker names the previous checkpoint. A save
+// that fails removes its staging directory; one whose process dies leaves it to the next.
 
 const (
 	stagingSuffix = ".staging"
 	oldSuffix     = ".old"
+	// LockFile is the lock file of a checkpoint directory: rank 0 of a saving job holds
+	// its flock (package filelock) for the duration of each save and writes its process
+	// id into it. The kernel releases the lock when the holder dies.
+	LockFile = ".megago-save.lock"
 )
+
+// stagingName matches the staging directories of saves.
+var stagingName = regexp.MustCompile(`^iter_\d{7,}\.staging$`)
 
 // saveHook, if not nil, is called at named points of a save (tests crash there).
 type saveHook func(rank int, point string)
@@ -48,6 +61,7 @@ type PendingSave struct {
 	man          Manifest       // rank 0's fields from its State
 	data         rankData
 	hook         saveHook
+	lock         *filelock.File // the directory's lock, held by rank 0 until the save ends
 
 	done  chan struct{}
 	files [2]writtenFile // model, optimizer
@@ -61,15 +75,16 @@ type writtenFile struct {
 }
 
 // begin prepares the staging directory and writes this rank's files.
-func begin(ctx context.Context, dir string, mesh *parallel.Mesh, dev *tensor.Device, man Manifest, d rankData, async bool, hook saveHook) (*PendingSave, error) {
+func begin(ctx context.Context, dir string, mesh *parallel.Mesh, dev *tensor.Device, man Manifest, d rankData, async bool, hook saveHook) (_ *PendingSave, err error) {
 	p := &PendingSave{dir: dir, staging: filepath.Join(dir, IterDir(man.Iteration)+stagingSuffix), mesh: mesh, dev: dev,
 		man: man, data: d, hook: hook, done: make(chan struct{})}
 	p.files[0].size, p.files[1].size = -1, -1
 	world := mesh.World()
 	var prepErr error
 	if world.Rank() == 0 {
-		prepErr = prepareStaging(dir, p.staging)
+		p.lock, prepErr = prepareStaging(dir, p.staging)
 	}
+	defer p.end(&err, false) // on an error or a panic before the writes start
 	ok, err := allOK(ctx, world, dev, prepErr == nil)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: saving iteration %d: %w", man.Iteration, err)
@@ -81,9 +96,15 @@ func begin(ctx context.Context, dir string, mesh *parallel.Mesh, dev *tensor.Dev
 		return nil, fmt.Errorf("checkpoint: saving iteration %d: rank 0 could not prepare %s", man.Iteration, p.staging)
 	}
 	hook.at(world.Rank(), "staged")
+	return p.started(async), nil
+}
+
+// started writes this rank's files, in the background if async. The directory's lock
+// stays held until Commit.
+func (p *PendingSave) started(async bool) *PendingSave {
 	if !async {
 		p.write()
-		return p, nil
+		return p
 	}
 	for i := range p.data.model {
 		p.data.model[i].snapshot()
@@ -92,18 +113,70 @@ func begin(ctx context.Context, dir string, mesh *parallel.Mesh, dev *tensor.Dev
 		p.data.optim[i].snapshot()
 	}
 	go p.write()
-	return p, nil
+	return p
 }
 
-// prepareStaging creates dir and an empty staging directory in it.
-func prepareStaging(dir, staging string) error {
+// prepareStaging creates dir, takes its lock, removes what interrupted saves left and
+// creates an empty staging directory. It returns the lock.
+func prepareStaging(dir, staging string) (*filelock.File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := filelock.Acquire(filepath.Join(dir, LockFile))
+	var held *filelock.HeldError
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("another save to %s is under way: %w", dir, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := removeStale(dir); err != nil {
+		lock.Release()
+		return nil, err
+	}
+	if err := os.Mkdir(staging, 0o755); err != nil {
+		lock.Release()
+		return nil, err
+	}
+	return lock, nil
+}
+
+// removeStale removes what interrupted saves left in dir: staging directories (a full
+// disk stays full otherwise) and the tracker's temporary files. The caller holds the
+// directory's lock, so no save is under way.
+func removeStale(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
 		return err
 	}
-	if err := os.RemoveAll(staging); err != nil { // left by an interrupted save
-		return err
+	for _, e := range entries {
+		if e.IsDir() && stagingName.MatchString(e.Name()) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("removing the staging directory of an interrupted save: %w", err)
+			}
+		}
 	}
-	return os.Mkdir(staging, 0o755)
+	_, err = atomicfile.RemoveStale(dir, atomicfile.TempPrefix(filepath.Join(dir, TrackerFile)))
+	return err
+}
+
+// end ends rank 0's hold on the directory (it does nothing on other ranks): when the
+// save failed (*err set, or a panic being recovered, which end raises again) it removes
+// the staging directory and releases the lock; when committed is true (Commit
+// returning) it releases the lock in any case.
+func (p *PendingSave) end(err *error, committed bool) {
+	r := recover()
+	failed := r != nil || *err != nil
+	if p.lock != nil && (failed || committed) {
+		if failed {
+			_ = os.RemoveAll(p.staging) // best effort: the next save removes what stays
+		}
+		p.lock.Release()
+		p.lock = nil
+	}
+	if r != nil {
+		panic(r)
+	}
 }
 
 // allOK returns whether ok holds on every rank of c (a MIN all-reduce).
@@ -225,7 +298,8 @@ func (p *PendingSave) contribution() []int64 {
 // publishes the iteration (rank 0): manifest, directory rename, tracker. Every rank
 // calls it and gets the same outcome: nil once the iteration is the latest, or an error
 // (this rank's own failure, or which rank failed).
-func (p *PendingSave) Commit(ctx context.Context) error {
+func (p *PendingSave) Commit(ctx context.Context) (err error) {
+	defer p.end(&err, true)
 	<-p.done
 	world := p.mesh.World()
 	it := p.man.Iteration

@@ -88,7 +88,7 @@ func Reshard(ctx context.Context, src, dst string, opts WriteOptions) (*Manifest
 		defer optim.close()
 	}
 	man := *m
-	man.Version, man.Files, man.Layout = megago.Version, nil, Layout{}
+	man.FormatVersion, man.Version, man.Files, man.Layout = FormatVersion, megago.Version, nil, Layout{}
 	return writeLayout(ctx, dst, man, model, optim, opts.sizes())
 }
 
@@ -107,6 +107,9 @@ func WriteGlobal(ctx context.Context, dir string, m Model, global map[string]*te
 func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *source, sizes parallel.Sizes) (*Manifest, error) {
 	vocab, vocabNames, err := vocabOf(man.Model)
 	if err != nil {
+		return nil, err
+	}
+	if err := man.Model.checkSize(model.elements(), "the tensors of the checkpoint's model files"); err != nil {
 		return nil, err
 	}
 	var kinds []string
@@ -175,6 +178,17 @@ func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *so
 		return nil, err
 	}
 	return ReadManifest(idir)
+}
+
+// elements returns the number of elements the source's pieces hold.
+func (s *source) elements() int64 {
+	var n int64
+	for _, ps := range s.pieces {
+		for _, p := range ps {
+			n += int64(p.flat[1] - p.flat[0])
+		}
+	}
+	return n
 }
 
 // prepare builds the run index of every tensor, after which the source is only read

@@ -164,6 +164,14 @@ func TestKilledProcess(t *testing.T) {
 	if _, it := loadParams(t, dir); it != 1 {
 		t.Errorf("loaded iteration %d, want 1", it)
 	}
+	// The kernel released the dead process's lock: the next save proceeds, and removes
+	// the staging directory the killed one left.
+	if _, err := saveIterations(t, dir, []int{3}, nil); err != nil {
+		t.Fatalf("saving after the kill: %v", err)
+	}
+	if _, err := os.Stat(staging); !os.IsNotExist(err) {
+		t.Errorf("the staging directory of the killed save is still there (%v)", err)
+	}
 }
 
 // An asynchronous save holds the state of the moment StartSave was called while

@@ -6,8 +6,8 @@
 // megago convert command is a thin layer over it.
 //
 // It imports nn (models, parameters, Hugging Face converters), optim (its state),
-// parallel, tensor, internal/atomicfile and the root package (megago's version), never
-// train: what it builds of a model on a mesh (the layer split over pipeline stages,
+// parallel, tensor, internal/atomicfile, internal/filelock and the root package (megago's
+// version), never train: what it builds of a model on a mesh (the layer split over pipeline stages,
 // nn.Parts) is nn's, which train uses too.
 //
 // # Reading order
@@ -16,7 +16,9 @@
 //   - commit.go: PendingSave.Commit and the crash-safe publication of an iteration.
 //   - load.go: Load and LoadOptions; SetParams.
 //   - reshard.go: pieces of global tensors and their runs, the core of resharding.
-//   - manifest.go: Manifest, Layout, FileInfo, the tracker file; shard.go: shard files.
+//   - manifest.go: Manifest, Layout, FileInfo, the tracker file, the manifest's own
+//     checksum; shard.go: shard files.
+//   - model_size.go: checking the sizes a file describes against the tensors present.
 //   - model.go: Model (architecture and configuration), Compatible, Build, Converter.
 //   - architecture.go: the factory, a table keyed by architecture name (ArchGPT,
 //     ArchBERT, ArchT5) of what checkpoint needs of each: its vocabulary-padded
@@ -33,6 +35,7 @@
 // As Megatron's: a directory per iteration plus a tracker file naming the latest.
 //
 //	<dir>/latest_checkpointed_iteration.txt           "100"
+//	<dir>/.megago-save.lock                           locked by the saving job (LockFile)
 //	<dir>/iter_0000100/manifest.json                  written last
 //	<dir>/iter_0000100/model_tp00_pp000.safetensors   DP rank 0 of each (TP, PP) rank
 //	<dir>/iter_0000100/optim_tp00_pp000_dp000.safetensors
@@ -50,8 +53,9 @@
 //
 // The manifest (JSON) records megago's version, the Model, the layout, the iteration,
 // the consumed samples, the seed, the optimizer's scalars (step, loss scaler, schedule;
-// absent for a weights-only checkpoint), the caller's Extra values, and the size and
-// SHA-256 of every file.
+// absent for a weights-only checkpoint), the caller's Extra values, the size and
+// SHA-256 of every file, and its own SHA-256 (Manifest.Checksum, since format version 2;
+// manifests of version 1 have none and are still read).
 //
 // # Resharding
 //
@@ -68,14 +72,20 @@
 //
 // # Crash safety
 //
-// Save writes into <dir>/iter_NNNNNNN.staging under temporary names, fsyncs and renames
-// each file; after every rank has reported its files' sizes and checksums (an all-gather
-// over the world), rank 0 writes the manifest the same way, renames the staging
-// directory into place and replaces the tracker file through a fsynced temporary file
-// and a rename, fsyncing the directories. A crash or an error on any rank before the
-// last rename leaves the previous checkpoint as the latest; Load verifies every file it
-// reads against the manifest. StartSave copies the state to host memory and writes it in
-// the background; Commit publishes it.
+// Rank 0 of a saving job holds an flock on <dir>/.megago-save.lock from the start of a
+// save until Commit returns (the kernel drops it if the process dies), so a second job
+// saving into the same directory is refused with an error naming the directory and the
+// holder's process id. Holding it, rank 0 removes what interrupted saves left: staging
+// directories and temporary files. Save writes into <dir>/iter_NNNNNNN.staging under
+// temporary names, fsyncs and renames each file; after every rank has reported its
+// files' sizes and checksums (an all-gather over the world), rank 0 writes the manifest
+// the same way, renames the staging directory into place and replaces the tracker file
+// through a fsynced temporary file and a rename, fsyncing the directories. A crash or an
+// error on any rank before the last rename leaves the previous checkpoint as the latest,
+// and a save that fails removes its staging directory; Load verifies every file it reads
+// against the manifest. StartSave copies the state to host memory and writes it in the
+// background; Commit publishes it. Files are written with permission 0644 under the
+// umask.
 //
 // # Conversions
 //
@@ -89,9 +99,15 @@
 // # Errors
 //
 // Everything read from disk is untrusted: a truncated or corrupt file, a header whose
-// sizes or offsets lie, a missing shard, a checkpoint of another architecture or a
-// malformed pickle is an error that names the file and what is wrong, never a panic or
-// an allocation sized by an unchecked field. Save and Load are collective: every rank
+// sizes or offsets lie, a missing shard, a checkpoint of another architecture, an edited
+// manifest or a malformed pickle is an error that names the file and what is wrong,
+// never a panic or an allocation sized by an unchecked field. The sizes of a model that
+// a file describes (config.json, Megatron's arguments, a manifest's Model) are checked
+// against the elements of the tensors actually present before a model is built from
+// them; a stored piece's global shape is checked against the pieces that cover it before
+// it is assembled; a pickle is scanned before it runs, with bounds on its nesting
+// (maxPickleDepth marks, maxPickleStack objects) and on the unpickler's allocations, and
+// zip records are read at declared sizes checked against the archive. Save and Load are collective: every rank
 // gets an error if any rank failed. Caller bugs (a State without a Model, a parameter
 // twice) are errors too, as they may come from configuration.
 //

@@ -67,28 +67,73 @@ func WriteSafetensors(path string, tensors map[string]*tensor.Tensor, metadata m
 
 // ReadHF reads a Hugging Face model directory: config.json and model.safetensors.
 func ReadHF(dir string) (config map[string]any, tensors map[string]*tensor.Tensor, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, hfConfigFile))
-	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if err := json.Unmarshal(b, &config); err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, hfConfigFile), err)
+	if config, err = readHFConfig(dir); err != nil {
+		return nil, nil, err
 	}
 	tensors, _, err = ReadSafetensors(filepath.Join(dir, hfWeightsFile))
 	return config, tensors, err
 }
 
+// readHFConfig reads dir's config.json.
+func readHFConfig(dir string) (config map[string]any, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, hfConfigFile))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := json.Unmarshal(b, &config); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, hfConfigFile), err)
+	}
+	return config, nil
+}
+
+// safetensorsElements returns the number of elements of the tensors of a safetensors
+// file, from its header alone.
+func safetensorsElements(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	h, err := ReadHeader(f, st.Size())
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	var n int64
+	for _, t := range h.Tensors {
+		n += int64(t.Shape.Numel())
+	}
+	return n, nil
+}
+
 // ImportHF reads the Hugging Face model in dir (GPT-2, Llama, BERT or T5) and returns its
 // Model and its global parameters under megago's names (TP = 1, vocabulary padded with
-// zero rows to the model's VocabMultiple, 128 by default).
+// zero rows to the model's VocabMultiple, 128 by default). The sizes in config.json are
+// checked against the tensors in model.safetensors's header before anything is
+// allocated: a model larger than its file is refused.
 func ImportHF(dir string) (Model, map[string]*tensor.Tensor, error) {
-	cfg, hf, err := ReadHF(dir)
+	cfg, err := readHFConfig(dir)
 	if err != nil {
 		return Model{}, nil, err
 	}
 	m, err := ModelFromHFConfig(cfg)
 	if err != nil {
 		return Model{}, nil, fmt.Errorf("checkpoint: %s: %w", dir, err)
+	}
+	weights := filepath.Join(dir, hfWeightsFile)
+	present, err := safetensorsElements(weights)
+	if err != nil {
+		return Model{}, nil, err
+	}
+	if err := m.checkSize(present, "the tensors of "+weights); err != nil {
+		return Model{}, nil, fmt.Errorf("%w (%s)", err, filepath.Join(dir, hfConfigFile))
+	}
+	hf, _, err := ReadSafetensors(weights)
+	if err != nil {
+		return Model{}, nil, err
 	}
 	conv, err := m.Converter()
 	if err != nil {
@@ -105,6 +150,13 @@ func ImportHF(dir string) (Model, map[string]*tensor.Tensor, error) {
 // padding) as a Hugging Face model directory dir: model.safetensors (in the parameters'
 // dtype) and config.json. It fails for configurations Hugging Face has no class for.
 func ExportHF(dir string, m Model, global map[string]*tensor.Tensor) error {
+	var present int64
+	for _, t := range global {
+		present += int64(t.Numel())
+	}
+	if err := m.checkSize(present, "the tensors given"); err != nil {
+		return err
+	}
 	cfg, err := hfConfig(m)
 	if err != nil {
 		return err

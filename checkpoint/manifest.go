@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,8 +25,10 @@ const (
 	ManifestFile = "manifest.json"
 
 	manifestFormat = "megago-checkpoint"
-	// FormatVersion is the version of the layout this package writes.
-	FormatVersion = 1
+	// FormatVersion is the version of the layout this package writes. Version 2 added
+	// the manifest's own checksum (Manifest.Checksum); manifests of version 1, which have
+	// none, are still read.
+	FormatVersion = 2
 )
 
 // File kinds.
@@ -48,6 +51,11 @@ var shardFileName = regexp.MustCompile(`^(model_tp\d{2,}_pp\d{3,}|optim_tp\d{2,}
 // Manifest describes one saved iteration: what was saved, by which layout, and a
 // checksum of every file. It is written last, after every rank's files are on disk.
 type Manifest struct {
+	// Checksum is the SHA-256, in hex, of the manifest file as written with this value
+	// replaced by 64 zeros; it is the first field of the file. The writer sets it, and
+	// ReadManifest refuses a manifest of version 2 or later whose contents do not match
+	// it (the manifest is the one file no other checksum covers).
+	Checksum      string `json:"manifest_sha256,omitempty"`
 	Format        string `json:"format"`
 	FormatVersion int    `json:"format_version"`
 	// Version is the megago version that wrote the checkpoint.
@@ -134,21 +142,56 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
+	if m.FormatVersion >= 2 {
+		if err := verifyChecksum(b, m.Checksum); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+		}
+	}
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: invalid manifest: %w", path, err)
 	}
 	return &m, nil
 }
 
-// encode returns the manifest as indented JSON.
+// checksumPrefix is how an encoded manifest starts: its checksum is its first field.
+const checksumPrefix = "{\n  \"manifest_sha256\": \""
+
+// zeroChecksum stands for the checksum while it is computed: 64 hex zeros.
+const zeroChecksum = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// encode returns the manifest as indented JSON, setting m.Checksum to the SHA-256 of
+// the result with the checksum's value zeroed.
 func (m *Manifest) encode() []byte {
+	m.Checksum = zeroChecksum
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(m); err != nil {
 		panic(fmt.Sprintf("checkpoint: encoding the manifest: %v", err))
 	}
-	return buf.Bytes()
+	b := buf.Bytes()
+	if !bytes.HasPrefix(b, []byte(checksumPrefix+zeroChecksum)) {
+		panic("checkpoint: encoding the manifest: the checksum is not its first field")
+	}
+	sum := sha256.Sum256(b)
+	m.Checksum = hex.EncodeToString(sum[:])
+	copy(b[len(checksumPrefix):], m.Checksum)
+	return b
+}
+
+// verifyChecksum checks a manifest file b against the checksum it records (see
+// Manifest.Checksum).
+func verifyChecksum(b []byte, recorded string) error {
+	n := len(checksumPrefix)
+	if !bytes.HasPrefix(b, []byte(checksumPrefix)) || len(b) < n+len(zeroChecksum) || string(b[n:n+len(zeroChecksum)]) != recorded {
+		return fmt.Errorf("the manifest (format version 2 or later) does not start with its checksum: it was edited or is corrupt")
+	}
+	zeroed := bytes.Clone(b)
+	copy(zeroed[n:], zeroChecksum)
+	if sum := sha256.Sum256(zeroed); hex.EncodeToString(sum[:]) != recorded {
+		return fmt.Errorf("manifest checksum mismatch (its contents have SHA-256 %x, it records %s): it was edited or is corrupt", sum, recorded)
+	}
+	return nil
 }
 
 // LatestIteration returns the iteration recorded in dir's tracker file.

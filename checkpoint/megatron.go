@@ -87,6 +87,15 @@ func ImportMegatron(dir string, opts MegatronOptions) (Model, map[string]*tensor
 	if err != nil {
 		return Model{}, nil, nil, err
 	}
+	var present int64
+	for _, sh := range shards {
+		for _, t := range sh.tensors {
+			present += int64(t.Shape.Numel())
+		}
+	}
+	if err := GPTModel(cfg).checkSize(present, "the tensors of its shard files"); err != nil {
+		return Model{}, nil, nil, fmt.Errorf("%w (%s)", err, idir)
+	}
 	global, err := mergeMegatron(shards, cfg, info)
 	if err != nil {
 		return Model{}, nil, nil, fmt.Errorf("checkpoint: %s: %w", idir, err)

@@ -230,8 +230,12 @@ func (s *source) segments(w want, fn func(off int, b []byte) error) (tensor.DTyp
 }
 
 // assemble returns the bytes of the target piece w, in the stored dtype (vocabulary
-// padding rows zero).
+// padding rows zero). It checks that the stored pieces cover w before allocating it, so
+// a global shape that a file's metadata inflates is refused, not allocated.
 func (s *source) assemble(w want) (tensor.DType, []byte, error) {
+	if _, err := s.segments(w, nil); err != nil {
+		return 0, nil, err
+	}
 	var out []byte
 	dt, err := s.segments(w, func(off int, b []byte) error {
 		if out == nil {

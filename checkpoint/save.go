@@ -172,7 +172,10 @@ func manifestOf(st *State) Manifest {
 // rank has finished, rank 0 writes the manifest with each file's checksum, renames the
 // staging directory to iter_NNNNNNN and replaces the tracker file atomically. An error or
 // a crash on any rank before that leaves the previous checkpoint as the latest. An
-// existing directory of the same iteration is replaced.
+// existing directory of the same iteration is replaced. Rank 0 locks dir for the
+// duration of the save (see LockFile): while another job saves there, Save returns an
+// error naming dir and that job's process id. It removes the staging directories that
+// interrupted saves left, and a failed save removes its own.
 func Save(ctx context.Context, dir string, mesh *parallel.Mesh, st *State) error {
 	p, err := startSave(ctx, dir, mesh, st, false, nil)
 	if err != nil {
@@ -184,8 +187,9 @@ func Save(ctx context.Context, dir string, mesh *parallel.Mesh, st *State) error
 // StartSave begins an asynchronous save: it copies this rank's state into host memory
 // and writes it in the background, so training can go on (and change the parameters)
 // meanwhile. Every rank must then call Commit, which waits for the writes and publishes
-// the iteration as Save does; until then the previous checkpoint stays the latest. Call
-// StartSave and Commit at the same point of the sequence of collectives on every rank.
+// the iteration as Save does; until then the previous checkpoint stays the latest. Rank 0
+// holds dir's lock from StartSave until Commit returns. Call StartSave and Commit at the
+// same point of the sequence of collectives on every rank.
 func StartSave(ctx context.Context, dir string, mesh *parallel.Mesh, st *State) (*PendingSave, error) {
 	return startSave(ctx, dir, mesh, st, true, nil)
 }

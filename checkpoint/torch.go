@@ -24,11 +24,13 @@ import (
 // allocates each storage at the element count the pickle claims and which panics on some
 // malformed input: here the pickle's opcodes are scanned first (scanPickle), every
 // storage must match its record's actual size, every tensor must lie inside its storage,
-// and a panic inside the unpickler is returned as an error.
+// and a panic inside the unpickler is returned as an error. The scan also bounds the
+// pickle's nesting and the unpickler's allocations (see scanPickle), and records are
+// read into buffers of their declared size only after that size is checked.
 
 // maxPickle bounds data.pkl (a Megatron checkpoint's is a few hundred kilobytes: the
 // arguments and the structure; the tensors are separate records).
-const maxPickle = 256 << 20
+const maxPickle = 64 << 20
 
 // torchTensor is a tensor read from a torch.save file: its elements in row-major order.
 type torchTensor struct {
@@ -83,6 +85,9 @@ func readTorchZip(r io.ReaderAt, size int64) (v any, err error) {
 	records := map[string]*zip.File{}
 	prefix := ""
 	for _, f := range zr.File {
+		if err := checkRecordSizes(f, size); err != nil {
+			return nil, err
+		}
 		records[f.Name] = f
 		if path.Base(f.Name) == "data.pkl" && strings.Count(f.Name, "/") == 1 {
 			if prefix != "" {
@@ -120,22 +125,46 @@ func readTorchZip(r io.ReaderAt, size int64) (v any, err error) {
 	})
 }
 
-// readRecord reads a zip record of at most limit bytes (the buffer grows with the bytes
-// actually read, not with the record's declared size).
+// readRecord reads a zip record of at most limit bytes. Its declared size is checked
+// against limit before anything is allocated, and the record must hold exactly that
+// many bytes (the buffer is allocated once, at that size).
 func readRecord(f *zip.File, limit int64) ([]byte, error) {
+	if f.UncompressedSize64 > uint64(limit) {
+		return nil, fmt.Errorf("record %s of %d bytes is larger than %d bytes", f.Name, f.UncompressedSize64, limit)
+	}
 	rc, err := f.Open()
 	if err != nil {
 		return nil, fmt.Errorf("record %s: %w", f.Name, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	if err != nil {
+	b := make([]byte, f.UncompressedSize64)
+	if _, err := io.ReadFull(rc, b); err != nil {
 		return nil, fmt.Errorf("record %s: %w", f.Name, err)
 	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("record %s is larger than %d bytes", f.Name, limit)
+	if n, err := io.Copy(io.Discard, io.LimitReader(rc, 1)); err != nil || n > 0 { // EOF checks the CRC
+		return nil, fmt.Errorf("record %s does not hold its declared %d bytes (%v)", f.Name, len(b), err)
 	}
 	return b, nil
+}
+
+// maxDeflateRatio bounds a deflated record's size over its compressed size (deflate
+// cannot exceed about 1032:1).
+const maxDeflateRatio = 1100
+
+// checkRecordSizes refuses a record whose declared sizes cannot be true of an archive of
+// size bytes, before anything is allocated at those sizes. torch.save stores records
+// uncompressed.
+func checkRecordSizes(f *zip.File, size int64) error {
+	c, u := f.CompressedSize64, f.UncompressedSize64
+	switch {
+	case c > uint64(size):
+		return fmt.Errorf("record %s claims %d bytes, more than the archive's %d", f.Name, c, size)
+	case f.Method == zip.Store && u != c:
+		return fmt.Errorf("record %s is stored uncompressed in %d bytes but claims %d", f.Name, c, u)
+	case f.Method != zip.Store && u/maxDeflateRatio > c+4096:
+		return fmt.Errorf("record %s claims %d bytes from %d compressed ones", f.Name, u, c)
+	}
+	return nil
 }
 
 // storageLoader returns the bytes of storage key holding numel elements of elem bytes.
@@ -260,14 +289,25 @@ func (o *pyObject) PyDictSet(key, value any) error {
 	return nil
 }
 
+// maxStateDepth bounds how deep attr follows objects' states (a pickle can make an
+// object its own state).
+const maxStateDepth = 16
+
 // attr returns the attribute name of an object (from its state dict), or of a dict.
 func attr(v any, name string) (any, bool) {
+	return attrDepth(v, name, maxStateDepth)
+}
+
+func attrDepth(v any, name string, depth int) (any, bool) {
 	switch o := v.(type) {
 	case *pyObject:
 		if x, ok := o.dict[name]; ok {
 			return x, true
 		}
-		return attr(o.state, name)
+		if depth == 0 {
+			return nil, false
+		}
+		return attrDepth(o.state, name, depth-1)
 	case *types.Dict:
 		for _, e := range *o {
 			if e.Key == name {

@@ -104,18 +104,25 @@ func NewBERTDataset(ctx context.Context, src TokenSource, part Split, numSamples
 // Len returns the number of samples.
 func (d *BERTDataset) Len() int { return len(d.rows) / 3 }
 
-// Sample returns sample i. Its random choices (the A/B split point, the swap,
-// truncation, masking) come from a generator seeded by (Seed, i), so sample i is the
-// same whatever the data-parallel layout. It panics if i is not in [0, Len()).
-func (d *BERTDataset) Sample(i int) BERTSample {
+// ReadSample returns sample i, or an error naming the sentence and the source when its
+// tokens cannot be read. Its random choices (the A/B split point, the swap, truncation,
+// masking) come from a generator seeded by (Seed, i), so sample i is the same whatever
+// the data-parallel layout. It panics if i is not in [0, Len()).
+func (d *BERTDataset) ReadSample(i int) (BERTSample, error) {
 	if i < 0 || i >= d.Len() {
 		panic(fmt.Sprintf("data: BERTDataset.Sample(%d) of %d samples", i, d.Len()))
 	}
 	start, end, target := int(d.rows[3*i]), int(d.rows[3*i+1]), int(d.rows[3*i+2])
 	r := newRNG(d.cfg.Seed, "bert-sample", uint64(i))
 	aEnd := start + 1 + r.intn(end-start-1)
-	a := d.appendSentences(nil, start, aEnd)
-	b := d.appendSentences(nil, aEnd, end)
+	a, err := readSentences(d.src, nil, start, aEnd, -1)
+	if err != nil {
+		return BERTSample{}, fmt.Errorf("data: BERT sample %d: %w", i, err)
+	}
+	b, err := readSentences(d.src, nil, aEnd, end, -1)
+	if err != nil {
+		return BERTSample{}, fmt.Errorf("data: BERT sample %d: %w", i, err)
+	}
 	var isRandom int32
 	if r.float64() < 0.5 {
 		a, b, isRandom = b, a, 1
@@ -152,16 +159,12 @@ func (d *BERTDataset) Sample(i int) BERTSample {
 	for len(s.Tokens) < T {
 		s.Tokens = append(s.Tokens, sp.Pad)
 	}
-	return s
+	return s, nil
 }
 
-// appendSentences appends the tokens of sentences [lo, hi).
-func (d *BERTDataset) appendSentences(dst []int32, lo, hi int) []int32 {
-	for k := lo; k < hi; k++ {
-		dst = d.src.AppendTokens(dst, k, 0, d.src.SequenceLen(k))
-	}
-	return dst
-}
+// Sample is ReadSample for callers that cannot handle an error: it panics where
+// ReadSample returns one.
+func (d *BERTDataset) Sample(i int) BERTSample { return must(d.ReadSample(i)) }
 
 // truncatePair shortens a and b until together they hold at most maxTokens tokens,
 // each step removing one token from the longer (b on ties), from its front or back with

@@ -69,6 +69,22 @@ func buildSentenceMapping(src TokenSource, lo, hi int, spec mappingSpec, r *rng)
 	return out, nil
 }
 
+// readSentences appends the tokens of sentences [lo, hi) of src to dst, at most limit
+// tokens in all when limit ≥ 0.
+func readSentences(src TokenSource, dst []int32, lo, hi, limit int) ([]int32, error) {
+	for k := lo; k < hi && (limit < 0 || len(dst) < limit); k++ {
+		n := src.SequenceLen(k)
+		if limit >= 0 {
+			n = min(n, limit-len(dst))
+		}
+		var err error
+		if dst, err = src.ReadTokens(dst, k, 0, n); err != nil {
+			return nil, fmt.Errorf("sentence %d: %w", k, err)
+		}
+	}
+	return dst, nil
+}
+
 // sentenceMapping builds or loads the mapping for documents part of src.
 func sentenceMapping(ctx context.Context, kind string, src TokenSource, part Split, split string, seed uint64, name string, cache IndexCache, spec mappingSpec) ([]int64, error) {
 	lo, hi, w, err := splitRange(split, part, src.NumDocuments())
@@ -81,7 +97,8 @@ func sentenceMapping(ctx context.Context, kind string, src TokenSource, part Spl
 			return nil, err
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "megago %s sentence mapping v1\nname: %s\nsequences: %d\ndocuments: %d\n", kind, name, src.NumSequences(), src.NumDocuments())
+		fmt.Fprintf(&b, "megago %s sentence mapping v2\nname: %s\nsequences: %d\ndocuments: %d\n", kind, name, src.NumSequences(), src.NumDocuments())
+		fmt.Fprintf(&b, "content: %s\n", sourceDigest(src))
 		fmt.Fprintf(&b, "split: %s,%s,%s\npart: %v [%d, %d)\nseed: %d\n", fmtFloat(w[0]), fmtFloat(w[1]), fmtFloat(w[2]), part, lo, hi, seed)
 		fmt.Fprintf(&b, "max tokens: %d\nshort sequence probability: %s\nmin sentences: %d\nsamples: %d\n",
 			spec.maxTokens, fmtFloat(spec.shortSeqProb), spec.minSentences, spec.numSamples)

@@ -9,7 +9,11 @@ import (
 type Dataset[S any] interface {
 	// Len returns the number of samples.
 	Len() int
-	// Sample returns sample i, 0 ≤ i < Len().
+	// ReadSample returns sample i, 0 ≤ i < Len(), or an error naming the dataset, the
+	// sample and the offset where its tokens could not be read.
+	ReadSample(i int) (S, error)
+	// Sample is ReadSample for callers that cannot handle an error: it panics where
+	// ReadSample returns one.
 	Sample(i int) S
 }
 
@@ -127,7 +131,14 @@ func (b *BlendedDataset[S]) Locate(i int) (component, sample int) {
 	return int(b.component[i]), int(b.sample[i])
 }
 
-// Sample returns blended sample i. It panics if i is not in [0, Len()).
+// ReadSample returns blended sample i, or its component's error. It panics if i is not
+// in [0, Len()).
+func (b *BlendedDataset[S]) ReadSample(i int) (S, error) {
+	return b.parts[b.component[i]].ReadSample(int(b.sample[i]))
+}
+
+// Sample returns blended sample i; it panics if i is not in [0, Len()) or where
+// ReadSample returns an error.
 func (b *BlendedDataset[S]) Sample(i int) S {
 	return b.parts[b.component[i]].Sample(int(b.sample[i]))
 }

@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"megago/internal/atomicfile"
 )
 
 // IndexedBuilder writes a Megatron indexed dataset, PREFIX.bin and PREFIX.idx, the way
@@ -30,16 +32,19 @@ type IndexedBuilder struct {
 	docs   *spillFile // int64 per document boundary after the leading 0
 	n, d   int64      // sequences and document-index entries written (d counts the leading 0)
 	scr    []byte     // encoding scratch
+	idx    *spillFile // the finished .idx (between finish and commit)
 	done   bool       // Finalize or Close has run
-	tmpIdx string     // the finished .idx under its temporary name (between finish and commit)
 }
 
 // NewIndexedBuilder starts a dataset at prefix whose tokens are stored as dtype (see
-// DTypeForVocab). It creates its temporary files in prefix's directory.
+// DTypeForVocab). It creates its temporary files in prefix's directory, with permission
+// 0644 under the umask (the finished files keep it), after removing those that builders
+// of prefix killed before finishing left there.
 func NewIndexedBuilder(prefix string, dtype DType) (*IndexedBuilder, error) {
 	if !dtype.Valid() {
 		return nil, fmt.Errorf("data: new indexed dataset %s: invalid dtype code %d", prefix, uint8(dtype))
 	}
+	_, _ = removeStaleSpills(prefix) // best effort: a leftover that stays is only litter
 	b := &IndexedBuilder{prefix: prefix, dtype: dtype, d: 1}
 	var err error
 	for _, s := range []struct {
@@ -154,19 +159,13 @@ func (b *IndexedBuilder) Finalize() error {
 // Close removes the temporary files of a builder that was not finalized; after Finalize it
 // does nothing. It is safe to call more than once.
 func (b *IndexedBuilder) Close() error {
-	if b.done && b.tmpIdx == "" {
-		return nil
-	}
 	b.done = true
 	var errs []error
-	for _, s := range []*spillFile{b.bin, b.lens, b.docs} {
-		if s != nil {
-			errs = append(errs, s.remove())
+	for _, s := range []**spillFile{&b.bin, &b.lens, &b.docs, &b.idx} {
+		if *s != nil {
+			errs = append(errs, (*s).remove())
+			*s = nil
 		}
-	}
-	if b.tmpIdx != "" {
-		errs = append(errs, os.Remove(b.tmpIdx))
-		b.tmpIdx = ""
 	}
 	return errors.Join(errs...)
 }
@@ -189,16 +188,13 @@ func (b *IndexedBuilder) finish() (err error) {
 			return err
 		}
 	}
-	idx, err := newSpillFile(b.prefix, ".idx")
-	if err != nil {
+	if b.idx, err = newSpillFile(b.prefix, ".idx"); err != nil {
 		return err
 	}
-	b.tmpIdx = idx.f.Name()
-	if err := b.writeIndex(idx.w); err != nil {
-		idx.f.Close()
+	if err := b.writeIndex(b.idx.w); err != nil {
 		return err
 	}
-	if err := idx.sync(); err != nil {
+	if err := b.idx.sync(); err != nil {
 		return err
 	}
 	b.lens.remove()
@@ -248,21 +244,18 @@ func (b *IndexedBuilder) writeIndex(w *bufio.Writer) error {
 // commit renames the finished files into place and syncs the directory.
 func (b *IndexedBuilder) commit() error {
 	idxPath, binPath := IndexedPaths(b.prefix)
-	if err := os.Rename(b.bin.f.Name(), binPath); err != nil {
+	if err := b.bin.commit(binPath); err != nil {
 		b.Close()
 		return fmt.Errorf("data: finalize %s: %w", b.prefix, err)
 	}
 	b.bin = nil
-	if err := os.Rename(b.tmpIdx, idxPath); err != nil {
+	if err := b.idx.commit(idxPath); err != nil {
 		os.Remove(binPath) // no .bin without its .idx under the final names
 		b.Close()
 		return fmt.Errorf("data: finalize %s: %w", b.prefix, err)
 	}
-	b.tmpIdx = ""
-	if d, err := os.Open(filepath.Dir(b.prefix)); err == nil {
-		d.Sync() // best effort: some file systems cannot sync a directory
-		d.Close()
-	}
+	b.idx = nil
+	_ = atomicfile.SyncDir(filepath.Dir(b.prefix)) // best effort: some file systems cannot sync a directory
 	return nil
 }
 

@@ -6,15 +6,20 @@
 // Package data imports no other megago package but the internal atomic-file writer
 // (megago/internal/atomicfile): batches are plain Go slices ([]int32
 // tokens, float32 loss masks), which callers turn into tensors. Everything that reads
-// files returns errors naming the file (and, for malformed data, the field and offset);
-// files are written under temporary names, fsynced and renamed, so nothing half-written
-// ever appears under a final name.
+// files returns errors naming the file (and, for malformed data, the field and offset):
+// the datasets read tokens through TokenSource.ReadTokens and serve samples through
+// ReadSample, whose errors name the dataset, the sample and the offset, and only the
+// convenience forms AppendTokens and Sample panic instead. Files are written under
+// temporary names, fsynced and renamed, with permission 0644 under the umask, so nothing
+// half-written ever appears under a final name; the temporary files a killed writer
+// leaves are removed by the next writer of the same file (internal/atomicfile).
 //
 // # Reading order
 //
 //   - tokenizer.go, tokenizer_*.go: Tokenizer, SpecialIDs, NewTokenizer and the
 //     tokenizers; tokenizer_bpe_train.go: the BPE trainer.
-//   - source.go: TokenSource, what datasets read (IndexedDataset, MemorySource).
+//   - source.go: TokenSource, what datasets read (IndexedDataset, MemorySource);
+//     source_digest.go: the digest of a source's contents that keys index caches.
 //   - indexed*.go, builder*.go: the .bin/.idx reader and writer.
 //   - preprocess*.go: Preprocess (megago preprocess).
 //   - split.go, gpt_dataset*.go, blended.go, bert_*.go, t5_dataset.go, masking.go:
@@ -31,12 +36,15 @@
 // document indices running from 0 to N without decreasing, an optional N-byte modes array —
 // and reports any violation as an *IndexError naming the file, the field and its byte
 // offset; a corrupt file never panics or causes an allocation sized by a header field.
-// AppendTokens converts every dtype to int32, so IndexedDataset is a TokenSource.
+// ReadTokens converts every dtype to int32, so IndexedDataset is a TokenSource; in lazy
+// mode it returns read errors naming the .bin and the byte offset (a mapped file that is
+// truncated under the reader faults instead: use lazy mode where that can happen).
 // IndexedBuilder writes the same format (Megatron's add_item, end_document, add_document,
 // add_index) in memory independent of the dataset size, under temporary names that Finalize
 // fsyncs and renames. Preprocess is tools/preprocess_data.py: JSON lines in, one dataset per
 // key out ({prefix}_{key}_document or _sentence), tokenized by parallel workers in input
-// order with bounded memory; bad lines are LineErrors, skipped and counted unless Strict.
+// order with bounded memory; bad lines are LineErrors, skipped and counted unless Strict,
+// and an input with no good line is an error naming the count and the first bad line.
 // testdata/indexed/gen_golden.py is an independent writer of the format; the tests require
 // byte equality with it in both directions.
 //
@@ -72,9 +80,13 @@
 // sample k reads stream tokens [k·s, k·s+s] so consecutive samples share one token,
 // and a shuffle index. Tokens are sample[:-1], labels sample[1:]; attention is causal
 // and no mask is built; EODMaskLoss and ResetPositionIDs are optional. Indices are
-// cached by IndexCache under a hash of everything they depend on: the rank with
-// Builder set writes them (temporary file, then rename), the others poll for the file
-// until their context ends, so no communicator is needed. BlendedDataset mixes datasets
+// cached by IndexCache under a hash of everything they depend on — the configuration,
+// the source's name and a digest of its contents (the SHA-256 of the .idx file, not its
+// size or time), so a dataset regenerated under the same name gets new indices — and
+// indices loaded from a cache are checked against the source (every sample must span
+// SeqLen+1 tokens of its documents). The rank with Builder set writes them (temporary
+// file, then rename), the others poll for the file until their context ends, so no
+// communicator is needed. BlendedDataset mixes datasets
 // by Megatron's greedy weights (BlendSizes, BlendIndices). BERTDataset builds sentence
 // pairs [CLS] A [SEP] B [SEP] with a sentence-order target and whole-word n-gram
 // masking (15%, 80/10/10); T5Dataset does span corruption with sentinels. T5's
@@ -88,6 +100,8 @@
 // DP rank r takes [r·micro, (r+1)·micro) of each global batch, so resuming needs only
 // consumed_samples. Loader assembles micro-batches in worker goroutines with at most
 // Prefetch in flight, delivers them in order, and stops every goroutine on Close or
-// context cancellation. Batches are plain slices (GPTBatch: [B*T] tokens, labels,
+// context cancellation; a batch that cannot be read (a disk error, a file truncated or
+// changed under the dataset, a panic while assembling it) is an error from Next for that
+// batch, never a crash of the process. Batches are plain slices (GPTBatch: [B*T] tokens, labels,
 // float32 loss mask, position ids).
 package data

@@ -55,6 +55,7 @@ func (c GPTConfig) Validate() error {
 type GPTDataset struct {
 	src      TokenSource
 	cfg      GPTConfig
+	name     string  // the source in errors: cfg.Name, its prefix, or its type
 	docIndex []int64 // [E·D] sequence ids, the reading order
 	sample   []int64 // [2(N+1)] (position in docIndex, offset) rows
 	shuffle  []int64 // [N] sample order
@@ -102,11 +103,15 @@ func NewGPTDataset(ctx context.Context, src TokenSource, part Split, numSamples 
 	d := &GPTDataset{src: src, cfg: cfg, info: GPTIndexInfo{
 		Split: part, First: lo, Last: hi, TokensPerEpoch: tokens, Epochs: epochs, SeparateLast: separate,
 	}}
+	name, nameErr := sourceName(src, cfg.Name)
+	d.name = name
+	if nameErr != nil {
+		d.name = fmt.Sprintf("%T", src)
+	}
 	var desc string
 	if cfg.Cache.Dir != "" {
-		name, err := sourceName(src, cfg.Name)
-		if err != nil {
-			return nil, err
+		if nameErr != nil {
+			return nil, nameErr
 		}
 		desc = gptDescription(name, src, w, d.info, cfg, numSamples)
 	}
@@ -153,15 +158,14 @@ func (d *GPTDataset) setIndices(a [][]int64) error {
 			return fmt.Errorf("document %d outside [%d, %d)", s, d.info.First, d.info.Last)
 		}
 	}
-	for i := 0; i < len(sample); i += 2 {
-		if p := sample[i]; p < 0 || p >= int64(len(doc)) || sample[i+1] < 0 || sample[i+1] >= int64(max(1, d.src.SequenceLen(int(doc[p])))) {
-			return fmt.Errorf("sample row %d = (%d, %d) out of range", i/2, p, sample[i+1])
-		}
-	}
 	for _, j := range shuffle {
 		if j < 0 || j >= int64(n) {
 			return fmt.Errorf("shuffle entry %d out of [0, %d)", j, n)
 		}
+	}
+	size := func(s int64) int { return d.src.SequenceLen(int(s)) }
+	if err := checkSampleRows(doc, sample, size, d.cfg.SeqLen); err != nil {
+		return err
 	}
 	d.docIndex, d.sample, d.shuffle = doc, sample, shuffle
 	return nil
@@ -183,10 +187,13 @@ func sourceName(src TokenSource, name string) (string, error) {
 }
 
 // gptDescription is the text whose hash keys the GPT cache: everything the indices
-// depend on, and nothing else (EOD options only change how samples are read).
+// depend on — the source's name and a digest of its sequence lengths (sourceDigest), so
+// a dataset regenerated under the same name gets new indices — and nothing else (EOD
+// options only change how samples are read).
 func gptDescription(name string, src TokenSource, w [3]float64, in GPTIndexInfo, cfg GPTConfig, numSamples int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "megago GPT indices v1\nname: %s\nsequences: %d\ndocuments: %d\n", name, src.NumSequences(), src.NumDocuments())
+	fmt.Fprintf(&b, "megago GPT indices v2\nname: %s\nsequences: %d\ndocuments: %d\n", name, src.NumSequences(), src.NumDocuments())
+	fmt.Fprintf(&b, "content: %s\n", sourceDigest(src))
 	fmt.Fprintf(&b, "split: %s,%s,%s\n", fmtFloat(w[0]), fmtFloat(w[1]), fmtFloat(w[2]))
 	fmt.Fprintf(&b, "part: %v [%d, %d) %d tokens\nseed: %d\nsequence length: %d\nsamples: %d\n",
 		in.Split, in.First, in.Last, in.TokensPerEpoch, cfg.Seed, cfg.SeqLen, numSamples)
@@ -201,47 +208,3 @@ func (d *GPTDataset) Len() int { return len(d.shuffle) }
 
 // Info describes the indices.
 func (d *GPTDataset) Info() GPTIndexInfo { return d.info }
-
-// Sample returns sample i (after shuffling). It panics if i is not in [0, Len()).
-func (d *GPTDataset) Sample(i int) GPTSample {
-	if i < 0 || i >= len(d.shuffle) {
-		panic(fmt.Sprintf("data: GPTDataset.Sample(%d) of %d samples", i, len(d.shuffle)))
-	}
-	s := d.cfg.SeqLen
-	toks := d.appendUnshuffled(make([]int32, 0, s+1), int(d.shuffle[i]))
-	out := GPTSample{
-		Tokens: toks[:s:s], Labels: toks[1:],
-		LossMask: make([]float32, s), PositionIDs: make([]int32, s),
-	}
-	pos := int32(0)
-	for j, t := range out.Tokens {
-		out.LossMask[j] = 1
-		out.PositionIDs[j] = pos
-		pos++
-		if t == d.cfg.EOD && d.cfg.EOD >= 0 {
-			if d.cfg.EODMaskLoss {
-				out.LossMask[j] = 0
-			}
-			if d.cfg.ResetPositionIDs {
-				pos = 0
-			}
-		}
-	}
-	return out
-}
-
-// appendUnshuffled appends the s+1 tokens of unshuffled sample k.
-func (d *GPTDataset) appendUnshuffled(dst []int32, k int) []int32 {
-	p0, o0 := int(d.sample[2*k]), int(d.sample[2*k+1])
-	p1, o1 := int(d.sample[2*k+2]), int(d.sample[2*k+3])
-	if p0 == p1 {
-		return d.src.AppendTokens(dst, int(d.docIndex[p0]), o0, o1-o0+1)
-	}
-	first := int(d.docIndex[p0])
-	dst = d.src.AppendTokens(dst, first, o0, d.src.SequenceLen(first)-o0)
-	for p := p0 + 1; p < p1; p++ {
-		s := int(d.docIndex[p])
-		dst = d.src.AppendTokens(dst, s, 0, d.src.SequenceLen(s))
-	}
-	return d.src.AppendTokens(dst, int(d.docIndex[p1]), 0, o1+1)
-}

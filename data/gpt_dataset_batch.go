@@ -24,7 +24,8 @@ func (g GPTBatch) Row(b int) GPTSample {
 
 // CollateGPT returns a Loader collate function that reads the samples of a micro-batch
 // from ds (a *GPTDataset or a *BlendedDataset[GPTSample]) into a GPTBatch. It stops with
-// the context's error when ctx is done.
+// the context's error when ctx is done, and with the dataset's error (which names the
+// dataset, the sample and the offset) when a sample cannot be read.
 func CollateGPT(ds Dataset[GPTSample]) func(ctx context.Context, indices []int) (GPTBatch, error) {
 	return func(ctx context.Context, indices []int) (GPTBatch, error) {
 		g := GPTBatch{B: len(indices), Indices: indices}
@@ -32,7 +33,10 @@ func CollateGPT(ds Dataset[GPTSample]) func(ctx context.Context, indices []int) 
 			if err := ctx.Err(); err != nil {
 				return GPTBatch{}, err
 			}
-			s := ds.Sample(i)
+			s, err := ds.ReadSample(i)
+			if err != nil {
+				return GPTBatch{}, err
+			}
 			if k == 0 {
 				g.T = len(s.Tokens)
 				n := g.B * g.T
@@ -50,7 +54,7 @@ func CollateGPT(ds Dataset[GPTSample]) func(ctx context.Context, indices []int) 
 
 // CollateSamples returns a Loader collate function that gathers the samples of a
 // micro-batch from ds as a slice, for sample types (BERTSample, T5Sample) that callers
-// lay out themselves.
+// lay out themselves. Errors are as CollateGPT's.
 func CollateSamples[S any](ds Dataset[S]) func(ctx context.Context, indices []int) ([]S, error) {
 	return func(ctx context.Context, indices []int) ([]S, error) {
 		out := make([]S, len(indices))
@@ -58,7 +62,11 @@ func CollateSamples[S any](ds Dataset[S]) func(ctx context.Context, indices []in
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			out[k] = ds.Sample(i)
+			s, err := ds.ReadSample(i)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = s
 		}
 		return out, nil
 	}

@@ -73,6 +73,9 @@ func (c IndexCache) loadOrBuild(ctx context.Context, kind, description string, b
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, path, false, fmt.Errorf("data: index cache: %w", err)
 	}
+	for _, p := range []string{stem + ".txt", path} { // left by a builder that was killed
+		_, _ = atomicfile.RemoveStale(c.Dir, atomicfile.TempPrefix(p))
+	}
 	if err := atomicfile.WriteFile(stem+".txt", []byte(description)); err != nil {
 		return nil, path, false, fmt.Errorf("data: index cache: %w", err)
 	}

@@ -1,11 +1,14 @@
 package data
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/edsrzf/mmap-go"
 )
@@ -57,6 +60,9 @@ type IndexedDataset struct {
 	bin    []byte   // the .bin contents (mmap, cached); nil when lazy or empty
 	binF   *os.File // the open .bin (lazy)
 	maps   []mmap.MMap
+
+	digestOnce sync.Once
+	digest     string // IndexDigest, computed on first use
 }
 
 var _ TokenSource = (*IndexedDataset)(nil)
@@ -150,6 +156,17 @@ func (ds *IndexedDataset) Close() error {
 	}
 	ds.bin, ds.idx = nil, nil
 	return errors.Join(errs...)
+}
+
+// IndexDigest returns the SHA-256 of the .idx file as read at open, in hex: it changes
+// whenever a sequence length, pointer or document boundary does. Dataset index caches
+// are keyed by it. It is computed once, on first use.
+func (ds *IndexedDataset) IndexDigest() string {
+	ds.digestOnce.Do(func() {
+		sum := sha256.Sum256(ds.idx.b)
+		ds.digest = hex.EncodeToString(sum[:])
+	})
+	return ds.digest
 }
 
 // Prefix returns the path prefix the dataset was opened with.
@@ -256,15 +273,18 @@ func (ds *IndexedDataset) ReadTokens(dst []int32, i, offset, n int) ([]int32, er
 	}
 	buf := make([]byte, n*item)
 	if _, err := ds.binF.ReadAt(buf, from); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // the file is shorter than its index says; io.EOF would read as the end of the data
+		}
 		return dst, fmt.Errorf("data: read sequence %d of %s.bin at byte %d: %w", i, ds.prefix, from, err)
 	}
 	return ds.idx.dtype.appendDecoded(dst, buf), nil
 }
 
-// AppendTokens appends tokens [offset, offset+n) of sequence i to dst as int32, implementing
-// TokenSource. It panics if the range is outside the sequence, or in ReadLazy mode if the
-// read fails (the file was validated at open, so only a disk error or a file changed since
-// can cause that); use ReadTokens to get the error instead.
+// AppendTokens appends tokens [offset, offset+n) of sequence i to dst as int32. It panics
+// if the range is outside the sequence, or in ReadLazy mode if the read fails (the file
+// was validated at open, so only a disk error or a file changed since can cause that);
+// ReadTokens, which the datasets use, returns that error instead.
 func (ds *IndexedDataset) AppendTokens(dst []int32, i, offset, n int) []int32 {
 	dst, err := ds.ReadTokens(dst, i, offset, n)
 	if err != nil {

@@ -3,6 +3,7 @@ package data
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"sync"
@@ -45,7 +46,9 @@ type loadJob[T any] struct {
 
 // NewLoader starts assembling the micro-batches that batches yields with collate, which
 // is called concurrently from cfg.Workers goroutines and must return once its context is
-// done. Each index slice from batches is handed to collate as is, so batches must not
+// done. A collate error, or a panic in collate (recovered), is what Next returns for
+// that batch; the loader goes on with the next ones. An error matching io.EOF would
+// read as the end of the batches: return io.ErrUnexpectedEOF for a short file. Each index slice from batches is handed to collate as is, so batches must not
 // reuse them. Cancelling ctx stops the loader as Close does.
 func NewLoader[T any](ctx context.Context, batches iter.Seq[[]int], collate func(ctx context.Context, indices []int) (T, error), cfg LoaderConfig) *Loader[T] {
 	workers := cfg.Workers
@@ -69,12 +72,32 @@ func NewLoader[T any](ctx context.Context, batches iter.Seq[[]int], collate func
 		go func() {
 			defer l.wg.Done()
 			for j := range jobs {
-				b, err := collate(ctx, j.indices)
+				b, err := collateSafely(ctx, collate, j.indices)
 				j.out <- loaded[T]{b, err} // buffered: never blocks
 			}
 		}()
 	}
 	return l
+}
+
+// collateSafely calls collate, returning a panic in it as an error: one bad sample fails
+// its batch (Next returns the error) instead of killing the process and every rank.
+func collateSafely[T any](ctx context.Context, collate func(context.Context, []int) (T, error), indices []int) (b T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero T
+			b, err = zero, fmt.Errorf("data: loader: assembling the micro-batch of samples %v: panic: %v", brief(indices), p)
+		}
+	}()
+	return collate(ctx, indices)
+}
+
+// brief returns indices, or its first and last elements when it is long.
+func brief(indices []int) string {
+	if len(indices) <= 4 {
+		return fmt.Sprint(indices)
+	}
+	return fmt.Sprintf("[%d %d ... %d] (%d)", indices[0], indices[1], indices[len(indices)-1], len(indices))
 }
 
 // dispatch feeds jobs and the queue in sampler order until the sampler ends or the

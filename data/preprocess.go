@@ -146,7 +146,9 @@ type batch struct {
 // cuts the input into batches, cfg.Workers goroutines encode them, and the calling goroutine
 // writes them in input order. Outputs appear under their final names only when all are
 // complete (each is renamed into place after all are written and synced); on an error or
-// cancellation no output file is left behind.
+// cancellation no output file is left behind, and the temporary files of a run that was
+// killed are removed by the next run with the same outputs (see NewIndexedBuilder). An
+// input whose every line is bad is an error giving the count and the first bad line.
 func Preprocess(ctx context.Context, cfg PreprocessConfig, tok Tokenizer) (*PreprocessSummary, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -195,6 +197,9 @@ func Preprocess(ctx context.Context, cfg PreprocessConfig, tok Tokenizer) (*Prep
 	if err := p.run(ctx, in, builders, sum, progress); err != nil {
 		return nil, err
 	}
+	if sum.Lines > 0 && sum.Documents == 0 {
+		return nil, fmt.Errorf("data: preprocess: all %d lines of %s are bad, nothing written; the first: %w", sum.BadLines, cfg.Input, p.firstBad)
+	}
 	for _, b := range builders {
 		if err := b.finish(); err != nil {
 			return nil, err
@@ -235,11 +240,12 @@ func (p *pipeline) run(ctx context.Context, in io.Reader, builders []*IndexedBui
 
 // pipeline runs the reader and the workers of one Preprocess call.
 type pipeline struct {
-	cfg     PreprocessConfig
-	tok     Tokenizer
-	eod     int32
-	wg      sync.WaitGroup
-	readErr error // set by the reader before it closes order
+	cfg      PreprocessConfig
+	tok      Tokenizer
+	eod      int32
+	wg       sync.WaitGroup
+	readErr  error      // set by the reader before it closes order
+	firstBad *LineError // the first bad line, set by the writer
 	// free holds encoded-document buffers the writer is done with, for workers to reuse;
 	// its capacity bounds how many are kept.
 	free chan []keyDocs
@@ -373,6 +379,9 @@ func (p *pipeline) write(b *batch, builders []*IndexedBuilder, sum *PreprocessSu
 		}
 	}
 	for _, e := range b.bad {
+		if p.firstBad == nil {
+			p.firstBad = e
+		}
 		if p.cfg.OnBadLine != nil {
 			p.cfg.OnBadLine(e)
 		}

@@ -7,7 +7,12 @@ type TokenSource interface {
 	NumSequences() int
 	// SequenceLen returns the number of tokens of sequence i.
 	SequenceLen(i int) int
-	// AppendTokens appends tokens [offset, offset+n) of sequence i to dst and returns it.
+	// ReadTokens appends tokens [offset, offset+n) of sequence i to dst and returns it,
+	// or an error naming the source and offset when they cannot be read (an I/O error).
+	// It panics if the range is outside the sequence. The datasets read through it.
+	ReadTokens(dst []int32, i, offset, n int) ([]int32, error)
+	// AppendTokens is ReadTokens for callers that cannot handle an error: it panics
+	// where ReadTokens returns one.
 	AppendTokens(dst []int32, i, offset, n int) []int32
 	// NumDocuments returns the number of documents.
 	NumDocuments() int
@@ -33,6 +38,11 @@ func (m *MemorySource) AppendTokens(dst []int32, i, offset, n int) []int32 {
 	return append(dst, m.Seqs[i][offset:offset+n]...)
 }
 
+// ReadTokens is AppendTokens; it never returns an error.
+func (m *MemorySource) ReadTokens(dst []int32, i, offset, n int) ([]int32, error) {
+	return m.AppendTokens(dst, i, offset, n), nil
+}
+
 // NumDocuments returns the number of documents.
 func (m *MemorySource) NumDocuments() int {
 	if m.Docs == nil {
@@ -47,4 +57,12 @@ func (m *MemorySource) Document(j int) (start, end int) {
 		return j, j + 1
 	}
 	return m.Docs[j], m.Docs[j+1]
+}
+
+// must returns s, or panics with err's message.
+func must[S any](s S, err error) S {
+	if err != nil {
+		panic(err.Error())
+	}
+	return s
 }

@@ -129,26 +129,40 @@ func (d *T5Dataset) DecoderStart() int32 {
 func (d *T5Dataset) Len() int { return len(d.rows) / 3 }
 
 // Source returns the uncorrupted tokens of sample i: its sentences, truncated to the
-// sample's target length. It panics if i is not in [0, Len()).
+// sample's target length. It panics if i is not in [0, Len()) or the tokens cannot be
+// read (ReadSample returns that error).
 func (d *T5Dataset) Source(i int) []int32 {
 	if i < 0 || i >= d.Len() {
 		panic(fmt.Sprintf("data: T5Dataset.Source(%d) of %d samples", i, d.Len()))
 	}
-	start, end, target := int(d.rows[3*i]), int(d.rows[3*i+1]), int(d.rows[3*i+2])
-	var toks []int32
-	for k := start; k < end && len(toks) < target; k++ {
-		toks = d.src.AppendTokens(toks, k, 0, min(d.src.SequenceLen(k), target-len(toks)))
-	}
-	return toks
+	return must(d.readSource(i))
 }
 
-// Sample returns sample i; its masking comes from a generator seeded by (Seed, i), so it
+// readSource returns the tokens of Source(i), or an error naming the sentence.
+func (d *T5Dataset) readSource(i int) ([]int32, error) {
+	start, end, target := int(d.rows[3*i]), int(d.rows[3*i+1]), int(d.rows[3*i+2])
+	toks, err := readSentences(d.src, nil, start, end, target)
+	if err != nil {
+		return nil, fmt.Errorf("data: T5 sample %d: %w", i, err)
+	}
+	return toks, nil
+}
+
+// Sample is ReadSample for callers that cannot handle an error: it panics where
+// ReadSample returns one.
+func (d *T5Dataset) Sample(i int) T5Sample { return must(d.ReadSample(i)) }
+
+// ReadSample returns sample i, or an error naming the sentence and the source when its
+// tokens cannot be read; its masking comes from a generator seeded by (Seed, i), so it
 // is the same whatever the data-parallel layout. It panics if i is not in [0, Len()).
-func (d *T5Dataset) Sample(i int) T5Sample {
+func (d *T5Dataset) ReadSample(i int) (T5Sample, error) {
 	if i < 0 || i >= d.Len() {
 		panic(fmt.Sprintf("data: T5Dataset.Sample(%d) of %d samples", i, d.Len()))
 	}
-	toks := d.Source(i)
+	toks, err := d.readSource(i)
+	if err != nil {
+		return T5Sample{}, err
+	}
 	r := newRNG(d.cfg.Seed, "t5-sample", uint64(i))
 	spec := maskSpec{
 		prob: d.cfg.MaskProb, maxNgram: d.cfg.MaxSpan, geometricP: t5SpanP, isContinuation: d.cfg.IsContinuation,
@@ -193,5 +207,5 @@ func (d *T5Dataset) Sample(i int) T5Sample {
 			s.Labels = append(s.Labels, -1)
 		}
 	}
-	return s
+	return s, nil
 }

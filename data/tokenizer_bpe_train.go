@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
+
+	"megago/internal/atomicfile"
 )
 
 // BPETrainer learns a byte-level BPE vocabulary in GPT-2's format from text, for users
@@ -240,21 +241,13 @@ func (t *GPT2BPE) WriteMerges(w io.Writer) error {
 }
 
 // WriteFiles writes vocab.json and merges.txt to the given paths, which LoadGPT2BPE and
-// Megatron's GPT2BPETokenizer read.
+// Megatron's GPT2BPETokenizer read, each atomically (package atomicfile).
 func (t *GPT2BPE) WriteFiles(vocabFile, mergesFile string) error {
 	for _, f := range []struct {
 		path  string
 		write func(io.Writer) error
 	}{{vocabFile, t.WriteVocab}, {mergesFile, t.WriteMerges}} {
-		out, err := os.Create(f.path)
-		if err != nil {
-			return fmt.Errorf("data: writing BPE vocabulary: %w", err)
-		}
-		err = f.write(out)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := atomicfile.Write(f.path, f.write); err != nil {
 			return fmt.Errorf("data: writing %s: %w", f.path, err)
 		}
 	}

@@ -87,3 +87,30 @@ func TestConvertCommandUsage(t *testing.T) {
 		t.Errorf("a missing source: %v", err)
 	}
 }
+
+// convert --from hf with a config.json whose vocab_size the weights cannot back is an
+// error naming both files, not a panic or a huge allocation.
+func TestConvertCommandRefusesUntrustedSizes(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(checkpointTestdata, "hf", "gpt2")
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "config.json" {
+			b = bytes.Replace(b, []byte(`"vocab_size": 67`), []byte(`"vocab_size": 1000000000000`), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := run(t, "convert", "-from", "hf", dir, filepath.Join(t.TempDir(), "out"))
+	// Lower bound of the parameters: vocabulary and positions × 24 plus 2 layers of
+	// 2·24·24 (query, output) + 2·24·96 (MLP); 16488 elements in model.safetensors.
+	want := "convert: checkpoint: the gpt configuration (vocabulary 1000000000000, hidden 24, 2 layers, 4 heads of 6, MLP 96) needs at least 2.4e+13 parameters, but the tensors of " +
+		filepath.Join(dir, "model.safetensors") + " have only 16488 elements: its sizes do not match them (" + filepath.Join(dir, "config.json") + ")"
+	if err == nil || err.Error() != want {
+		t.Fatalf("megago convert: %v\nwant %s", err, want)
+	}
+}

@@ -156,3 +156,18 @@ func TestInspectCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// An input whose every line is bad makes preprocess fail (a non-zero exit), giving the
+// count and the first bad line.
+func TestPreprocessCommandAllLinesBad(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte("not json\n{\"other\": 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := run(t, "preprocess", "-input", input, "-output-prefix", filepath.Join(dir, "out"), "-tokenizer-type", "NullTokenizer", "-vocab-size", "10")
+	want := "preprocess: data: preprocess: all 2 lines of " + input + " are bad, nothing written; the first: data: " + input + ":1: invalid JSON"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("megago preprocess: %v\nwant %s...", err, want)
+	}
+}

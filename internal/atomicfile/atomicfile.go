@@ -2,11 +2,9 @@ package atomicfile
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 )
@@ -28,7 +26,7 @@ func WriteFile(path string, data []byte) error {
 // matchable with errors.Is); others say which path was being written.
 func Write(path string, write func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
-	f, err := createTemp(dir, filepath.Base(path))
+	f, err := CreateTemp(dir, TempPrefix(path))
 	if err != nil {
 		return fmt.Errorf("atomicfile: writing %s: %w", path, err)
 	}
@@ -48,10 +46,7 @@ func Write(path string, write func(w io.Writer) error) (err error) {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("atomicfile: fsync of %s: %w", f.Name(), err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("atomicfile: closing %s: %w", f.Name(), err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := Commit(f, path); err != nil {
 		return fmt.Errorf("atomicfile: %w", err)
 	}
 	if err := SyncDir(dir); err != nil {
@@ -60,18 +55,9 @@ func Write(path string, write func(w io.Writer) error) (err error) {
 	return nil
 }
 
-// createTemp creates a new file ".name.<random>.tmp" in dir with Perm under the umask.
-func createTemp(dir, name string) (*os.File, error) {
-	for range 100 {
-		tmp := filepath.Join(dir, fmt.Sprintf(".%s.%08x.tmp", name, rand.Uint32()))
-		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, Perm)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		return f, err
-	}
-	return nil, fmt.Errorf("no unused temporary name for %s in %s", name, dir)
-}
+// TempPrefix returns the prefix of the temporary files Write uses for path:
+// ".NAME." in path's directory, NAME being path's last element.
+func TempPrefix(path string) string { return "." + filepath.Base(path) + "." }
 
 // SyncDir fsyncs a directory, making the creations, renames and removals in it durable.
 func SyncDir(dir string) error {

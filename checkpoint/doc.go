@@ -14,6 +14,7 @@
 //
 //   - save.go: State (what a rank saves), Save and StartSave, and which rank writes what.
 //   - commit.go: PendingSave.Commit and the crash-safe publication of an iteration.
+//   - job_lock.go: LockDir, the lock a job holds on its checkpoint directory for its life.
 //   - load.go: Load and LoadOptions; SetParams.
 //   - reshard.go: pieces of global tensors and their runs, the core of resharding.
 //   - manifest.go: Manifest, Layout, FileInfo, the tracker file, the manifest's own
@@ -36,6 +37,7 @@
 //
 //	<dir>/latest_checkpointed_iteration.txt           "100"
 //	<dir>/.megago-save.lock                           locked by the saving job (LockFile)
+//	<dir>/.megago-job.lock                            locked by the job saving there (JobLockFile, LockDir)
 //	<dir>/iter_0000100/manifest.json                  written last
 //	<dir>/iter_0000100/model_tp00_pp000.safetensors   DP rank 0 of each (TP, PP) rank
 //	<dir>/iter_0000100/optim_tp00_pp000_dp000.safetensors

@@ -81,16 +81,28 @@ func loadClassify(ctx context.Context, c *config, builder bool, log io.Writer) (
 			c.ClassifyPackages, len(classFiles), c.Split)
 	}
 	d.trainFiles, d.validFiles = b[1]-b[0], b[2]-b[1]
-	snips := func(fs []string) []snippet {
+	snips := func(fs []string) ([][]snippet, error) {
 		var out []snippet
 		for _, f := range fs {
 			for _, doc := range docsOf[f] {
-				out = appendSnippets(out, src, doc, class[topDir(f)], c.SeqLength-2)
+				var err error
+				if out, err = appendSnippets(out, src, doc, class[topDir(f)], c.SeqLength-2); err != nil {
+					return nil, err
+				}
 			}
 		}
-		return out
+		return byClass(out, len(d.classes)), nil
 	}
-	train, valid := byClass(snips(classFiles[b[0]:b[1]]), len(d.classes)), byClass(snips(classFiles[b[1]:b[2]]), len(d.classes))
+	train, err := snips(classFiles[b[0]:b[1]])
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	valid, err := snips(classFiles[b[1]:b[2]])
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.trainCounts = make([]int, len(d.classes))
 	fewest := len(valid[0])
 	for k := range d.classes {
@@ -134,8 +146,9 @@ func balanced(classes [][]snippet, n int, seed, stream uint64) []snippet {
 // topDir returns the top-level directory of a path relative to GOROOT/src ("crypto").
 func topDir(path string) string { return strings.SplitN(path, "/", 2)[0] }
 
-// appendSnippets appends the snippets of document doc of src, of at most n tokens each.
-func appendSnippets(out []snippet, src data.TokenSource, doc int, class int32, n int) []snippet {
+// appendSnippets appends the snippets of document doc of src, of at most n tokens each;
+// it returns src's read error.
+func appendSnippets(out []snippet, src data.TokenSource, doc int, class int32, n int) ([]snippet, error) {
 	lo, hi := src.Document(doc)
 	var cur []int32
 	flush := func() {
@@ -145,14 +158,17 @@ func appendSnippets(out []snippet, src data.TokenSource, doc int, class int32, n
 		cur = nil
 	}
 	for k := lo; k < hi; k++ {
-		line := src.AppendTokens(nil, k, 0, src.SequenceLen(k))
+		line, err := src.ReadTokens(nil, k, 0, src.SequenceLen(k))
+		if err != nil {
+			return nil, err
+		}
 		if len(cur)+len(line) > n {
 			flush()
 		}
 		cur = append(cur, line[:min(len(line), n-len(cur))]...)
 	}
 	flush()
-	return out
+	return out, nil
 }
 
 // epochs returns n samples: s in a fresh shuffled order each epoch, each shuffle a

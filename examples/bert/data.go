@@ -120,8 +120,7 @@ func (d *bertData) countTokens(src *data.IndexedDataset, split string) error {
 	}
 	first, _ := src.Document(b[0])
 	_, last := src.Document(b[1] - 1)
-	d.unigram.Add(src, first, last)
-	return nil
+	return d.unigram.Add(src, first, last)
 }
 
 // bertBatches holds one iteration's micro-batches of this DP rank.

@@ -116,6 +116,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	defer corp.Close()
+	// --save: no other job may save there while this one runs.
+	unlock, err := cfg.LockSave(ranks.Reports(tcp))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	var masked *fill // the line to fill in at the end
 	if cfg.FillText != "" {
 		if masked, err = newFill(cfg, corp.tok); err != nil {

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"megago/checkpoint"
+	"megago/internal/filelock"
 )
 
 // ckptArgs are tinyArgs with dropout on and a schedule that does not depend on
@@ -62,4 +70,58 @@ func TestCheckpointFlags(t *testing.T) {
 			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
 		}
 	}
+}
+
+// TestSecondJobRefused: while a job saving to --save runs, a second job given the same
+// --save refuses to start, naming the directory and the first job's process id; once
+// the first job has ended, the directory can be used again.
+func TestSecondJobRefused(t *testing.T) {
+	if !filelock.Supported {
+		t.Skip("needs flock (a Unix system)")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	running, release := make(chan struct{}), make(chan struct{})
+	w := &blockOn{running: running, release: release}
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := run(ctx, ckptArgs(t, "--save", dir, "--train-iters", "50"), noEnv, w, io.Discard)
+		firstErr <- err
+	}()
+	select {
+	case <-running: // the first job is in its first iteration, holding --save
+	case err := <-firstErr:
+		t.Fatalf("the first job ended before its first iteration: %v", err)
+	}
+	var out bytes.Buffer
+	_, err := run(context.Background(), ckptArgs(t, "--save", dir), noEnv, &out, io.Discard)
+	cancel() // the first job stops after its iteration
+	close(release)
+	require.Error(t, err)
+	want := "--save: checkpoint: another job saves to " + dir + ": " + filepath.Join(dir, checkpoint.JobLockFile) +
+		" is locked by process " + strconv.Itoa(os.Getpid())
+	assert.Equal(t, want, err.Error())
+	assert.NotContains(t, out.String(), "iter ", "the second job trains nothing")
+	require.NoError(t, <-firstErr)
+
+	_, err = run(context.Background(), ckptArgs(t, "--save", dir, "--train-iters", "1"), noEnv, io.Discard, io.Discard)
+	assert.NoError(t, err, "the directory is free once the first job has ended")
+}
+
+// blockOn closes running at the first progress line written to it and blocks that write
+// until release is closed.
+type blockOn struct {
+	once             sync.Once
+	running, release chan struct{}
+}
+
+func (b *blockOn) Write(p []byte) (int, error) {
+	if strings.HasPrefix(string(p), "iter ") {
+		b.once.Do(func() {
+			close(b.running)
+			<-b.release
+		})
+	}
+	return len(p), nil
 }

@@ -71,7 +71,9 @@ func (corp *trainingData) split(ctx context.Context, part data.Split, n int, w [
 			if info.Last == info.First {
 				return nil, fmt.Errorf("%s has no training documents with --split %s", src.Prefix(), gc.Split)
 			}
-			corp.unigram.Add(src, info.First, info.Last)
+			if err := corp.unigram.Add(src, info.First, info.Last); err != nil {
+				return nil, err
+			}
 		}
 		return ds, nil
 	})

@@ -87,6 +87,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	defer corp.Close()
+	// --save: no other job may save there while this one runs.
+	unlock, err := cfg.LockSave(ranks.Reports(tcp))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 
 	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
 	var sum *summary

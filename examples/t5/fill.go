@@ -88,7 +88,10 @@ func fillInput(cfg *config, corp *trainingData) (enc, truth []int32, err error) 
 	if cfg.FillSample >= corp.valid.Len() {
 		return nil, nil, fmt.Errorf("--fill-sample %d: the validation split has %d samples", cfg.FillSample, validLen(corp))
 	}
-	s := corp.valid.Sample(cfg.FillSample)
+	s, err := corp.valid.ReadSample(cfg.FillSample)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--fill-sample %d: %w", cfg.FillSample, err)
+	}
 	n := 0
 	for n < len(s.EncPaddingMask) && s.EncPaddingMask[n] == 1 {
 		n++

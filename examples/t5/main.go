@@ -103,6 +103,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil, err
 	}
 	defer corp.Close()
+	// --save: no other job may save there while this one runs.
+	unlock, err := cfg.LockSave(ranks.Reports(tcp))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if cfg.fills(corp) { // find a bad --fill-text or --fill-sample before training
 		if _, _, err := fillInput(cfg, corp); err != nil {
 			return nil, err

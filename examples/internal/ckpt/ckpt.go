@@ -44,6 +44,21 @@ func (c *Flags) Check() []string {
 	return errs
 }
 
+// LockSave takes --save's job lock (checkpoint.LockDir) in the process that holds world
+// rank 0 (rank0), so that a second job given the same --save refuses to start, naming
+// the directory and the process id of the job that has it. Call it before training and
+// unlock when the job ends; without --save, with --eval-only or on other processes it
+// takes nothing.
+func (c *Flags) LockSave(rank0 bool) (unlock func() error, err error) {
+	if c.Save == "" || c.EvalOnly || !rank0 {
+		return func() error { return nil }, nil
+	}
+	if unlock, err = checkpoint.LockDir(c.Save); err != nil {
+		return nil, fmt.Errorf("--save: %w", err)
+	}
+	return unlock, nil
+}
+
 // Checkpointer saves and restores one rank's training state.
 type Checkpointer struct {
 	f           *Flags

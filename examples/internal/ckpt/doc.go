@@ -6,11 +6,12 @@
 // the loaded model's validation numbers. A run stopped by Ctrl-C or SIGTERM is saved
 // only with --exit-signal-handler (package loop decides when to save); otherwise its
 // last --save-interval checkpoint is the one to resume. Weights holding a NaN or an
-// infinity are never saved.
+// infinity are never saved. A job holds --save's job lock for its whole life
+// (LockSave), so a second job given the same --save refuses to start.
 //
 // # Reading order
 //
-// Flags (Register, Check), then Checkpointer (New, Load, Report, Saved), the per-rank
+// Flags (Register, Check, LockSave), then Checkpointer (New, Load, Report, Saved), the per-rank
 // state that package checkpoint saves and loads.
 //
 // # Errors

@@ -66,7 +66,7 @@ func TestSources(t *testing.T) {
 func TestUnigram(t *testing.T) {
 	src := &data.MemorySource{Seqs: [][]int32{{7, 3}, {7, 5}}}
 	var u Unigram
-	u.Add(src, 0, 2)
+	require.NoError(t, u.Add(src, 0, 2))
 	assert.Equal(t, int64(4), u.Total)
 	assert.InDelta(t, 1.5*math.Ln2, u.Entropy(), 1e-12)
 	assert.Equal(t, int32(7), u.MostFrequent())

@@ -54,7 +54,11 @@ func Open(prefixes []string, vocab int, tokType string) ([]*data.IndexedDataset,
 			return fail(fmt.Errorf("--data-path: %w", err))
 		}
 		out = append(out, ds)
-		if id := maxTokenID(ds); id >= int64(vocab) {
+		id, err := maxTokenID(ds)
+		if err != nil {
+			return fail(fmt.Errorf("--data-path: %w", err))
+		}
+		if id >= int64(vocab) {
 			return fail(fmt.Errorf("--data-path %s holds token id %d, but the %s tokenizer has %d ids: the dataset was made with another vocabulary (--tokenizer-type, --vocab-file)",
 				p, id, tokType, vocab))
 		}
@@ -62,17 +66,20 @@ func Open(prefixes []string, vocab int, tokType string) ([]*data.IndexedDataset,
 	return out, nil
 }
 
-// maxTokenID returns the largest token id in ds (-1 if it is empty).
-func maxTokenID(ds *data.IndexedDataset) int64 {
+// maxTokenID returns the largest token id in ds (-1 if it is empty), or ds's read error.
+func maxTokenID(ds *data.IndexedDataset) (int64, error) {
 	m := int64(-1)
 	var buf []int32
 	for i := range ds.NumSequences() {
-		buf = ds.AppendTokens(buf[:0], i, 0, ds.SequenceLen(i))
+		var err error
+		if buf, err = ds.ReadTokens(buf[:0], i, 0, ds.SequenceLen(i)); err != nil {
+			return 0, err
+		}
 		for _, id := range buf {
 			m = max(m, int64(id))
 		}
 	}
-	return m
+	return m, nil
 }
 
 // Unigram counts token ids: of a training split, for the reference numbers a trained
@@ -82,11 +89,14 @@ type Unigram struct {
 	Total  int64
 }
 
-// Add counts the tokens of sequences [first, last) of src.
-func (u *Unigram) Add(src data.TokenSource, first, last int) {
+// Add counts the tokens of sequences [first, last) of src; it returns src's read error.
+func (u *Unigram) Add(src data.TokenSource, first, last int) error {
 	var buf []int32
 	for i := first; i < last; i++ {
-		buf = src.AppendTokens(buf[:0], i, 0, src.SequenceLen(i))
+		var err error
+		if buf, err = src.ReadTokens(buf[:0], i, 0, src.SequenceLen(i)); err != nil {
+			return err
+		}
 		for _, id := range buf {
 			if int(id) >= len(u.Counts) {
 				u.Counts = append(u.Counts, make([]int64, int(id)+1-len(u.Counts))...)
@@ -95,6 +105,7 @@ func (u *Unigram) Add(src data.TokenSource, first, last int) {
 		}
 		u.Total += int64(len(buf))
 	}
+	return nil
 }
 
 // Entropy returns the unigram entropy of the counted tokens in nats: the loss of the

@@ -110,9 +110,15 @@
 //   - a pipeline stage's first and last steps (embedding or hidden input, heads or
 //     hidden output) and the optional norms and heads of its configuration.
 //
-// These values are also where fused operations plug in: a fused attention core, bias with
-// GeLU after SkipBiasAdd, or norm with residual add is chosen at construction in the same
-// place as its unfused composition, and Forward does not change.
+// These values are also where tensor's fused operations plug in (fused_ops.go, layerOps):
+// the attention core is tensor.Attention (grouped keys read in place, no [Tq, Tk] matrix)
+// or the unfused attend; the MLP adds fc1's bias in BiasGeLU or BiasSwiGLU; a layer adds
+// its sub-blocks' output-projection bias, hidden dropout and residual in BiasDropoutAdd;
+// post-LN adds the residual and normalizes in AddLayerNorm; RoPE is tensor.RoPE. The
+// fused ops are the default; Builder.Unfused builds the same layers with the unfused
+// compositions that define them (tensor's *Reference functions), which agree within
+// rounding: the reference the golden tests and benchmarks (megago bench gpt --unfused)
+// compare with. Device.FusedCount shows which path ran.
 //
 // Sequence parallelism is such a construction-time choice (Builder.SequenceParallel):
 // the layers built with it hold the SP mappings, and replicated parameters used on

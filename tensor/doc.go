@@ -19,9 +19,15 @@
 //   - ops_*.go: the ops, each with its backward; cpu*.go: the CPU kernels (cpu_ce.go:
 //     the vocabulary-parallel cross entropy, with its work split and precision notes).
 //   - rng.go: RNG (Philox-4x32-10 keys), Region, Random and its distributions.
-//   - fused.go, fused_attention.go: fused ops, declared with their unfused reference;
-//     Attention (masks, bias, dropout, GQA, the log-sum-exp) and AttentionReference;
-//     cpu_attention*.go: its tiled online-softmax CPU kernels.
+//   - fused.go: the fused transformer ops, each declared with its unfused reference
+//     (a composition of ordinary ops that defines its result), and Device.FusedCount;
+//     fused_attention.go: Attention (causal and padding masks, additive bias, dropout,
+//     grouped-query heads, the log-sum-exp) and AttentionReference, with
+//     cpu_attention*.go its tiled online-softmax CPU kernels, which never hold a [Tq, Tk]
+//     matrix per head; fused_norm.go, fused_act.go, fused_dropout.go, fused_rope.go:
+//     AddLayerNorm, AddRMSNorm, BiasGeLU, BiasSwiGLU, BiasDropoutAdd and RoPE, one pass
+//     over memory each (cpu_fused_rows*.go), with their *Reference compositions. Every
+//     backend implements their kernels (AttentionKernels, RowKernels in Backend).
 //
 // # Layout and views
 //

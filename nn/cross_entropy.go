@@ -24,8 +24,9 @@ type CrossEntropyOptions struct {
 	LabelSmoothing float64
 	// GradInPlace makes the backward write the logits' gradient over the logits, saving
 	// a logits-sized buffer at the peak of a training step's memory (PyTorch keeps both).
-	// Set it only when nothing reads the logits after backward: they then hold their
-	// gradient. The output layer's backward needs its input and weight, not the logits.
+	// Set it only when nothing reads the logits after backward: the pass releases them
+	// (tensor.GradOver) once done with their gradient, and using them afterwards panics.
+	// The output layer's backward needs its input and weight, not the logits.
 	GradInPlace bool
 }
 
@@ -118,8 +119,10 @@ func (f *vocabCE) combineOverTP() {
 
 func (f *vocabCE) Backward(g []*tensor.Tensor) []*tensor.Tensor {
 	x := f.logits
-	dx := x.Detach() // [B, T, Vp/tp], the logits' storage
-	if !f.inPlace {
+	var dx *tensor.Tensor // [B, T, Vp/tp]
+	if f.inPlace {
+		dx = tensor.GradOver(x) // released by the pass once the output layer's backward has run
+	} else {
 		dx = tensor.Empty(x.Device(), x.DType(), x.Shape()...)
 	}
 	x.Device().Backend().VocabCrossEntropyBackward(dx.Span(), x.Span(), f.targets.Span(), f.stats.Span(),

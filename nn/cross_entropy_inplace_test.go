@@ -13,7 +13,8 @@ import (
 // TestVocabParallelCrossEntropyGradInPlace checks that writing the gradient over the
 // logits gives, bit for bit, the gradient of the out-of-place backward (checked against
 // the reference in TestVocabParallelCrossEntropyMatchesCrossEntropy), with F32 rows wide
-// enough for the assembly blocks, padding, ignored targets and label smoothing.
+// enough for the assembly blocks, padding, ignored targets and label smoothing, and that
+// backward then releases the logits.
 func TestVocabParallelCrossEntropyGradInPlace(t *testing.T) {
 	const b, tt, w, vocab = 2, 3, 600, 590
 	logits, targets := ceProblem(b, tt, w, vocab, true)
@@ -29,6 +30,9 @@ func TestVocabParallelCrossEntropyGradInPlace(t *testing.T) {
 						h := tensor.Scale(x, 1) // the op's output, as the output layer's logits are
 						loss := VocabParallelCrossEntropy(Eval(context.Background()), c, h, tensor.FromSlice(dev, targets, b, tt), o)
 						tensor.Sum(tensor.Mul(loss, tensor.FromSlice(dev, g, b, tt).Cast(dt))).Backward()
+						if h.Released() != inPlace {
+							t.Errorf("rank %d: GradInPlace %v: logits released by backward: %v", c.Rank(), inPlace, h.Released())
+						}
 						return tensor.ToSlice[float64](x.Grad())
 					}
 					want, got := grad(false), grad(true)

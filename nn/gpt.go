@@ -187,8 +187,8 @@ func (m *GPT) Loss(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tens
 }
 
 // LossConsuming is Loss for a caller that does not read logits after backward (a
-// training step): the backward writes the logits' gradient over them
-// (CrossEntropyOptions.GradInPlace), saving a logits-sized buffer, [B, T, Vp/tp].
+// training step): the backward writes the logits' gradient over them and releases them
+// once used (CrossEntropyOptions.GradInPlace), saving a logits-sized buffer, [B, T, Vp/tp].
 func (m *GPT) LossConsuming(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tensor.Tensor) {
 	return m.loss(p, logits, labels, true)
 }

@@ -96,6 +96,10 @@ func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	q := parts[0].Reshape(b, t, gl*per, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, T, HS]
 	k := parts[1].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
 	v := parts[2].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
+	// The projection and its parts are copies that Split and Permute consumed.
+	for _, x := range append(parts, qkv) {
+		releaseDead(x, q, k, v)
+	}
 	q, k = a.rope(q, k, m.Positions, cache.Len())
 	if cache != nil {
 		k, v = cache.append(k, v)

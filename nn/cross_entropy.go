@@ -22,6 +22,12 @@ type CrossEntropyOptions struct {
 	// (1−ε)·(−log p_target) + ε·mean over the V classes of −log p. (Megatron's TP version
 	// averages per partition and is wrong for TP > 1.)
 	LabelSmoothing float64
+	// GradInPlace makes the backward write the logits' gradient over the logits, saving
+	// a logits-sized buffer at the peak of a training step's memory (PyTorch keeps both).
+	// Set it only when nothing reads the logits after backward: the pass releases them
+	// (tensor.GradOver) once done with their gradient, and using them afterwards panics.
+	// The output layer's backward needs its input and weight, not the logits.
+	GradInPlace bool
 }
 
 // VocabParallelCrossEntropy returns the per-token cross entropy [B, T] of logits
@@ -59,7 +65,7 @@ func newVocabCE(p *Pass, tp parallel.Comm, logits, targets *tensor.Tensor, o Cro
 			panic(fmt.Sprintf("nn: VocabParallelCrossEntropy: target %d at position %d outside [0, %d)", t, i, kp.Vocab))
 		}
 	}
-	f := &vocabCE{p: p, tp: tp, kp: kp, targets: targets, combine: (*vocabCE).combineOverTP}
+	f := &vocabCE{p: p, tp: tp, kp: kp, targets: targets, inPlace: o.GradInPlace, combine: (*vocabCE).combineOverTP}
 	if tp.Size() == 1 {
 		f.combine = func(*vocabCE) {} // this rank's statistics are the global ones
 	}
@@ -71,6 +77,7 @@ type vocabCE struct {
 	tp      parallel.Comm
 	kp      tensor.VocabCrossEntropyParams
 	targets *tensor.Tensor   // [B, T]
+	inPlace bool             // the backward overwrites the logits with their gradient
 	combine func(f *vocabCE) // combineOverTP, or nothing at tp 1
 
 	logits *tensor.Tensor // [B, T, Vp/tp]
@@ -112,7 +119,12 @@ func (f *vocabCE) combineOverTP() {
 
 func (f *vocabCE) Backward(g []*tensor.Tensor) []*tensor.Tensor {
 	x := f.logits
-	dx := tensor.Empty(x.Device(), x.DType(), x.Shape()...) // [B, T, Vp/tp]
+	var dx *tensor.Tensor // [B, T, Vp/tp]
+	if f.inPlace {
+		dx = tensor.GradOver(x) // released by the pass once the output layer's backward has run
+	} else {
+		dx = tensor.Empty(x.Device(), x.DType(), x.Shape()...)
+	}
 	x.Device().Backend().VocabCrossEntropyBackward(dx.Span(), x.Span(), f.targets.Span(), f.stats.Span(),
 		g[0].Span(), f.kp)
 	return []*tensor.Tensor{dx}

@@ -19,12 +19,15 @@ type layerOps struct {
 	addRMSNorm   func(x, residual, w *tensor.Tensor, eps float64) (y, sum *tensor.Tensor)
 	// rope rotates x [B, H, T, HS] by the positions of its T tokens.
 	rope func(x *tensor.Tensor, positions []int, theta float64) *tensor.Tensor
+	// fused marks tensor's fused ops, whose biasDropoutAdd's backward reads none of its
+	// operands (it draws the mask again), so a layer may release its own x once added.
+	fused bool
 }
 
 var (
 	fusedOps = layerOps{
 		biasGeLU: tensor.BiasGeLU, biasSwiGLU: tensor.BiasSwiGLU, biasDropoutAdd: tensor.BiasDropoutAdd,
-		addLayerNorm: tensor.AddLayerNorm, addRMSNorm: tensor.AddRMSNorm, rope: tensor.RoPE,
+		addLayerNorm: tensor.AddLayerNorm, addRMSNorm: tensor.AddRMSNorm, rope: tensor.RoPE, fused: true,
 	}
 	referenceOps = layerOps{
 		biasGeLU: tensor.BiasGeLUReference, biasSwiGLU: tensor.BiasSwiGLUReference,

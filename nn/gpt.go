@@ -183,8 +183,19 @@ func hiddenOut(_ *GPT, _ *Pass, x *tensor.Tensor) *tensor.Tensor              { 
 // Loss returns the mean cross entropy of logits [B, T, Vp/tp] against labels [B, T],
 // over the labels that are not -100 (Hugging Face's convention), and the per-token losses.
 func (m *GPT) Loss(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tensor.Tensor) {
+	return m.loss(p, logits, labels, false)
+}
+
+// LossConsuming is Loss for a caller that does not read logits after backward (a
+// training step): the backward writes the logits' gradient over them and releases them
+// once used (CrossEntropyOptions.GradInPlace), saving a logits-sized buffer, [B, T, Vp/tp].
+func (m *GPT) LossConsuming(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tensor.Tensor) {
+	return m.loss(p, logits, labels, true)
+}
+
+func (m *GPT) loss(p *Pass, logits, labels *tensor.Tensor, inPlace bool) (mean, perToken *tensor.Tensor) {
 	perToken = VocabParallelCrossEntropy(p, m.region.tp, logits, labels,
-		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100})
+		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100, GradInPlace: inPlace})
 	return MeanLoss(perToken, LabelMask(labels, -100, perToken.DType())), perToken
 }
 

@@ -126,15 +126,25 @@ type residualFunc func(l *TransformerLayer, p *Pass, x *tensor.Tensor, norm *Lay
 // T5), the bias, dropout and residual add in one op.
 func preLN(l *TransformerLayer, p *Pass, x *tensor.Tensor, norm *LayerNorm, key string, f subFunc) *tensor.Tensor {
 	y, bias := f(norm.Forward(x))
-	return l.region.biasDropoutAdd(p, l.ops, y, bias, x, l.dropout, key)
+	return l.addSubOutput(y, l.region.biasDropoutAdd(p, l.ops, y, bias, x, l.dropout, key))
 }
 
 // postLN normalizes after the residual add: norm(x + dropout(f(x) + bias)) (BERT), the
 // residual add and the norm in one op.
 func postLN(l *TransformerLayer, p *Pass, x *tensor.Tensor, norm *LayerNorm, key string, f subFunc) *tensor.Tensor {
 	y, bias := f(x)
-	y, _ = norm.ForwardAdd(l.region.biasDropoutAdd(p, l.ops, y, bias, nil, l.dropout, key), x)
+	y, _ = norm.ForwardAdd(l.addSubOutput(y, l.region.biasDropoutAdd(p, l.ops, y, bias, nil, l.dropout, key)), x)
 	return y
+}
+
+// addSubOutput returns out, the result of adding a sub-block's output y (its last
+// projection's, made for this layer alone) with its bias, dropout and residual, after
+// releasing y when the fused op's backward does not read it.
+func (l *TransformerLayer) addSubOutput(y, out *tensor.Tensor) *tensor.Tensor {
+	if l.ops.fused {
+		releaseDead(y, out)
+	}
+	return out
 }
 
 // Block is a stack of transformer layers [First, First+len(Layers)) of a model's L —

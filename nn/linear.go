@@ -45,7 +45,9 @@ func addBias(y *tensor.Tensor, b *Param) (out, bias *tensor.Tensor) {
 	if b == nil {
 		return y, nil
 	}
-	return tensor.Add(y, b.Tensor), nil
+	out = tensor.Add(y, b.Tensor)
+	releaseDead(y, out) // the product, this linear's own: Add's backward needs no data
+	return out, nil
 }
 
 func returnBias(y *tensor.Tensor, b *Param) (out, bias *tensor.Tensor) {

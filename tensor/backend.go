@@ -255,7 +255,8 @@ type Backend interface {
 	VocabCrossEntropyLoss(loss, stats, targets Span, p VocabCrossEntropyParams)
 	// VocabCrossEntropyBackward sets dlogits [N, W] = dloss[r]·(e^(x−M)/S − ε/Vocab −
 	// (1−ε)·[column is the target]) on class columns, 0 on padding columns and ignored
-	// rows, from the global statistics [4, N] and dloss [N] (any float dtype).
+	// rows, from the global statistics [4, N] and dloss [N] (any float dtype). dlogits may
+	// be logits itself (the gradient written over the logits).
 	VocabCrossEntropyBackward(dlogits, logits, targets, stats, dloss Span, p VocabCrossEntropyParams)
 
 	// AdamStep updates, in one pass over each segment, param and the moments m and v

@@ -97,6 +97,23 @@ type attnCall[T float] struct {
 }
 
 func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
+	g := newAttnGeom[T](a, p)
+	c := &attnCall[T]{attnGeom: g, p: p, a: a, q: load[T](a.Q), k: load[T](a.K), v: load[T](a.V), bias: load[T](a.Bias)}
+	switch {
+	case a.Mask.Empty():
+	case a.Mask.DType == F32:
+		c.mask32 = raw[float32](a.Mask)
+	default:
+		c.mask64 = load[float64](a.Mask)
+	}
+	if _, f32 := any(c.q).([]float32); f32 {
+		c.kern = defaultGemmKernel()
+	}
+	return c
+}
+
+// newAttnGeom returns the geometry of a call in compute type T.
+func newAttnGeom[T float](a AttentionArgs, p AttentionParams) attnGeom {
 	g := attnGeom{b: a.Q.Shape[0], nh: a.Q.Shape[1], g: a.K.Shape[1], tq: a.Q.Shape[2], tk: a.K.Shape[2],
 		hs: a.Q.Shape[3], causal: p.Causal}
 	g.per = g.nh / max(1, g.g)
@@ -116,18 +133,7 @@ func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
 		g.dropStr = [3]int{fs[0], fs[1], fs[2]}
 		g.dropP, g.dropMul = p.Dropout, float64(T(1/(1-p.Dropout)))
 	}
-	c := &attnCall[T]{attnGeom: g, p: p, a: a, q: load[T](a.Q), k: load[T](a.K), v: load[T](a.V), bias: load[T](a.Bias)}
-	switch {
-	case a.Mask.Empty():
-	case a.Mask.DType == F32:
-		c.mask32 = raw[float32](a.Mask)
-	default:
-		c.mask64 = load[float64](a.Mask)
-	}
-	if _, f32 := any(c.q).([]float32); f32 {
-		c.kern = defaultGemmKernel()
-	}
-	return c
+	return g
 }
 
 // general reports whether logits need a pass of their own (attnCall.logits) rather than

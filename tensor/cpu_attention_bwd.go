@@ -25,12 +25,24 @@ func (c *attnCall[T]) backward(g AttentionGrads) {
 	clear(w.dbias)
 	w.plan()
 	heads, hs := c.b*c.nh, c.hs
+	var scratch []T // AttentionBackwardScratch's, or none
+	if !g.Scratch.Empty() {
+		scratch = raw[T](g.Scratch)
+	}
+	take := func(n int) []T {
+		if len(scratch) < n {
+			return make([]T, n)
+		}
+		s := scratch[:n:n]
+		scratch = scratch[n:]
+		return s
+	}
 	w.dqPart = [][]T{w.dq} // the first key range's partial dQ is dQ itself
 	for range w.splits - 1 {
-		w.dqPart = append(w.dqPart, make([]T, heads*c.tq*hs))
+		w.dqPart = append(w.dqPart, take(heads*c.tq*hs))
 	}
 	if c.per > 1 {
-		w.dkh, w.dvh = make([]T, heads*c.tk*hs), make([]T, heads*c.tk*hs)
+		w.dkh, w.dvh = take(heads*c.tk*hs), take(heads*c.tk*hs)
 	}
 	n := len(w.groups)
 	attnParallel(n*w.splits, func() *attnTiles[T] { return newAttnTiles[T](hs, true) }, func(t *attnTiles[T], it int) {
@@ -62,25 +74,44 @@ func (w *attnBwd[T]) rowDots(dlse []T) {
 // plan sets the work items: groups of heads whose bias gradient elements coincide (a bias
 // broadcast along B or NH), computed in order by one goroutine, and the number of key
 // ranges per head. Both depend on shapes only.
-func (w *attnBwd[T]) plan() {
+func (w *attnBwd[T]) plan() { w.groups, w.splits = w.backwardPlan(w.dbias != nil) }
+
+// backwardPlan returns the backward's groups of heads and key ranges per head (plan),
+// given whether the bias gradient is wanted.
+func (g *attnGeom) backwardPlan(dbias bool) (groups [][]int, splits int) {
 	index := map[int]int{}
-	for bh := 0; bh < w.b*w.nh; bh++ {
+	for bh := 0; bh < g.b*g.nh; bh++ {
 		key := -1 - bh // its own group
-		if w.dbias != nil {
-			key = bh/w.nh*w.bstr[0] + bh%w.nh*w.bstr[1]
+		if dbias {
+			key = bh/g.nh*g.bstr[0] + bh%g.nh*g.bstr[1]
 		}
 		gi, ok := index[key]
 		if !ok {
-			gi = len(w.groups)
+			gi = len(groups)
 			index[key] = gi
-			w.groups = append(w.groups, nil)
+			groups = append(groups, nil)
 		}
-		w.groups[gi] = append(w.groups[gi], bh)
+		groups[gi] = append(groups[gi], bh)
 	}
-	w.splits = 1
-	if len(w.groups) < attnMinItems && (w.dbias == nil || w.bstr[3] != 0 || w.tk <= 1) {
-		w.splits = max(1, min(attnKeySplits, w.nkt))
+	splits = 1
+	if len(groups) < attnMinItems && (!dbias || g.bstr[3] != 0 || g.tk <= 1) {
+		splits = max(1, min(attnKeySplits, g.nkt))
 	}
+	return groups, splits
+}
+
+// AttentionBackwardScratch returns the elements of scratch the backward uses: the partial
+// dQ of every key range but the first, and with grouped-query attention each query head's
+// dK and dV before they are summed per key/value head.
+func (cpuBackend) AttentionBackwardScratch(a AttentionArgs, g AttentionGrads, p AttentionParams) int {
+	geo := newAttnGeom[float64](a, p)
+	_, splits := geo.backwardPlan(!g.DBias.Empty())
+	heads, n := geo.b*geo.nh, 0
+	n += (splits - 1) * heads * geo.tq * geo.hs
+	if geo.per > 1 {
+		n += 2 * heads * geo.tk * geo.hs
+	}
+	return n
 }
 
 // head computes the gradients of head bh = b·NH + h from its key range r: dQ (partial
@@ -90,9 +121,7 @@ func (w *attnBwd[T]) head(t *attnTiles[T], bh, r int) {
 	b, h := bh/w.nh, bh%w.nh
 	kv := (b*w.g + h/w.per) * w.tk
 	dq := w.dqPart[r][bh*w.tq*hs : (bh+1)*w.tq*hs]
-	if r == 0 {
-		clear(dq)
-	}
+	clear(dq)
 	dk, dv := w.dk[kv*hs:(kv+w.tk)*hs], w.dv[kv*hs:(kv+w.tk)*hs]
 	if w.per > 1 {
 		dk, dv = w.dkh[bh*w.tk*hs:(bh+1)*w.tk*hs], w.dvh[bh*w.tk*hs:(bh+1)*w.tk*hs]

@@ -186,12 +186,17 @@ func vocabCEBackward[T float](dxs, xs []T, ts []int, st, g []float64, logits Spa
 
 // vocabCEGradBlock sets the gradient dr of a block xr of class columns of a row with
 // global maximum m, Σ e^(x−m) s and loss gradient g; c is the target's column in the
-// block (outside [0, len(xr)) when elsewhere).
+// block (outside [0, len(xr)) when elsewhere). dr may be xr.
 func vocabCEGradBlock[T float](dr, xr []T, m, s, g float64, c int, p VocabCrossEntropyParams) {
 	eps, v := p.LabelSmoothing, float64(p.Vocab)
+	target := c >= 0 && c < len(xr)
+	var xc float64
+	if target {
+		xc = float64(xr[c]) // read before blockGrad: dr may be xr
+	}
 	blockGrad(dr, xr, m, g/s, -g*eps/v)
-	if c >= 0 && c < len(xr) {
-		dr[c] = T(g * (math.Exp(float64(xr[c])-m)/s - eps/v - (1 - eps)))
+	if target {
+		dr[c] = T(g * (math.Exp(xc-m)/s - eps/v - (1 - eps)))
 	}
 }
 

@@ -154,6 +154,7 @@ type storage struct {
 	scope    *Scope // nil when not owned by a scope
 	gen      uint64 // the device's allocation count when st was handed out
 	released bool
+	gradOver bool // holds a gradient written over a tensor (GradOver): the pass releases it
 }
 
 // Scope owns the storage of the tensors created on its device while it is the innermost

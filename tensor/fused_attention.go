@@ -74,6 +74,18 @@ type AttentionGrads struct {
 	DLSE       Span // [B, NH, Tq] in LSE's dtype; empty counts as zeros
 	DQ, DK, DV Span // Q's, K's and V's shapes and dtype
 	DBias      Span // Bias's shape and dtype, summed over its broadcast dims; empty: not wanted
+	// Scratch is memory of Q's compute type that the backward may use as it likes, of
+	// the size an AttentionScratcher asks for (from the device's pool); empty: none.
+	Scratch Span
+}
+
+// AttentionScratcher is implemented by a backend whose attention backward needs scratch
+// memory: Attention's backward then takes it from the device's pool (AttentionGrads.Scratch)
+// rather than the kernel allocating it on every call.
+type AttentionScratcher interface {
+	// AttentionBackwardScratch returns how many elements of Q's compute type the backward
+	// of a with g's operands uses as scratch (0: none).
+	AttentionBackwardScratch(a AttentionArgs, g AttentionGrads, p AttentionParams) int
 }
 
 // AttentionKernels are the fused attention kernels of a Backend.
@@ -121,6 +133,13 @@ func Attention(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 		if needsGrad(o.Bias) {
 			db = empty(dev, o.Bias.dtype, o.Bias.shape)
 			g.DBias = db.Span()
+		}
+		if s, ok := dev.backend.(AttentionScratcher); ok {
+			if n := s.AttentionBackwardScratch(a, g, p); n > 0 {
+				scratch := empty(dev, q.dtype.Compute(), Shape{n})
+				defer scratch.Release()
+				g.Scratch = scratch.Span()
+			}
 		}
 		dev.backend.AttentionBackward(a, g, p)
 		return []*Tensor{dq, dk, dv, db}

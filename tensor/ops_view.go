@@ -106,22 +106,27 @@ func (t *Tensor) Narrow(dim, start, n int) *Tensor {
 	if start < 0 || n < 0 || start+n > t.shape[d] {
 		panic(fmt.Sprintf("tensor: Narrow: [%d, %d) of dim %d of %v is out of range", start, start+n, d, t.shape))
 	}
+	out := narrowRaw(t, d, start, n)
 	outer, size, inner := t.shape.Split3(d)
-	shape := t.shape.Clone()
-	shape[d] = n
-	var out *Tensor
-	if outer == 1 {
-		out = t.view(start*inner, shape)
-	} else {
-		out = empty(t.Device(), t.dtype, shape)
-		t.Device().backend.Copy2D(out.Span(), n*inner, t.Span().at(start*inner), size*inner, outer, n*inner)
-	}
 	full := t.shape
 	return record1("Narrow", out, []*Tensor{t}, func(gy *Tensor) []*Tensor {
 		g := Zeros(gy.Device(), gy.dtype, full...)
 		gy.Device().backend.Copy2D(g.Span().at(start*inner), size*inner, gy.Span(), n*inner, outer, n*inner)
 		return []*Tensor{g}
 	})
+}
+
+// narrowRaw is Narrow along the normalized dim d without recording a graph.
+func narrowRaw(t *Tensor, d, start, n int) *Tensor {
+	outer, size, inner := t.shape.Split3(d)
+	shape := t.shape.Clone()
+	shape[d] = n
+	if outer == 1 {
+		return t.view(start*inner, shape)
+	}
+	out := empty(t.Device(), t.dtype, shape)
+	t.Device().backend.Copy2D(out.Span(), n*inner, t.Span().at(start*inner), size*inner, outer, n*inner)
+	return out
 }
 
 // at returns the span moved forward by off elements (its shape is then meaningless).
@@ -168,7 +173,9 @@ func Concat(dim int, ts ...*Tensor) *Tensor {
 }
 
 // Split returns the consecutive parts of t along dim with the given sizes, which must add
-// up to t's size at dim.
+// up to t's size at dim: the Narrows of t, as one op whose backward writes the parts'
+// gradients into one gradient of t (where separate Narrows would each make a zero-filled
+// one and add them).
 func Split(t *Tensor, dim int, sizes ...int) []*Tensor {
 	d := normDim("Split", dim, len(t.shape))
 	sum := 0
@@ -181,9 +188,24 @@ func Split(t *Tensor, dim int, sizes ...int) []*Tensor {
 	out := make([]*Tensor, len(sizes))
 	at := 0
 	for i, s := range sizes {
-		out[i] = t.Narrow(d, at, s)
+		out[i] = narrowRaw(t, d, at, s)
 		at += s
 	}
+	if len(out) == 0 {
+		return out
+	}
+	outer, size, inner := t.shape.Split3(d)
+	full := t.shape
+	record("Split", out, []*Tensor{t}, func(gys []*Tensor) []*Tensor {
+		dev := gys[0].Device()
+		g := empty(dev, gys[0].dtype, full)
+		at := 0
+		for i, s := range sizes {
+			dev.backend.Copy2D(g.Span().at(at*inner), size*inner, gys[i].Span(), s*inner, outer, s*inner)
+			at += s
+		}
+		return []*Tensor{g}
+	})
 	return out
 }
 

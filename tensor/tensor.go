@@ -60,6 +60,10 @@ func (t *Tensor) checkLive(op string) {
 // Released reports whether t's storage has been returned to the pool.
 func (t *Tensor) Released() bool { return t.st.released }
 
+// SharesStorage reports whether t and u are views of one storage, so that releasing one
+// releases the other.
+func (t *Tensor) SharesStorage(u *Tensor) bool { return t.st == u.st }
+
 func (t *Tensor) String() string {
 	if t.st.released {
 		return fmt.Sprintf("tensor(released %v %v)", t.dtype, t.shape)

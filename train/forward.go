@@ -38,7 +38,7 @@ func GPTForward(chunks []*nn.GPT, pass func(micro int) *nn.Pass, batch GPTBatch)
 			return out, nil
 		}
 		_, labels := batch(s.Micro)
-		loss, _ := m.Loss(p, out, labels)
+		loss, _ := m.LossConsuming(p, out, labels) // nothing reads the logits afterwards
 		return loss, nil
 	}
 }

@@ -242,7 +242,7 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		t0 := time.Now()
 		opt.ZeroGrad()
 		p := &nn.Pass{Ctx: ctx, Train: true, RNG: tensor.NewRNG(c.Seed).Named("dropout")}
-		loss, _ := model.Loss(p, model.Forward(p, x, nil), y)
+		loss, _ := model.LossConsuming(p, model.Forward(p, x, nil), y)
 		dev.Sync()
 		t1 := time.Now()
 		loss.Backward()

@@ -80,6 +80,10 @@ func sumBlocks[T float](s *blockColSums, i int, dst []T) {
 
 // addColumns adds row into the column sums acc.
 func addColumns[T float](acc []float64, row []T) {
+	if r32, ok := any(row).([]float32); ok {
+		addCols(acc, r32)
+		return
+	}
 	row = row[:len(acc)]
 	for j, v := range row {
 		acc[j] += float64(v)

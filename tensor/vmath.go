@@ -203,6 +203,20 @@ func normBwdCols(sw, sb []float64, dy, x []float32, mu, rs float64) {
 	}
 }
 
+// addCols adds row into acc elementwise in float64 (one rounding per element, the same
+// whichever of the assembly and the tail computes it).
+func addCols(acc []float64, row []float32) {
+	row = row[:len(acc)]
+	n := 0
+	if hasVMathAVX512 {
+		n = len(acc) &^ 7
+		addColsF32AVX512(acc[:n], row[:n])
+	}
+	for j := n; j < len(acc); j++ {
+		acc[j] += float64(row[j])
+	}
+}
+
 // dot returns Σ a[i]·b[i] in float64.
 func dot(a, b []float32) float64 {
 	b = b[:len(a)]

@@ -695,3 +695,25 @@ maxdone:
 	VMOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func addColsF32AVX512(acc []float64, row []float32)
+// Adds row into acc elementwise in float64, for len(acc), a multiple of 8.
+TEXT ·addColsF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ acc_base+0(FP), DI
+	MOVQ acc_len+8(FP), CX
+	MOVQ row_base+24(FP), SI
+	SHRQ $3, CX
+	JEQ  acdone
+
+acloop:
+	VCVTPS2PD (SI), Z0
+	VADDPD    (DI), Z0, Z0
+	VMOVUPD   Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNE  acloop
+
+acdone:
+	VZEROUPPER
+	RET

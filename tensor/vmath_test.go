@@ -181,6 +181,18 @@ func TestVMathNormMatchesGo(t *testing.T) {
 				t.Fatalf("normBwdCols n=%d: column %d = %g, %g want %g, %g", n, j, sw[j], sb[j], ww[j], wb[j])
 			}
 		}
+		ac, wc := make([]float64, n), make([]float64, n)
+		for _, row := range [][]float32{x, dy, w} {
+			addCols(ac, row)
+			for j := range wc {
+				wc[j] += float64(row[j])
+			}
+		}
+		for j := range wc {
+			if ac[j] != wc[j] {
+				t.Fatalf("addCols n=%d: column %d = %g want %g", n, j, ac[j], wc[j])
+			}
+		}
 		softmaxBwdRow(got, x, dy, 0.125, sg)
 		for i := range want {
 			want[i] = float32(0.125 * float64(x[i]) * (float64(dy[i]) - sg))

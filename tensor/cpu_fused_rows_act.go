@@ -60,6 +60,7 @@ func biasActBackwardKernel[T float](act UnaryOp, dx, dbias, dy, x, bias Span) {
 		}
 	})
 	sumBlocks(cs, 0, dbs)
+	cs.release()
 	store(dx, dxs)
 	store(dbias, dbs)
 }
@@ -159,6 +160,7 @@ func swigluBackwardKernel[T float](dgate, dup, dgateBias, dupBias, dy, gate, up,
 	})
 	sumBlocks(cs, 0, dgbs)
 	sumBlocks(cs, 1, dubs)
+	cs.release()
 	store(dgate, dgs)
 	store(dup, dus)
 	store(dgateBias, dgbs)

@@ -51,3 +51,9 @@ func maxF32AVX512(src []float32) float32
 
 //go:noescape
 func addColsF32AVX512(acc []float64, row []float32)
+
+//go:noescape
+func geluTanhBiasF32AVX512(dst, src, bias []float32)
+
+//go:noescape
+func geluTanhBiasBackwardF32AVX512(dx, x, bias, dy []float32)

@@ -251,14 +251,24 @@ func (cpuBackend) Copy2D(dst Span, dstStride int, src Span, srcStride int, rows,
 	}
 	dAll := unsafe.Slice((*byte)(unsafe.Pointer(&db.words[0])), db.n*sz)
 	sAll := unsafe.Slice((*byte)(unsafe.Pointer(&sb.words[0])), sb.n*sz)
-	for r := 0; r < rows; r++ {
-		d := (dst.Off + r*dstStride) * sz
-		s := (src.Off + r*srcStride) * sz
-		copy(dAll[d:d+cols*sz], sAll[s:s+cols*sz])
-	}
+	parallelFor(rows, max(1, copyGrain/(cols*sz)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			d := (dst.Off + r*dstStride) * sz
+			s := (src.Off + r*srcStride) * sz
+			copy(dAll[d:d+cols*sz], sAll[s:s+cols*sz])
+		}
+	})
 }
 
+// copyGrain is the number of bytes below which Copy2D and Fill stay on one goroutine.
+const copyGrain = 1 << 17
+
 func (c cpuBackend) Fill(dst Span, v float64) {
+	if math.Float64bits(v) == 0 { // +0 is all zero bits in every dtype
+		b := rawBytes(dst)
+		parallelFor(len(b), copyGrain, func(lo, hi int) { clear(b[lo:hi]) })
+		return
+	}
 	switch dst.DType {
 	case F64:
 		fillSlice(raw[float64](dst), v)
@@ -276,9 +286,12 @@ func (c cpuBackend) Fill(dst Span, v float64) {
 }
 
 func fillSlice[E any](s []E, v E) {
-	for i := range s {
-		s[i] = v
-	}
+	grain := max(1, copyGrain/max(1, int(unsafe.Sizeof(v))))
+	parallelFor(len(s), grain, func(lo, hi int) {
+		for i := range s[lo:hi] {
+			s[lo+i] = v
+		}
+	})
 }
 
 func (cpuBackend) Arange(dst Span, start, step float64) {

@@ -1,6 +1,9 @@
 package tensor
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // The CPU backend's RowKernels (fused_rows.go). Each kernel is generic over the compute
 // type T (float32 for F32, BF16 and F16, float64 for F64) and makes one pass over the
@@ -39,10 +42,26 @@ type blockColSums struct {
 	part                    []float64 // [blocks][k][c]
 }
 
+// colSumParts recycles blockColSums' partial sums: allocated afresh, a backward's few
+// hundred KiB were first touched (page faults) inside the column-sum loop.
+var colSumParts = sync.Pool{New: func() any { return new([]float64) }}
+
+// newBlockColSums returns the column sums of rows rows, to be released once summed.
 func newBlockColSums(rows, c, k int) *blockColSums {
 	br := max(minBlockRows, (rows+maxColBlocks-1)/maxColBlocks)
 	nb := (rows + br - 1) / br
-	return &blockColSums{k: k, c: c, blockRows: br, blocks: nb, part: make([]float64, nb*k*c)}
+	p := colSumParts.Get().(*[]float64)
+	if cap(*p) < nb*k*c {
+		*p = make([]float64, nb*k*c)
+	}
+	return &blockColSums{k: k, c: c, blockRows: br, blocks: nb, part: (*p)[:nb*k*c]}
+}
+
+// release returns the partial sums to colSumParts; s must not be used after.
+func (s *blockColSums) release() {
+	p := s.part[:0]
+	s.part = nil
+	colSumParts.Put(&p)
 }
 
 // at returns sum i of block blk.
@@ -55,6 +74,7 @@ func (s *blockColSums) at(blk, i int) []float64 {
 func (s *blockColSums) run(rows int, body func(blk, lo, hi int)) {
 	parallelFor(s.blocks, max(1, fusedRowGrain/max(1, s.blockRows*s.c)), func(lo, hi int) {
 		for b := lo; b < hi; b++ {
+			clear(s.part[b*s.k*s.c : (b+1)*s.k*s.c])
 			body(b, b*s.blockRows, min((b+1)*s.blockRows, rows))
 		}
 	})
@@ -80,6 +100,10 @@ func sumBlocks[T float](s *blockColSums, i int, dst []T) {
 
 // addColumns adds row into the column sums acc.
 func addColumns[T float](acc []float64, row []T) {
+	if r32, ok := any(row).([]float32); ok {
+		addCols(acc, r32)
+		return
+	}
 	row = row[:len(acc)]
 	for j, v := range row {
 		acc[j] += float64(v)
@@ -251,6 +275,7 @@ func residualNormBackwardKernel[T float](dx, dw, db, dy, dsum, s, w, mean, rstd 
 	})
 	sumBlocks(cs, 0, dws)
 	sumBlocks(cs, 1, dbs)
+	cs.release()
 	store(dx, dxs)
 	store(dw, dws)
 	store(db, dbs)

@@ -18,10 +18,29 @@ func biasActKernel[T float](act UnaryOp, y, x, bias Span) {
 	forRowChunks(rows, c, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			yr := rowAt(ys, r, c)
-			actRow(act, yr, biasAdded(yr, rowAt(xs, r, c), bs))
+			biasActRow(act, yr, rowAt(xs, r, c), bs)
 		}
 	})
 	store(y, ys)
+}
+
+// biasActRow sets y = act(x + bias) (bias may be nil); y may be x. The float32 tanh GeLU
+// adds the bias inside its vector loop.
+func biasActRow[T float](act UnaryOp, y, x, bias []T) {
+	if y32, ok := any(y).([]float32); ok && act == OpGeLUTanh && bias != nil {
+		geluTanhBias(y32, any(x).([]float32), any(bias).([]float32))
+		return
+	}
+	actRow(act, y, biasAdded(y, x, bias))
+}
+
+// biasActBackwardRow sets dx = dy·act'(x + bias) (bias may be nil), using h as scratch.
+func biasActBackwardRow[T float](act UnaryOp, dx, h, x, bias, dy []T) {
+	if dx32, ok := any(dx).([]float32); ok && act == OpGeLUTanh && bias != nil {
+		geluTanhBiasBackward(dx32, any(x).([]float32), any(bias).([]float32), any(dy).([]float32))
+		return
+	}
+	actBackwardRow(act, dx, biasAdded(h, x, bias), dy)
 }
 
 // actRow sets y = act(h); y may be h.
@@ -53,13 +72,14 @@ func biasActBackwardKernel[T float](act UnaryOp, dx, dbias, dy, x, bias Span) {
 		h := make([]T, c)
 		for r := lo; r < hi; r++ {
 			dxr := rowAt(dxs, r, c)
-			actBackwardRow(act, dxr, biasAdded(h, rowAt(xs, r, c), bs), rowAt(dys, r, c))
+			biasActBackwardRow(act, dxr, h, rowAt(xs, r, c), bs, rowAt(dys, r, c))
 			if dbs != nil {
 				addColumns(cs.at(blk, 0), dxr)
 			}
 		}
 	})
 	sumBlocks(cs, 0, dbs)
+	cs.release()
 	store(dx, dxs)
 	store(dbias, dbs)
 }
@@ -159,6 +179,7 @@ func swigluBackwardKernel[T float](dgate, dup, dgateBias, dupBias, dy, gate, up,
 	})
 	sumBlocks(cs, 0, dgbs)
 	sumBlocks(cs, 1, dubs)
+	cs.release()
 	store(dgate, dgs)
 	store(dup, dus)
 	store(dgateBias, dgbs)

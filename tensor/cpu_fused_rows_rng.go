@@ -61,6 +61,7 @@ func biasDropoutBackwardKernel[T float](dx, dbias, dy Span, p DropoutParams) {
 		}
 	})
 	sumBlocks(cs, 0, dbs)
+	cs.release()
 	store(dx, dxs)
 	store(dbias, dbs)
 }

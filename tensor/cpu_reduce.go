@@ -21,10 +21,7 @@ func reduceKernel[T float](op ReduceOp, dst, src Span, dim int) {
 		clear(acc)
 		base := o * n * inner
 		for k := 0; k < n; k++ {
-			row := xs[base+k*inner+lo : base+k*inner+hi]
-			for i, x := range row {
-				acc[i] += float64(x)
-			}
+			addColumns(acc, xs[base+k*inner+lo:base+k*inner+hi])
 		}
 		for i, a := range acc {
 			if op == ReduceMean {

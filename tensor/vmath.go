@@ -89,6 +89,33 @@ func geluTanhBackwardGo(dx, x, dy []float32) {
 	}
 }
 
+// geluTanhBias sets dst[i] = GeLU(float32(src[i]+bias[i])), as geluTanh of the float32
+// sum; dst may be src.
+func geluTanhBias(dst, src, bias []float32) {
+	src, bias = src[:len(dst)], bias[:len(dst)]
+	n := 0
+	if hasVMathAVX512 {
+		n = len(dst) &^ 7
+		geluTanhBiasF32AVX512(dst[:n], src[:n], bias[:n])
+	}
+	binaryRow(OpAdd, dst[n:], src[n:], bias[n:], 1, 1)
+	geluTanhGo(dst[n:], dst[n:])
+}
+
+// geluTanhBiasBackward sets dx[i] = dy[i]·GeLU'(float32(x[i]+bias[i])); dx may be x.
+func geluTanhBiasBackward(dx, x, bias, dy []float32) {
+	x, bias, dy = x[:len(dx)], bias[:len(dx)], dy[:len(dx)]
+	n := 0
+	if hasVMathAVX512 {
+		n = len(dx) &^ 7
+		geluTanhBiasBackwardF32AVX512(dx[:n], x[:n], bias[:n], dy[:n])
+	}
+	for i := n; i < len(dx); i++ {
+		h := [1]float32{x[i] + bias[i]}
+		geluTanhBackwardGo(dx[i:i+1], h[:], dy[i:i+1])
+	}
+}
+
 // maxSum returns the largest element of xs (NaN if any is NaN; −Inf for none) and their
 // float64 sum.
 func maxSum(xs []float32) (float64, float64) {
@@ -200,6 +227,20 @@ func normBwdCols(sw, sb []float64, dy, x []float32, mu, rs float64) {
 		g := float64(dy[j])
 		sw[j] = math.FMA(g, (float64(x[j])-mu)*rs, sw[j])
 		sb[j] += g
+	}
+}
+
+// addCols adds row into acc elementwise in float64 (one rounding per element, the same
+// whichever of the assembly and the tail computes it).
+func addCols(acc []float64, row []float32) {
+	row = row[:len(acc)]
+	n := 0
+	if hasVMathAVX512 {
+		n = len(acc) &^ 7
+		addColsF32AVX512(acc[:n], row[:n])
+	}
+	for j := n; j < len(acc); j++ {
+		acc[j] += float64(row[j])
 	}
 }
 

@@ -48,3 +48,12 @@ func binaryF32AVX512(op int, d, a, b []float32, bStride int)
 
 //go:noescape
 func maxF32AVX512(src []float32) float32
+
+//go:noescape
+func addColsF32AVX512(acc []float64, row []float32)
+
+//go:noescape
+func geluTanhBiasF32AVX512(dst, src, bias []float32)
+
+//go:noescape
+func geluTanhBiasBackwardF32AVX512(dx, x, bias, dy []float32)

@@ -225,6 +225,53 @@ expaffdone:
 	VZEROUPPER
 	RET
 
+// GELUCONSTS loads GELUFWD's constants: Z14 = 0.044715, Z13 = −2√(2/π).
+#define GELUCONSTS \
+	VBROADCASTSD vmathConsts<>+0x88(SB), Z14; \
+	VBROADCASTSD vmathConsts<>+0x90(SB), Z13
+
+// GELUBWDCONSTS loads GELUBWD's constants: GELUCONSTS's, Z12 = √(2/π),
+// Z11 = 3·0.044715, Z10 = 2.
+#define GELUBWDCONSTS \
+	GELUCONSTS; \
+	VBROADCASTSD vmathConsts<>+0x98(SB), Z12; \
+	VBROADCASTSD vmathConsts<>+0xa0(SB), Z11; \
+	VBROADCASTSD vmathConsts<>+0xa8(SB), Z10
+
+// GELUFWD sets Z5 to the tanh GeLU x/(1+e^(−2u)) of x in Z0 (Z13, Z14 hold −2√(2/π)
+// and 0.044715; clobbers Z1-Z4).
+#define GELUFWD \
+	VMULPD Z0, Z0, Z1; \
+	VFMADD213PD Z26, Z14, Z1; \
+	VMULPD Z0, Z1, Z1; \
+	VMULPD Z13, Z1, Z2; \
+	EXPPD(Z2, Z3, Z4); \
+	VADDPD Z26, Z4, Z4; \
+	VDIVPD Z4, Z0, Z5
+
+// GELUBWD sets Z6 to dy·GeLU'(x) for x in Z0 and dy the 8 float32 at (DX):
+// u = √(2/π)(x+0.044715x³), s = 1/(1+e^(−2u)), u' = √(2/π)(1+3·0.044715x²),
+// GeLU' = 2x(s−s²)u' + s (Z10-Z14 hold 2, 3·0.044715, √(2/π), −2√(2/π), 0.044715;
+// clobbers Z1-Z8).
+#define GELUBWD \
+	VMULPD Z0, Z0, Z1; \
+	VMOVAPD Z1, Z7; \
+	VFMADD213PD Z26, Z14, Z1; \
+	VFMADD213PD Z26, Z11, Z7; \
+	VMULPD Z12, Z7, Z7; \
+	VMULPD Z0, Z1, Z1; \
+	VMULPD Z13, Z1, Z2; \
+	EXPPD(Z2, Z3, Z4); \
+	VADDPD Z26, Z4, Z4; \
+	VDIVPD Z4, Z26, Z5; \
+	VMULPD Z5, Z5, Z6; \
+	VSUBPD Z6, Z5, Z6; \
+	VMULPD Z0, Z6, Z6; \
+	VMULPD Z7, Z6, Z6; \
+	VFMADD213PD Z5, Z10, Z6; \
+	VCVTPS2PD (DX), Z8; \
+	VMULPD Z8, Z6, Z6
+
 // func geluTanhF32AVX512(dst, src []float32)
 // Sets dst[i] = float32(x/(1+e^(−2u))) with x = src[i], u = √(2/π)(x+0.044715x³): the
 // tanh GeLU 0.5x(1+tanh u) without its cancellation. len(dst) is a multiple of 8.
@@ -233,20 +280,13 @@ TEXT ·geluTanhF32AVX512(SB), NOSPLIT, $0-48
 	MOVQ dst_base+0(FP), DI
 	MOVQ dst_len+8(FP), CX
 	MOVQ src_base+24(FP), SI
-	VBROADCASTSD vmathConsts<>+0x88(SB), Z14 // 0.044715
-	VBROADCASTSD vmathConsts<>+0x90(SB), Z13 // -2√(2/π)
+	GELUCONSTS
 	SHRQ $3, CX
 	JEQ  geludone
 
 geluloop:
 	VCVTPS2PD (SI), Z0           // x
-	VMULPD Z0, Z0, Z1            // x²
-	VFMADD213PD Z26, Z14, Z1     // 0.044715x² + 1
-	VMULPD Z0, Z1, Z1            // x + 0.044715x³
-	VMULPD Z13, Z1, Z2           // −2u
-	EXPPD(Z2, Z3, Z4)            // e^(−2u)
-	VADDPD Z26, Z4, Z4           // 1 + e^(−2u)
-	VDIVPD Z4, Z0, Z5            // x / (1 + e^(−2u))
+	GELUFWD
 	VCVTPD2PS Z5, Y6
 	VMOVUPS Y6, (DI)
 	ADDQ $32, SI
@@ -267,33 +307,13 @@ TEXT ·geluTanhBackwardF32AVX512(SB), NOSPLIT, $0-72
 	MOVQ dx_len+8(FP), CX
 	MOVQ x_base+24(FP), SI
 	MOVQ dy_base+48(FP), DX
-	VBROADCASTSD vmathConsts<>+0x88(SB), Z14 // 0.044715
-	VBROADCASTSD vmathConsts<>+0x90(SB), Z13 // -2√(2/π)
-	VBROADCASTSD vmathConsts<>+0x98(SB), Z12 // √(2/π)
-	VBROADCASTSD vmathConsts<>+0xa0(SB), Z11 // 3·0.044715
-	VBROADCASTSD vmathConsts<>+0xa8(SB), Z10 // 2
+	GELUBWDCONSTS
 	SHRQ $3, CX
 	JEQ  gelubdone
 
 gelubloop:
 	VCVTPS2PD (SI), Z0           // x
-	VMULPD Z0, Z0, Z1            // x²
-	VMOVAPD Z1, Z7
-	VFMADD213PD Z26, Z14, Z1     // 0.044715x² + 1
-	VFMADD213PD Z26, Z11, Z7     // 3·0.044715x² + 1
-	VMULPD Z12, Z7, Z7           // u' = √(2/π)(1 + 3·0.044715x²)
-	VMULPD Z0, Z1, Z1            // x + 0.044715x³
-	VMULPD Z13, Z1, Z2           // −2u
-	EXPPD(Z2, Z3, Z4)            // e^(−2u)
-	VADDPD Z26, Z4, Z4           // 1 + e^(−2u)
-	VDIVPD Z4, Z26, Z5           // s
-	VMULPD Z5, Z5, Z6            // s²
-	VSUBPD Z6, Z5, Z6            // s − s²
-	VMULPD Z0, Z6, Z6            // x(s − s²)
-	VMULPD Z7, Z6, Z6            // x(s − s²)u'
-	VFMADD213PD Z5, Z10, Z6      // g = 2x(s − s²)u' + s
-	VCVTPS2PD (DX), Z8           // dy
-	VMULPD Z8, Z6, Z6
+	GELUBWD
 	VCVTPD2PS Z6, Y9
 	VMOVUPS Y9, (DI)
 	ADDQ $32, SI
@@ -693,5 +713,88 @@ maxdone:
 	VMAXPS Z1, Z0, Z0
 	HMAXPS(Z0, Y0, X0, Y3, X3)
 	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func addColsF32AVX512(acc []float64, row []float32)
+// Adds row into acc elementwise in float64, for len(acc), a multiple of 8.
+TEXT ·addColsF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ acc_base+0(FP), DI
+	MOVQ acc_len+8(FP), CX
+	MOVQ row_base+24(FP), SI
+	SHRQ $3, CX
+	JEQ  acdone
+
+acloop:
+	VCVTPS2PD (SI), Z0
+	VADDPD    (DI), Z0, Z0
+	VMOVUPD   Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNE  acloop
+
+acdone:
+	VZEROUPPER
+	RET
+
+// func geluTanhBiasF32AVX512(dst, src, bias []float32)
+// geluTanhF32AVX512 of x = float32(src[i]+bias[i]) (the sum rounded to float32, as
+// binaryF32AVX512 adds), for len(dst) a multiple of 8.
+TEXT ·geluTanhBiasF32AVX512(SB), NOSPLIT, $0-72
+	EXPCONSTS
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	MOVQ bias_base+48(FP), BX
+	GELUCONSTS
+	SHRQ $3, CX
+	JEQ  gelubiasdone
+
+gelubiasloop:
+	VMOVUPS (SI), Y0
+	VADDPS  (BX), Y0, Y0         // x + bias in float32
+	VCVTPS2PD Y0, Z0             // x
+	GELUFWD
+	VCVTPD2PS Z5, Y6
+	VMOVUPS Y6, (DI)
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, DI
+	DECQ CX
+	JNE  gelubiasloop
+
+gelubiasdone:
+	VZEROUPPER
+	RET
+
+// func geluTanhBiasBackwardF32AVX512(dx, x, bias, dy []float32)
+// geluTanhBackwardF32AVX512 at float32(x[i]+bias[i]), for len(dx) a multiple of 8.
+TEXT ·geluTanhBiasBackwardF32AVX512(SB), NOSPLIT, $0-96
+	EXPCONSTS
+	MOVQ dx_base+0(FP), DI
+	MOVQ dx_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	MOVQ bias_base+48(FP), BX
+	MOVQ dy_base+72(FP), DX
+	GELUBWDCONSTS
+	SHRQ $3, CX
+	JEQ  gelubbiasdone
+
+gelubbiasloop:
+	VMOVUPS (SI), Y0
+	VADDPS  (BX), Y0, Y0         // x + bias in float32
+	VCVTPS2PD Y0, Z0             // x
+	GELUBWD
+	VCVTPD2PS Z6, Y9
+	VMOVUPS Y9, (DI)
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNE  gelubbiasloop
+
+gelubbiasdone:
 	VZEROUPPER
 	RET

@@ -18,3 +18,7 @@ func dotF32AVX512(_, _ []float32) float64                                 { pani
 func softmaxBwdRowF32AVX512(_, _, _ []float32, _, _ float64)              { panic("unreachable") }
 func binaryF32AVX512(int, []float32, []float32, []float32, int)           { panic("unreachable") }
 func maxF32AVX512([]float32) float32                                      { panic("unreachable") }
+
+func addColsF32AVX512([]float64, []float32)              { panic("unreachable") }
+func geluTanhBiasF32AVX512(_, _, _ []float32)            { panic("unreachable") }
+func geluTanhBiasBackwardF32AVX512(_, _, _, _ []float32) { panic("unreachable") }

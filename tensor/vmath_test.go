@@ -68,6 +68,27 @@ func TestVMathMatchesGo(t *testing.T) {
 		geluTanhBackward(got, x, dy)
 		geluTanhBackwardGo(want, x, dy)
 		check("geluTanhBackward")
+		// The bias forms equal the unfused composition (a float32 add, then GeLU) bit for bit.
+		bias, h := vmathInputs(r, n, 3), make([]float32, n)
+		binaryRow(OpAdd, h, x, bias, 1, 1)
+		geluTanh(want, h)
+		geluTanhBias(got, x, bias)
+		check("geluTanhBias")
+		geluTanhBackward(want, h, dy)
+		geluTanhBiasBackward(got, x, bias, dy)
+		check("geluTanhBiasBackward")
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("geluTanhBiasBackward n=%d: element %d: got %g want %g bit for bit", n, i, got[i], want[i])
+			}
+		}
+		geluTanhBias(got, x, bias)
+		geluTanh(want, h)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("geluTanhBias n=%d: element %d: got %g want %g bit for bit", n, i, got[i], want[i])
+			}
+		}
 		expAffine(got, x, 0.75, -1.5, 0.25, -0.125)
 		expAffineGo(want, x, 0.75, -1.5, 0.25, -0.125)
 		check("expAffine")
@@ -179,6 +200,18 @@ func TestVMathNormMatchesGo(t *testing.T) {
 		for j := range ww {
 			if sw[j] != ww[j] || sb[j] != wb[j] {
 				t.Fatalf("normBwdCols n=%d: column %d = %g, %g want %g, %g", n, j, sw[j], sb[j], ww[j], wb[j])
+			}
+		}
+		ac, wc := make([]float64, n), make([]float64, n)
+		for _, row := range [][]float32{x, dy, w} {
+			addCols(ac, row)
+			for j := range wc {
+				wc[j] += float64(row[j])
+			}
+		}
+		for j := range wc {
+			if ac[j] != wc[j] {
+				t.Fatalf("addCols n=%d: column %d = %g want %g", n, j, ac[j], wc[j])
 			}
 		}
 		softmaxBwdRow(got, x, dy, 0.125, sg)

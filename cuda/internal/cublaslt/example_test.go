@@ -1,26 +1,14 @@
 package cublaslt_test
 
 import (
-	"errors"
 	"fmt"
 
 	"megago/cuda/internal/cublaslt"
-	"megago/cuda/internal/dl"
 )
 
-// Where the library is not installed, Load returns an error (never a crash), which
-// callers can tell apart with errors.Is.
-func ExampleLoad() {
-	nowhere := dl.SearchEnv{
-		Getenv: func(string) string { return "" },
-		Glob:   func(string) ([]string, error) { return nil, nil },
-		Exists: func(string) bool { return false },
-		GOARCH: "amd64",
-	}
-	_, err := cublaslt.Load(nowhere)
-	fmt.Println("error:", err != nil)
-	fmt.Println("no device:", errors.Is(err, dl.ErrNoDevice))
-	// Output:
-	// error: true
-	// no device: true
+// DataType values are CUDA's cudaDataType_t (library_types.h): CUDA_R_32F 0, CUDA_R_64F
+// 1, CUDA_R_16F 2, CUDA_R_16BF 14.
+func ExampleDataType() {
+	fmt.Println(cublaslt.TypeF32, cublaslt.TypeF64, cublaslt.TypeF16, cublaslt.TypeBF16)
+	// Output: 0 1 2 14
 }

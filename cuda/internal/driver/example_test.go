@@ -1,26 +1,15 @@
 package driver_test
 
 import (
-	"errors"
 	"fmt"
 
-	"megago/cuda/internal/dl"
 	"megago/cuda/internal/driver"
 )
 
-// Where the library is not installed, Load returns an error (never a crash), which
-// callers can tell apart with errors.Is.
-func ExampleLoad() {
-	nowhere := dl.SearchEnv{
-		Getenv: func(string) string { return "" },
-		Glob:   func(string) ([]string, error) { return nil, nil },
-		Exists: func(string) bool { return false },
-		GOARCH: "amd64",
-	}
-	_, err := driver.Load(nowhere)
-	fmt.Println("error:", err != nil)
-	fmt.Println("no device:", errors.Is(err, dl.ErrNoDevice))
-	// Output:
-	// error: true
-	// no device: true
+// A launch's arguments are packed in the kernel's parameter order, one 8-byte-aligned
+// slot each, as cuLaunchKernel takes them.
+func ExampleKernelArgs() {
+	args := driver.NewKernelArgs().Ptr(0).I32(3).F32(1.5).I64(1 << 40)
+	fmt.Println(args.Len())
+	// Output: 4
 }

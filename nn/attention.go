@@ -92,14 +92,17 @@ func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	qkv := a.QKV.Forward(p, x) // [B, T, G/tp·(NH/G+2)·HS]
 	b, t := qkv.Dim(0), qkv.Dim(1)
 	gl, per := c.KVHeads/a.tp.Size(), c.Heads/c.KVHeads
-	parts := tensor.Split(qkv.Reshape(b, t, gl, per+2, c.HeadSize), 3, per, 1, 1)
-	q := parts[0].Reshape(b, t, gl*per, c.HeadSize).Permute(0, 2, 1, 3) // [B, NH/tp, T, HS]
-	k := parts[1].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
-	v := parts[2].Reshape(b, t, gl, c.HeadSize).Permute(0, 2, 1, 3)     // [B, G/tp, T, HS]
-	// The projection and its parts are copies that Split and Permute consumed.
-	for _, x := range append(parts, qkv) {
-		releaseDead(x, q, k, v)
-	}
+	// One permute of the whole projection, then a split into runs of whole heads (long
+	// contiguous rows, views when B·G/tp is 1) rather than a split into rows of a few heads
+	// and a permute of each part.
+	heads := qkv.Reshape(b, t, gl, per+2, c.HeadSize).Permute(0, 2, 3, 1, 4) // [B, G/tp, NH/G+2, T, HS]
+	parts := tensor.Split(heads, 2, per, 1, 1)
+	q := parts[0].Reshape(b, gl*per, t, c.HeadSize) // [B, NH/tp, T, HS]
+	k := parts[1].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
+	v := parts[2].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
+	// The projection and its permuted copy are consumed (the parts are q, k and v, or views).
+	releaseDead(qkv, q, k, v)
+	releaseDead(heads, q, k, v)
 	q, k = a.rope(q, k, m.Positions, cache.Len())
 	if cache != nil {
 		k, v = cache.append(k, v)

@@ -33,7 +33,7 @@ func biasDropoutKernel[T float](y, x, bias, residual Span, p DropoutParams) {
 }
 
 func (cpuBackend) BiasDropoutBackward(dx, dbias, dy Span, p DropoutParams) {
-	if computeIs64(dx.DType) {
+	if computeIs64(dy.DType) {
 		biasDropoutBackwardKernel[float64](dx, dbias, dy, p)
 	} else {
 		biasDropoutBackwardKernel[float32](dx, dbias, dy, p)
@@ -49,10 +49,13 @@ func biasDropoutBackwardKernel[T float](dx, dbias, dy Span, p DropoutParams) {
 		m := make([]T, c)
 		for r := lo; r < hi; r++ {
 			dxr, dyr := rowAt(dxs, r, c), rowAt(dys, r, c)
-			if starts != nil {
+			switch {
+			case starts != nil:
 				dropRow(m, starts[r], p)
 				binaryRow(OpMul, dxr, dyr, m, 1, 1)
-			} else {
+			case dxs == nil: // p = 0 without dx: the bias's sums only
+				dxr = dyr
+			default:
 				copy(dxr, dyr)
 			}
 			if dbs != nil {

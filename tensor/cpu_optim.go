@@ -266,6 +266,17 @@ func (cpuBackend) SumSquares(dst, x Span, ranges [][2]int) {
 		var s64 []float64
 		for i := lo; i < hi; i++ {
 			b := blocks[i]
+			if x.DType == F32 && hasVMathAVX512 && i+4 <= hi {
+				xs, four := raw[float32](x), [4][]float32{}
+				for j := range four {
+					four[j] = xs[blocks[i+j].lo:blocks[i+j].hi]
+				}
+				if len(four[1]) == len(four[0]) && len(four[2]) == len(four[0]) && len(four[3]) == len(four[0]) {
+					sumSquares4(part[i:i+4], four) // all but a range's last block are sumBlock long
+					i += 3
+					continue
+				}
+			}
 			if x.DType == F64 {
 				part[i] = sumSquares(loadRange(x, b.lo, b.hi, &s64))
 			} else {
@@ -281,9 +292,12 @@ func (cpuBackend) SumSquares(dst, x Span, ranges [][2]int) {
 }
 
 // sumSquares adds x² in float64 with four interleaved accumulators, a fixed order.
-func sumSquares[T float](xs []T) float64 {
-	var s0, s1, s2, s3 float64
-	i := 0
+func sumSquares[T float](xs []T) float64 { return sumSquaresFrom(xs, 0, [4]float64{}) }
+
+// sumSquaresFrom is sumSquares continued from element i (a multiple of 4) with the
+// accumulators s that its main loop holds there.
+func sumSquaresFrom[T float](xs []T, i int, s [4]float64) float64 {
+	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
 	for ; i+4 <= len(xs); i += 4 {
 		a, b, c, d := float64(xs[i]), float64(xs[i+1]), float64(xs[i+2]), float64(xs[i+3])
 		s0 += a * a
@@ -296,6 +310,19 @@ func sumSquares[T float](xs []T) float64 {
 		s0 += a * a
 	}
 	return (s0 + s1) + (s2 + s3)
+}
+
+// sumSquares4 sets dst[i] = sumSquares(xs[i]) for four slices of one length, whose main
+// loops run together in sumSquares4F32AVX512, bit for bit sumSquares's.
+func sumSquares4(dst []float64, xs [4][]float32) {
+	n := len(xs[0]) &^ 3
+	var acc [16]float64
+	if n > 0 {
+		sumSquares4F32AVX512(&xs[0][0], &xs[1][0], &xs[2][0], &xs[3][0], n, &acc)
+	}
+	for i, x := range xs {
+		dst[i] = sumSquaresFrom(x, n, [4]float64(acc[4*i:4*i+4]))
+	}
 }
 
 func (cpuBackend) AccumulateGrad(main, grad Span) {

@@ -22,7 +22,15 @@ func BiasDropoutAdd(x, bias, residual *Tensor, p float64, rng RNG, full Shape, s
 	dev.backend.BiasDropoutResidual(y.Span(), x.Span(), spanOrEmpty(bias), spanOrEmpty(residual), dp)
 	return record1("BiasDropoutAdd", y, []*Tensor{x, bias, residual}, func(gy *Tensor) []*Tensor {
 		var dx, db *Tensor
-		if needsGrad(x) || needsGrad(bias) {
+		switch {
+		case p == 0: // dx = gy: pass it on (as Add does) and sum only the bias's columns
+			if needsGrad(x) {
+				dx = gy
+			}
+			if db = gradFor(bias); db != nil {
+				dev.backend.BiasDropoutBackward(Span{}, db.Span(), gy.Span(), dp)
+			}
+		case needsGrad(x) || needsGrad(bias):
 			dx, db = empty(dev, x.dtype, x.shape), gradFor(bias)
 			dev.backend.BiasDropoutBackward(dx.Span(), spanOrEmpty(db), gy.Span(), dp)
 		}

@@ -83,7 +83,8 @@ type RowKernels interface {
 	// optional.
 	BiasDropoutResidual(y, x, bias, residual Span, p DropoutParams)
 	// BiasDropoutBackward sets dx = dy·mask, with the mask drawn again from p, and, when
-	// dbias is not empty, its column sums into dbias.
+	// dbias is not empty, its column sums into dbias. When p.P is 0, dx may be empty: then
+	// it sets only dbias, to dy's column sums.
 	BiasDropoutBackward(dx, dbias, dy Span, p DropoutParams)
 
 	// RotaryEmbedding sets y = RoPE(x) for x [..., T, HS]; y may be x.

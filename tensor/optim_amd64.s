@@ -64,3 +64,45 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func sumSquares4F32AVX512(a, b, c, d *float32, n int, out *[16]float64)
+//
+// sumSquares's main loop over the first n (a multiple of 4) elements of four blocks at
+// once, one block per YMM accumulator whose lane j adds the squares of the elements j mod
+// 4 in order, as sumSquares's s_j does. A float32's square is exact in float64, so the
+// fused multiply-add rounds as sumSquares's multiply then add: the lanes are bit for bit
+// its accumulators; the four independent blocks are what hide the add's latency.
+TEXT ·sumSquares4F32AVX512(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ c+16(FP), R8
+	MOVQ d+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), AX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	XORQ DX, DX
+
+sumsq4loop:
+	CMPQ DX, CX
+	JGE  sumsq4done
+	VCVTPS2PD (SI)(DX*4), Y4
+	VCVTPS2PD (DI)(DX*4), Y5
+	VCVTPS2PD (R8)(DX*4), Y6
+	VCVTPS2PD (R9)(DX*4), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	ADDQ $4, DX
+	JMP  sumsq4loop
+
+sumsq4done:
+	VMOVUPD Y0, 0(AX)
+	VMOVUPD Y1, 32(AX)
+	VMOVUPD Y2, 64(AX)
+	VMOVUPD Y3, 96(AX)
+	VZEROUPPER
+	RET

@@ -46,3 +46,28 @@ func TestAdamKernelMatchesPortable(t *testing.T) {
 }
 
 func clone32(x []float32) []float32 { return append([]float32(nil), x...) }
+
+// The four-block AVX-512 sum of squares gives each block the scalar loop's sum bit for
+// bit, at lengths with and without a tail, with values of very different sizes.
+func TestSumSquares4MatchesScalar(t *testing.T) {
+	if !hasVMathAVX512 {
+		t.Skip("needs AVX-512 (the scalar loop is the only one here)")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 3, 4, 7, 64, 1001, sumBlock} {
+		var xs [4][]float32
+		for j := range xs {
+			xs[j] = make([]float32, n)
+			for i := range n {
+				xs[j][i] = float32(r.NormFloat64() * math.Pow(10, float64(r.IntN(20)-10)))
+			}
+		}
+		got := make([]float64, 4)
+		sumSquares4(got, xs)
+		for j := range xs {
+			if want := sumSquares(xs[j]); math.Float64bits(got[j]) != math.Float64bits(want) {
+				t.Errorf("n=%d block %d: %v, scalar loop %v", n, j, got[j], want)
+			}
+		}
+	}
+}

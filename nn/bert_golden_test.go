@@ -34,31 +34,6 @@ type rankRun struct {
 	fused  map[tensor.FusedOp]int64 // forward calls of each fused op, all ranks
 }
 
-// opsVariants are the two ways a Builder can make layers: with tensor's fused ops and with
-// the unfused compositions that define them. Golden tests run both against PyTorch.
-var opsVariants = []opsVariant{{"fused", false}, {"unfused", true}}
-
-// opsVariant is a way of building layers: Builder.Unfused set or not.
-type opsVariant struct {
-	name    string
-	unfused bool
-}
-
-// requireFusedRan fails unless a run with the fused ops called each of ops (and a run with
-// the unfused ones called none): the model took the path it was built for.
-func requireFusedRan(t *testing.T, run rankRun, unfused bool, ops ...tensor.FusedOp) {
-	t.Helper()
-	if unfused {
-		for op, n := range run.fused {
-			require.Zero(t, n, "unfused model called fused %v", op)
-		}
-		return
-	}
-	for _, op := range ops {
-		require.Positive(t, run.fused[op], "fused %v did not run", op)
-	}
-}
-
 // runRanks builds a model on each of tp goroutine ranks with build, loads global
 // parameters into it when global is not nil, runs step and backward, and reduces
 // sequence-parallel gradients.
@@ -183,21 +158,4 @@ func TestBERTGolden(t *testing.T) {
 			requireFusedRan(t, run, tc.ops.unfused, tensor.FusedAttention, tensor.FusedAddNorm, tensor.FusedBiasGeLU, tensor.FusedBiasDropoutAdd)
 		})
 	}
-}
-
-// gridCase is one case of testGrid: a way of building layers and a TP size.
-type gridCase struct {
-	ops opsVariant
-	tp  int
-}
-
-// testGrid returns every pair of ops variant and TP size.
-func testGrid(variants []opsVariant, tps []int) []gridCase {
-	var out []gridCase
-	for _, v := range variants {
-		for _, tp := range tps {
-			out = append(out, gridCase{ops: v, tp: tp})
-		}
-	}
-	return out
 }

@@ -6,6 +6,8 @@ import (
 
 	"megago/internal/golden"
 	"megago/tensor"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Tolerances of the golden tests (fp32): PyTorch and megago sum in different orders.
@@ -61,4 +63,46 @@ func requireCloseTol(t *testing.T, what string, got []float64, want []float32, r
 // padding from logits).
 func narrowLast(x *tensor.Tensor, n int) []float64 {
 	return tensor.ToSlice[float64](x.Detach().Narrow(-1, 0, n))
+}
+
+// opsVariants are the two ways a Builder can make layers: with tensor's fused ops and with
+// the unfused compositions that define them. Golden tests run both against PyTorch.
+var opsVariants = []opsVariant{{"fused", false}, {"unfused", true}}
+
+// opsVariant is a way of building layers: Builder.Unfused set or not.
+type opsVariant struct {
+	name    string
+	unfused bool
+}
+
+// requireFusedRan fails unless a run with the fused ops called each of ops (and a run with
+// the unfused ones called none): the model took the path it was built for.
+func requireFusedRan(t *testing.T, run rankRun, unfused bool, ops ...tensor.FusedOp) {
+	t.Helper()
+	if unfused {
+		for op, n := range run.fused {
+			require.Zero(t, n, "unfused model called fused %v", op)
+		}
+		return
+	}
+	for _, op := range ops {
+		require.Positive(t, run.fused[op], "fused %v did not run", op)
+	}
+}
+
+// gridCase is one case of testGrid: a way of building layers and a TP size.
+type gridCase struct {
+	ops opsVariant
+	tp  int
+}
+
+// testGrid returns every pair of ops variant and TP size.
+func testGrid(variants []opsVariant, tps []int) []gridCase {
+	var out []gridCase
+	for _, v := range variants {
+		for _, tp := range tps {
+			out = append(out, gridCase{ops: v, tp: tp})
+		}
+	}
+	return out
 }

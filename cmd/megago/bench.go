@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -65,6 +66,7 @@ type benchConfig struct {
 	LR, WD                                float64
 	Seed                                  uint64
 	CPUProfile                            string // a pprof CPU profile of the timed steps
+	Trace                                 string // a runtime/trace execution trace of the timed steps
 	Device                                string // a registered tensor backend: cpu, cuda
 	BF16                                  bool   // bf16 weights and activations, fp32 masters
 	Unfused                               bool   // nn.Builder.Unfused: the reference compositions
@@ -91,7 +93,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&c.LR, "lr", 1e-4, "AdamW learning rate")
 	fs.Float64Var(&c.WD, "wd", 0, "AdamW weight decay")
 	fs.Uint64Var(&c.Seed, "seed", 1337, "seed of the weights and the random tokens")
-	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the timed steps to this file")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the timed steps to this file (samples labelled phase=forward|backward|update)")
+	fs.StringVar(&c.Trace, "trace", "", "write a runtime/trace execution trace of the timed steps to this file (go tool trace)")
 	fs.StringVar(&c.Device, "device", "cpu", "tensor backend to run on: cpu or cuda")
 	fs.BoolVar(&c.BF16, "bf16", false, "bf16 weights, activations and gradients with fp32 master weights and optimizer state")
 	fs.BoolVar(&c.Unfused, "unfused", false, "build the model with the unfused reference compositions of the fused ops (attention through the whole [B, NH, T, T] score matrix), to compare")
@@ -235,24 +238,34 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 			}
 			defer stop()
 		}
+		if s == c.Warmup && c.Trace != "" {
+			stop, err := startTrace(c.Trace)
+			if err != nil {
+				return nil, err
+			}
+			defer stop()
+		}
 		scope := dev.NewScope()
 		x := tensor.FromSlice(dev, ids[s], c.Batch, c.Seq)
 		y := tensor.FromSlice(dev, labels[s], c.Batch, c.Seq)
 		dev.Sync() // time the phases by their work, not by their launches
 		t0 := time.Now()
-		opt.ZeroGrad()
-		p := &nn.Pass{Ctx: ctx, Train: true, RNG: tensor.NewRNG(c.Seed).Named("dropout")}
-		loss, _ := model.LossConsuming(p, model.Forward(p, x, nil), y)
-		dev.Sync()
+		var loss *tensor.Tensor
+		phase(ctx, "forward", func(ctx context.Context) {
+			opt.ZeroGrad()
+			p := &nn.Pass{Ctx: ctx, Train: true, RNG: tensor.NewRNG(c.Seed).Named("dropout")}
+			loss, _ = model.LossConsuming(p, model.Forward(p, x, nil), y)
+			dev.Sync()
+		})
 		t1 := time.Now()
-		loss.Backward()
-		dev.Sync()
+		phase(ctx, "backward", func(context.Context) { loss.Backward(); dev.Sync() })
 		t2 := time.Now()
-		if _, err := opt.Step(ctx); err != nil {
+		var err error
+		phase(ctx, "update", func(ctx context.Context) { _, err = opt.Step(ctx); dev.Sync() })
+		if err != nil {
 			scope.Close()
 			return nil, fmt.Errorf("gpt: step %d: %w", s, err)
 		}
-		dev.Sync()
 		t3 := time.Now()
 		lv := loss.Item()
 		scope.Close()
@@ -289,6 +302,15 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	}, nil
 }
 
+// phase runs f with the pprof label phase=name, which the goroutines it starts inherit, so
+// that a --cpuprofile can be cut by phase (go tool pprof -tagfocus phase=backward), inside a
+// trace region of that name for --trace.
+func phase(ctx context.Context, name string, f func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("phase", name), func(ctx context.Context) {
+		trace.WithRegion(ctx, name, func() { f(ctx) })
+	})
+}
+
 // startCPUProfile starts a pprof CPU profile written to path by the returned stop.
 func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
@@ -300,6 +322,19 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("gpt: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startTrace starts an execution trace written to path by the returned stop.
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("gpt: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("gpt: %w", err)
+	}
+	return func() { trace.Stop(); f.Close() }, nil
 }
 
 func mb(bytes int64) float64 { return float64(bytes) / (1 << 20) }

@@ -52,7 +52,7 @@ The workloads of BENCHMARKS.md:
   megago bench gpt --layers 4 --dim 256 --heads 4 --vocab 8192 --seq 256 --batch 8 --steps 20   # W2
   megago bench gpt --layers 12 --dim 768 --heads 12 --vocab 50257 --block 1024 --seq 64 --batch 4 --steps 10   # W1
 
-bench/compare.sh runs them beside PyTorch and prints the ratios.`,
+bench/compare.py runs them beside PyTorch and prints the ratios.`,
 		run: runBench,
 	})
 }

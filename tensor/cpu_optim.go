@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"sort"
 )
 
 // Optimizer kernels of the CPU backend: the fused Adam/AdamW and SGD updates, per-range
@@ -119,12 +120,23 @@ func checkOptim(op string, segs []OptimSegment, param, grad Span, state ...Span)
 	}
 }
 
-// forChunks calls body on consecutive chunks [a, b) of [off, off+n), in parallel when n
-// is large.
-func forChunks(off, n int, body func(a, b int)) {
-	parallelFor(n, optimGrain, func(lo, hi int) {
-		for c := lo; c < hi; c += optimChunk {
-			body(off+c, off+min(c+optimChunk, hi))
+// forSegments calls body(si, a, b) on consecutive chunks [a, b) of at most optimChunk
+// elements covering every segment si, splitting the segments' elements together across
+// goroutines when there are many: one fork for the whole call, however many segments (a
+// model has a few per layer, each a fork of its own before, which woke the other CPUs
+// a hundred times per step).
+func forSegments(segs []OptimSegment, body func(si, a, b int)) {
+	starts := make([]int, len(segs)+1) // segment si covers [starts[si], starts[si+1]) of the walk
+	for i, sg := range segs {
+		starts[i+1] = starts[i] + sg.N
+	}
+	parallelFor(starts[len(segs)], optimGrain, func(lo, hi int) {
+		for si := sort.SearchInts(starts, lo+1) - 1; si < len(segs) && starts[si] < hi; si++ {
+			from, to := max(lo, starts[si]), min(hi, starts[si+1])
+			for c := from; c < to; c += optimChunk {
+				off := segs[si].Off - starts[si]
+				body(si, off+c, off+min(c+optimChunk, to))
+			}
 		}
 	})
 }
@@ -149,7 +161,8 @@ type adamConsts[T float] struct {
 
 func adamStep[T float](p AdamParams, segs []OptimSegment, param, grad, m, v, model Span) {
 	ps, ms, vs := raw[T](param), raw[T](m), raw[T](v)
-	for _, sg := range segs {
+	ks := make([]adamConsts[T], len(segs))
+	for i, sg := range segs {
 		k := adamConsts[T]{scale: T(p.GradScale), decay: 1, b1: T(p.Beta1), c1: T(1 - p.Beta1),
 			b2: T(p.Beta2), c2: T(1 - p.Beta2), stepSize: T(sg.LR / p.BiasCorrection1),
 			invBC2Sqrt: T(1 / math.Sqrt(p.BiasCorrection2)), eps: T(p.Eps)}
@@ -158,14 +171,15 @@ func adamStep[T float](p AdamParams, segs []OptimSegment, param, grad, m, v, mod
 		} else {
 			k.l2 = T(sg.WeightDecay)
 		}
-		forChunks(sg.Off, sg.N, func(a, b int) {
-			var scratch []T
-			adamKernel(ps[a:b], loadRange(grad, a, b, &scratch), ms[a:b], vs[a:b], &k)
-			if !model.Empty() {
-				storeRange(model, a, ps[a:b])
-			}
-		})
+		ks[i] = k
 	}
+	forSegments(segs, func(si, a, b int) {
+		var scratch []T
+		adamKernel(ps[a:b], loadRange(grad, a, b, &scratch), ms[a:b], vs[a:b], &ks[si])
+		if !model.Empty() {
+			storeRange(model, a, ps[a:b])
+		}
+	})
 }
 
 // adamKernel is the update of one chunk, in PyTorch's order of operations except that
@@ -216,34 +230,32 @@ func sgdStep[T float](p SGDParams, segs []OptimSegment, param, grad, buf, model 
 		bs = raw[T](buf)
 	}
 	mu, damp, scale := T(p.Momentum), T(1-p.Dampening), T(p.GradScale)
-	for _, sg := range segs {
-		lr, wd := T(sg.LR), T(sg.WeightDecay)
-		forChunks(sg.Off, sg.N, func(a, b int) {
-			var scratch []T
-			gs := loadRange(grad, a, b, &scratch)
-			pc := ps[a:b]
-			gs = gs[:len(pc)]
-			for i := range pc {
-				g := gs[i]*scale + wd*pc[i]
-				d := g
-				if bs != nil {
-					bi := g
-					if !p.First {
-						bi = mu*bs[a+i] + damp*g
-					}
-					bs[a+i] = bi
-					d = bi
-					if p.Nesterov {
-						d = g + mu*bi
-					}
+	forSegments(segs, func(si, a, b int) {
+		lr, wd := T(segs[si].LR), T(segs[si].WeightDecay)
+		var scratch []T
+		gs := loadRange(grad, a, b, &scratch)
+		pc := ps[a:b]
+		gs = gs[:len(pc)]
+		for i := range pc {
+			g := gs[i]*scale + wd*pc[i]
+			d := g
+			if bs != nil {
+				bi := g
+				if !p.First {
+					bi = mu*bs[a+i] + damp*g
 				}
-				pc[i] -= lr * d
+				bs[a+i] = bi
+				d = bi
+				if p.Nesterov {
+					d = g + mu*bi
+				}
 			}
-			if !model.Empty() {
-				storeRange(model, a, pc)
-			}
-		})
-	}
+			pc[i] -= lr * d
+		}
+		if !model.Empty() {
+			storeRange(model, a, pc)
+		}
+	})
 }
 
 func (cpuBackend) SumSquares(dst, x Span, ranges [][2]int) {
@@ -338,7 +350,7 @@ func (cpuBackend) AccumulateGrad(main, grad Span) {
 
 func accumulateGrad[T float](main, grad Span) {
 	ms := raw[T](main)
-	forChunks(0, main.Numel(), func(a, b int) {
+	forSegments([]OptimSegment{{N: main.Numel()}}, func(_, a, b int) {
 		var scratch []T
 		gs := loadRange(grad, a, b, &scratch)
 		d := ms[a:b]

@@ -46,13 +46,17 @@ type Event struct {
 	Send, Recv Phase // EventP2P: the directions sent and received (0: none)
 }
 
-// String writes the event as "12.3ms-14.0ms forward mb 3 chunk 1".
+// String writes the event as "12.3ms-14.0ms forward mb 3 chunk 1" (or "... reduce
+// bucket 2").
 func (e Event) String() string {
 	s := fmt.Sprintf("%v-%v %v", e.Start.Round(time.Microsecond), e.End.Round(time.Microsecond), e.Kind)
 	if e.Kind == EventP2P {
 		s += " " + p2pName(e.Send, e.Recv)
 	}
-	if e.Micro >= 0 {
+	switch {
+	case e.Micro >= 0 && (e.Kind == EventReduce || e.Kind == EventGather):
+		s += fmt.Sprintf(" bucket %d", e.Micro)
+	case e.Micro >= 0:
 		s += fmt.Sprintf(" mb %d chunk %d", e.Micro, e.Chunk)
 	}
 	return s

@@ -200,6 +200,11 @@ func startSave(ctx context.Context, dir string, mesh *parallel.Mesh, st *State, 
 	if err := checkState(st, mesh); err != nil {
 		return nil, err
 	}
+	if st.Optimizer != nil { // the parameters must be whole (optim.Config.OverlapParamGather)
+		if err := st.Optimizer.FinishParamGather(); err != nil {
+			return nil, err
+		}
+	}
 	d, err := collect(st, mesh.Coord())
 	if err != nil {
 		return nil, err

@@ -227,6 +227,10 @@ func (m *BERT) Embed(p *Pass, ids, types *tensor.Tensor) *tensor.Tensor {
 		panic(fmt.Sprintf("nn: BERT: sequence length %d exceeds MaxPosition %d", t, c.MaxPosition))
 	}
 	dev := ids.Device()
+	beforeForward(m.Word, m.Position, m.TokenType)
+	if m.EmbedNorm != nil {
+		beforeForward(m.EmbedNorm)
+	}
 	x := m.Word.Forward(p, ids) // [B, T, C]
 	pos := tensor.Arange(dev, tensor.I64, 0, 1, t)
 	x = tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, c.Hidden)) // [B, T, C]
@@ -268,6 +272,10 @@ func hiddenOutput(_ *BERT, _ *Pass, x *tensor.Tensor, _ BERTInput) BERTOutput {
 // heads is the last stage's output: the final norm (pre-LN), the MLM scores (of
 // in.LMPositions only, if set) and the binary head's.
 func (m *BERT) heads(p *Pass, x *tensor.Tensor, in BERTInput) BERTOutput {
+	if m.FinalNorm != nil {
+		beforeForward(m.FinalNorm)
+	}
+	beforeForward(m.LMDense, m.LMNorm, m.LMOutput)
 	x = m.finalNorm(x)
 	out := BERTOutput{Hidden: x}
 	h := m.lmActivation(m.LMDense.Forward(x)) // [B, T, C]
@@ -283,6 +291,7 @@ func (m *BERT) heads(p *Pass, x *tensor.Tensor, in BERTInput) BERTOutput {
 
 // binaryHead sets out.Pooled and out.BinaryLogits from the last layer's output x.
 func (m *BERT) binaryHead(p *Pass, x *tensor.Tensor, out *BERTOutput) {
+	beforeForward(m.Pooler, m.BinaryHead)
 	out.Pooled = tensor.Tanh(m.Pooler.Forward(m.region.firstPosition(p, x))) // [B, C]
 	out.BinaryLogits = m.BinaryHead.Forward(out.Pooled)                      // [B, 2]
 }

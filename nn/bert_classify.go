@@ -84,6 +84,10 @@ func (m *BERTClassifier) Forward(p *Pass, in BERTInput) (hidden, logits *tensor.
 // classify returns the class scores [B, Classes] of the encoder's output x: the final
 // norm (pre-LN), the pooler of the first position, dropout and the classifier.
 func (m *BERTClassifier) classify(p *Pass, x *tensor.Tensor) *tensor.Tensor {
+	if m.FinalNorm != nil {
+		beforeForward(m.FinalNorm)
+	}
+	beforeForward(m.Pooler, m.Classifier)
 	x = m.finalNorm(x)
 	c := m.Encoder.Config
 	pooled := tensor.Tanh(m.Pooler.Forward(m.Encoder.region.firstPosition(p, x))) // [B, C]

@@ -130,6 +130,7 @@ func (m *GPT) Params() []*Param {
 // Embed maps token ids [B, T] to the first layer's input [B, T, C] ([B, T/tp, C] under
 // sequence parallelism). pastLen is the number of positions already in a KV cache.
 func (m *GPT) Embed(p *Pass, ids *tensor.Tensor, pastLen int) *tensor.Tensor {
+	beforeForward(m.Word)
 	x := m.Word.Forward(p, ids)      // [B, T, C]
 	x = m.positions(m, x, pastLen)   // [B, T, C]
 	x = m.region.fromEmbedding(p, x) // [B, T/tp, C] under sequence parallelism
@@ -144,6 +145,7 @@ func (m *GPT) addPositions(x *tensor.Tensor, pastLen int) *tensor.Tensor {
 		panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
 	}
 	pos := tensor.Arange(x.Device(), tensor.I64, float64(pastLen), 1, t)
+	beforeForward(m.Position)
 	return tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, m.Config.Hidden)) // [B, T, C]
 }
 
@@ -172,6 +174,7 @@ func (m *GPT) embedIDs(p *Pass, ids *tensor.Tensor, caches []*KVCache) *tensor.T
 
 // logits is the last stage's output: the final norm and the output layer, [B, T, Vp/tp].
 func (m *GPT) logits(p *Pass, x *tensor.Tensor) *tensor.Tensor {
+	beforeForward(m.FinalNorm, m.Output)
 	return m.Output.Forward(p, m.FinalNorm.Forward(x))
 }
 

@@ -184,6 +184,7 @@ func (blk *Block) Forward(p *Pass, x *tensor.Tensor, in LayerInput, caches []*KV
 		if caches != nil {
 			li.Cache = caches[i]
 		}
+		beforeForward(l)
 		x = blk.run(l, p, x, li)
 	}
 	return x

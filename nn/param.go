@@ -24,6 +24,19 @@ func collect(ms ...Module) []*Param {
 	return out
 }
 
+// beforeForward runs the BeforeForward hook of every parameter of ms (see
+// param.Param.SetBeforeForward), just before a forward pass reads them: per transformer
+// layer, and for the embedding and the heads where they are used, so that an optimizer
+// gathering parameters in the background is waited for bucket by bucket. ms must not
+// hold nil modules.
+func beforeForward(ms ...Module) {
+	for _, m := range ms {
+		for _, p := range m.Params() {
+			p.BeforeForward()
+		}
+	}
+}
+
 // params is a Module made of a list of parameters (nil entries skipped).
 type params []*Param
 

@@ -151,6 +151,7 @@ type T5Input struct {
 // embed looks up ids [B, T] in the shared embedding and applies dropout (key site),
 // returning [B, T, C] ([B, T/tp, C] under sequence parallelism).
 func (m *T5) embed(p *Pass, ids *tensor.Tensor, site string) *tensor.Tensor {
+	beforeForward(m.Word)
 	x := m.Word.Forward(p, ids)      // [B, T, C]
 	x = m.region.fromEmbedding(p, x) // [B, T/tp, C] under sequence parallelism
 	return m.dropHidden(p, x, site)
@@ -168,11 +169,13 @@ func (m *T5) dropHidden(p *Pass, x *tensor.Tensor, site string) *tensor.Tensor {
 func (m *T5) Encode(p *Pass, ids, attend *tensor.Tensor) *tensor.Tensor {
 	te := ids.Dim(1)
 	x := m.embed(p, ids, "encoder.embedding.dropout")
+	beforeForward(m.EncoderBias)
 	self := AttentionMask{Bias: m.EncoderBias.Forward(te, te, 0)} // [1, NH/tp, Te, Te]
 	if attend != nil {
 		self.Masked = PaddingMask(attend) // [B, 1, 1, Te]
 	}
 	x = m.Encoder.Forward(p, x, LayerInput{Self: self}, nil)
+	beforeForward(m.EncoderNorm)
 	return m.dropHidden(p, m.EncoderNorm.Forward(x), "encoder.final.dropout")
 }
 
@@ -183,6 +186,7 @@ func (m *T5) Encode(p *Pass, ids, attend *tensor.Tensor) *tensor.Tensor {
 func (m *T5) Decode(p *Pass, ids, attend, memory, memoryAttend *tensor.Tensor) *tensor.Tensor {
 	td := ids.Dim(1)
 	x := m.embed(p, ids, "decoder.embedding.dropout")
+	beforeForward(m.DecoderBias)
 	in := LayerInput{Self: AttentionMask{Causal: true, Bias: m.DecoderBias.Forward(td, td, 0)}, Memory: memory}
 	if attend != nil {
 		in.Self.Masked = PaddingMask(attend) // [B, 1, 1, Td]
@@ -191,6 +195,7 @@ func (m *T5) Decode(p *Pass, ids, attend, memory, memoryAttend *tensor.Tensor) *
 		in.Cross.Masked = PaddingMask(memoryAttend) // [B, 1, 1, Te]
 	}
 	x = m.Decoder.Forward(p, x, in, nil)
+	beforeForward(m.DecoderNorm, m.Output)
 	x = m.dropHidden(p, m.DecoderNorm.Forward(x), "decoder.final.dropout")
 	x = tensor.Scale(x, 1/math.Sqrt(float64(m.Config.Hidden))) // tied output: C^-0.5
 	return m.Output.Forward(p, x)                              // [B, Td, Vp/tp]

@@ -180,6 +180,14 @@ type Config struct {
 	Groups      Groups
 	// BucketSize is the bucket size of the flat buffers (see BufferConfig).
 	BucketSize int
+	// OverlapParamGather, under Distributed, leaves Step's all-gather of the updated
+	// parameters to the next forward pass, bucket by bucket in forward order, each
+	// parameter's BeforeForward hook waiting for its bucket (Megatron's
+	// --overlap-param-gather; see Optimizer.FinishParamGather). The parameters are
+	// the same, bit for bit.
+	OverlapParamGather bool
+	// Trace, if set, records each bucket's parameter all-gather (parallel.EventGather).
+	Trace *parallel.Trace
 }
 
 // Validate reports the first invalid setting.
@@ -200,6 +208,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("optim: clip-grad norm %v must be ≥ 0", c.ClipGrad)
 	case c.BucketSize < 0:
 		return fmt.Errorf("optim: negative bucket size %d", c.BucketSize)
+	case c.OverlapParamGather && !c.Distributed:
+		return errors.New("optim: OverlapParamGather needs Distributed: only the distributed optimizer all-gathers parameters")
 	case c.Scaler != nil && !(c.Scaler.Scale() > 0):
 		return fmt.Errorf("optim: loss scale %v must be positive", c.Scaler.Scale())
 	}

@@ -28,6 +28,7 @@ func TestConfigValidate(t *testing.T) {
 		{"dampening-above-one", Config{LR: 1, Rule: SGD{Momentum: 0.9, Dampening: 2}}, "dampening 2"},
 		{"zero-constant-scale", Config{LR: 1, Scaler: ConstantScaler{}}, "loss scale 0"},
 		{"negative-bucket", Config{LR: 1, BucketSize: -1}, "bucket size"},
+		{"overlap-gather-without-distributed", Config{LR: 1, OverlapParamGather: true}, "OverlapParamGather needs Distributed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

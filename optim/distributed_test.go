@@ -27,8 +27,9 @@ type dpRank struct {
 
 // trainDP trains a tiny GPT for dpSteps steps on dp goroutine ranks, each on its
 // contiguous slice of every step's global batch, with gradients averaged by the
-// optimizer itself (reduce-scatter when distributed, all-reduce otherwise).
-func trainDP(t *testing.T, dp int, distributed bool) []dpRank {
+// optimizer itself (reduce-scatter when distributed, all-reduce otherwise), the
+// parameter all-gather overlapped with the next forward pass when overlap is set.
+func trainDP(t *testing.T, dp int, distributed, overlap bool) []dpRank {
 	t.Helper()
 	cfg := tinyGPT(2, 16, dpVocab, dpSeq)
 	out := make([]dpRank, dp)
@@ -44,7 +45,7 @@ func trainDP(t *testing.T, dp int, distributed bool) []dpRank {
 		}
 		// A small bucket size gives several buckets, each sharded over DP on its own.
 		opt, err := New(m.Params(), Config{Schedule: sched, ClipGrad: 1, Distributed: distributed,
-			Groups: Groups{DP: c}, BucketSize: 3000})
+			Groups: Groups{DP: c}, BucketSize: 3000, OverlapParamGather: overlap})
 		if err != nil {
 			return err
 		}
@@ -67,6 +68,9 @@ func trainDP(t *testing.T, dp int, distributed bool) []dpRank {
 			}
 			s.Close()
 		}
+		if err := opt.FinishParamGather(); err != nil {
+			return err
+		}
 		for _, p := range m.Params() {
 			r.params[p.Name] = tensor.ToSlice[float64](p.Tensor)
 		}
@@ -81,14 +85,14 @@ func trainDP(t *testing.T, dp int, distributed bool) []dpRank {
 // DP = 2 and 4 (and plain data parallelism over DP = 2) and compares with AdamW on one
 // rank that sees the whole global batch.
 func TestDistributedOptimizerEqualsSingleRank(t *testing.T) {
-	ref := trainDP(t, 1, false)[0]
+	ref := trainDP(t, 1, false, false)[0]
 	require.Less(t, ref.losses[dpSteps-1], ref.losses[0]-0.3, "the model trains")
 	for _, tc := range []struct {
 		dp          int
 		distributed bool
 	}{{2, true}, {4, true}, {2, false}} {
 		t.Run(fmt.Sprintf("dp%d-distributed-%v", tc.dp, tc.distributed), func(t *testing.T) {
-			for r, got := range trainDP(t, tc.dp, tc.distributed) {
+			for r, got := range trainDP(t, tc.dp, tc.distributed, false) {
 				// Each rank averages its own rows and DP averages the ranks: float64 sums in
 				// another order, ~1e-16 relative per step. Adam's m/√v turns that into
 				// absolute differences up to ~1e-13 in parameters near zero after 20 steps.
@@ -180,4 +184,49 @@ func TestDistributedBF16EqualsSingleRank(t *testing.T) {
 	ref := run(1)
 	require.Equal(t, ref, run(2))
 	require.Equal(t, ref, run(4))
+}
+
+// TestOverlapParamGather: with the all-gather of updated parameters left to the next
+// forward pass (each parameter's BeforeForward hook waits for its bucket), training is
+// bit-identical to gathering at the end of each step; between the step and the next
+// forward pass the other ranks' shards still hold the previous values, until
+// FinishParamGather.
+func TestOverlapParamGather(t *testing.T) {
+	want := trainDP(t, 2, true, false)
+	got := trainDP(t, 2, true, true)
+	for r := range want {
+		require.Equal(t, want[r].losses, got[r].losses, "rank %d losses", r)
+		require.Equal(t, want[r].params, got[r].params, "rank %d parameters", r)
+	}
+
+	err := parallel.RunLocal(2, func(c parallel.Comm) error {
+		m, dev, err := newGPT(tinyGPT(2, 16, dpVocab, dpSeq), tensor.F64, parallel.Self())
+		if err != nil {
+			return err
+		}
+		opt, err := New(m.Params(), Config{LR: 0.1, Distributed: true, Groups: Groups{DP: c}, OverlapParamGather: true})
+		if err != nil {
+			return err
+		}
+		ids, labels := batch(dev, 0, c.Rank()*4, 4, dpSeq, dpVocab)
+		forwardBackward(m, opt, ids, labels, 1)
+		before := tensor.ToSlice[float64](opt.Buffers()[0].Params)
+		if _, err := opt.Step(context.Background()); err != nil {
+			return err
+		}
+		n := len(before) / 2 // one bucket: rank r updated its half
+		other := (1 - c.Rank()) * n
+		stale := tensor.ToSlice[float64](opt.Buffers()[0].Params)[other : other+n]
+		if fmt.Sprint(stale) != fmt.Sprint(before[other:other+n]) {
+			return fmt.Errorf("rank %d: the other rank's shard changed before the gather", c.Rank())
+		}
+		if err := opt.FinishParamGather(); err != nil {
+			return err
+		}
+		if fmt.Sprint(tensor.ToSlice[float64](opt.Buffers()[0].Params)[other:other+n]) == fmt.Sprint(before[other:other+n]) {
+			return fmt.Errorf("rank %d: FinishParamGather did not bring the other rank's update", c.Rank())
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }

@@ -14,8 +14,10 @@
 //
 //   - buffer.go: Buffer and NewBuffers, the flat layout; Bucket, Entry.
 //   - config.go: Config, the rules (AdamW, Adam, SGD), Multipliers, Groups.
-//   - optimizer.go: Optimizer (New, ZeroGrad, AccumulateGrads, ReduceBucket, Step),
-//     StepResult, Memory; shard.go: the part of each bucket a rank updates.
+//   - optimizer.go: Optimizer (New, ZeroGrad, AccumulateGrads, ReduceBucket, Step,
+//     FinishParamGather), StepResult, Memory; shard.go: the part of each bucket a rank
+//     updates; gather.go: the parameter all-gather of the distributed optimizer,
+//     overlapped with the next forward pass on request.
 //   - clip.go: GradNorm and ClipGradNorm on plain gradients.
 //   - scaler.go: LossScaler, DynamicScaler, ConstantScaler.
 //   - schedule.go: Schedule and ScheduleConfig.
@@ -103,6 +105,17 @@
 // (averaged) into the shard, the shard is stepped, and the parameters all-gathered.
 // Both collectives run in place, as NCCL allows: the shard is the rank's slot of the
 // bucket. Every DP rank must start from the same parameter values.
+//
+// With Config.OverlapParamGather (Megatron's --overlap-param-gather) Step leaves the
+// all-gather to the next forward pass: New sets every parameter's BeforeForward hook
+// (param.Param.SetBeforeForward, which nn's models call per layer, embedding and head),
+// the first hook called starts a goroutine that gathers the buckets in forward order
+// (the reverse of the layout: the embedding's bucket first), and each hook waits for its
+// own bucket, so the gather of later layers overlaps the computation of earlier ones.
+// The values are the same bit for bit. Until the forward pass has passed them, or
+// FinishParamGather is called, parameters outside this rank's shards hold the previous
+// step's values; ReduceBucket and Step call FinishParamGather first, so no two of the
+// optimizer's collectives use the DP group at once. gather.go holds this machinery.
 //
 // Sequence-parallel parameters (Param.SequenceParallel) need their gradients all-reduced
 // over TP (nn.ReduceSequenceParallelGrads) after backward and before AccumulateGrads or

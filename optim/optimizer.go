@@ -37,6 +37,7 @@ type Optimizer struct {
 	states  [][]*tensor.Tensor // per buffer, per state name: this rank's state
 	reduced [][]bool           // per buffer, per bucket: reduced since ZeroGrad
 	steps   int                // updates made
+	gather  *paramGather       // the all-gather of updated parameters under Distributed
 }
 
 // New lays params out in flat buffers (see NewBuffers: each parameter's tensor and
@@ -87,7 +88,21 @@ func New(params []*param.Param, cfg Config) (*Optimizer, error) {
 			at += size
 		}
 	}
+	o.gather = newParamGather(o.groups.DP, o.shards, cfg.Trace)
+	if o.overlapsGather() {
+		for i, sh := range o.gather.shards {
+			for _, p := range sh.buf.Buckets[sh.bucket].Params {
+				p.SetBeforeForward(o.gather.hook(i))
+			}
+		}
+	}
 	return o, nil
+}
+
+// overlapsGather reports whether Step leaves the parameter all-gather to the next
+// forward pass.
+func (o *Optimizer) overlapsGather() bool {
+	return o.cfg.OverlapParamGather && o.cfg.Distributed && o.groups.DP.Size() > 1
 }
 
 // Buffers returns the flat buffers holding the parameters, one per dtype.
@@ -124,10 +139,15 @@ func (o *Optimizer) AccumulateGrads() {
 // the main gradients and averages those over the DP group, by all-reduce, or under the
 // distributed optimizer by reduce-scatter into this rank's shard (only the shard is then
 // valid). A bucket reduced since the last ZeroGrad is left alone. Data-parallel wrappers
-// call it as soon as a bucket's gradients are complete; Step reduces the rest.
+// call it as soon as a bucket's gradients are complete; Step reduces the rest. It first
+// completes a parameter all-gather left pending by Step (FinishParamGather), so that
+// the two never use the DP group at once.
 func (o *Optimizer) ReduceBucket(ctx context.Context, i, k int) error {
 	if o.reduced[i][k] {
 		return nil
+	}
+	if err := o.gather.finish(); err != nil {
+		return err
 	}
 	b := o.bufs[i]
 	b.AccumulateGrads(k)
@@ -187,7 +207,9 @@ type StepResult struct {
 // optimizer) and skips the step on all of them together if any rank found one, computes
 // the global gradient norm over the same group, clips, and runs the rule's fused kernel on
 // each shard, which also refreshes BF16/F16 parameters from their master weights; under
-// the distributed optimizer the updated parameters are then all-gathered over DP.
+// the distributed optimizer the updated parameters are then all-gathered over DP, or,
+// with Config.OverlapParamGather, left to the next forward pass (see
+// FinishParamGather).
 //
 // On a skipped step the loss scaler, if any, lowers its scale and Step returns no error;
 // without a scaler it returns an error wrapping ErrNonFinite. Either way the parameters,
@@ -195,6 +217,9 @@ type StepResult struct {
 // returned as they are.
 func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 	res := StepResult{LossScale: 1}
+	if err := o.gather.finish(); err != nil {
+		return res, err
+	}
 	if err := o.ReduceGrads(ctx); err != nil {
 		return res, err
 	}
@@ -281,21 +306,29 @@ func (o *Optimizer) reduceStat(ctx context.Context, v float64, op parallel.Op, w
 }
 
 // gatherParams all-gathers each bucket's updated parameters over DP under the
-// distributed optimizer (in place: each rank's shard is already in its slot).
+// distributed optimizer (in place: each rank's shard is already in its slot), or defers
+// that to the next forward pass with Config.OverlapParamGather.
 func (o *Optimizer) gatherParams(ctx context.Context) error {
-	dp := o.groups.DP
-	if !o.cfg.Distributed || dp.Size() == 1 {
+	if !o.cfg.Distributed || o.groups.DP.Size() == 1 {
 		return nil
 	}
-	for _, sh := range o.shards {
-		bk := sh.buf.Buckets[sh.bucket]
-		full := sh.buf.Params.Narrow(0, bk.Start, bk.End-bk.Start)
-		if err := dp.AllGather(ctx, full, sh.buf.Params.Narrow(0, sh.lo, sh.hi-sh.lo)); err != nil {
-			return fmt.Errorf("optim: all-gathering parameters of bucket %d of the %v buffer over DP: %w", sh.bucket, sh.buf.DType, err)
-		}
+	if o.overlapsGather() {
+		o.gather.deferRound(ctx)
+		return nil
 	}
-	return nil
+	return o.gather.all(ctx)
 }
+
+// FinishParamGather completes the parameter all-gather that Step left pending under
+// Config.OverlapParamGather, and returns its error (nil when none is pending, and
+// always without that option). Until then, or until a forward pass has passed a
+// parameter (its BeforeForward hook waits for the parameter's bucket), the parameters
+// outside this rank's shards hold the previous step's values: call it on every DP rank
+// before reading parameters other than by a forward pass of the model (evaluation
+// through a forward pass is fine; saving a checkpoint or comparing weights is not).
+// train.Trainer.Eval and checkpoint.Save call it. The gather runs under the context of
+// the Step that left it.
+func (o *Optimizer) FinishParamGather() error { return o.gather.finish() }
 
 // ScaleLoss returns the loss to call Backward on: loss times the loss scale, computed in
 // at least F32 (so the scaled value does not overflow an F16 loss), or loss itself

@@ -16,6 +16,7 @@ const (
 	EventP2P                           // a p2p transfer (Send and Recv say which)
 	EventReduce                        // a data-parallel gradient bucket reduction (Micro: the bucket)
 	EventSync                          // other gradient synchronization (tied embeddings, sequence-parallel norms)
+	EventGather                        // a distributed optimizer's parameter all-gather of one bucket (Micro: the bucket)
 )
 
 func (k EventKind) String() string {
@@ -30,6 +31,8 @@ func (k EventKind) String() string {
 		return "reduce"
 	case EventSync:
 		return "sync"
+	case EventGather:
+		return "gather"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -38,18 +41,22 @@ func (k EventKind) String() string {
 type Event struct {
 	Start, End time.Duration // since the trace's epoch
 	Kind       EventKind
-	Micro      int   // micro-batch (bucket for EventReduce; -1 when none)
+	Micro      int   // micro-batch (bucket for EventReduce and EventGather; -1 when none)
 	Chunk      int   // model chunk
 	Send, Recv Phase // EventP2P: the directions sent and received (0: none)
 }
 
-// String writes the event as "12.3ms-14.0ms forward mb 3 chunk 1".
+// String writes the event as "12.3ms-14.0ms forward mb 3 chunk 1" (or "... reduce
+// bucket 2").
 func (e Event) String() string {
 	s := fmt.Sprintf("%v-%v %v", e.Start.Round(time.Microsecond), e.End.Round(time.Microsecond), e.Kind)
 	if e.Kind == EventP2P {
 		s += " " + p2pName(e.Send, e.Recv)
 	}
-	if e.Micro >= 0 {
+	switch {
+	case e.Micro >= 0 && (e.Kind == EventReduce || e.Kind == EventGather):
+		s += fmt.Sprintf(" bucket %d", e.Micro)
+	case e.Micro >= 0:
 		s += fmt.Sprintf(" mb %d chunk %d", e.Micro, e.Chunk)
 	}
 	return s
@@ -83,7 +90,7 @@ func exchangeEvent(tr Transfer) Event {
 }
 
 // Trace records one rank's schedule as timed events: its forward and backward steps, the
-// p2p transfers it waits in, and gradient reductions. Pass the same epoch to the traces of
+// p2p transfers it waits in, gradient reductions and parameter all-gathers. Pass the same epoch to the traces of
 // ranks that share a clock (goroutine ranks of one process) so their timelines line up.
 // A nil *Trace records nothing. Safe for concurrent use (a data-parallel reducer records
 // from its own goroutine).

@@ -78,4 +78,6 @@ func TestEventString(t *testing.T) {
 	assert.Equal(t, "1.5ms-2ms p2p send-forward-recv-backward mb 3 chunk 1", e.String())
 	e = Event{End: time.Millisecond, Kind: EventSync, Micro: -1}
 	assert.Equal(t, "0s-1ms sync", e.String())
+	e = Event{End: time.Millisecond, Kind: EventGather, Micro: 2}
+	assert.Equal(t, "0s-1ms gather bucket 2", e.String())
 }

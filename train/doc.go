@@ -23,7 +23,8 @@
 //     rejects PP > 1: T5 runs with TP and DP only), Parts, GPTParts and BERTParts. They
 //     call (or, for Parts, alias) their namesakes in package nn
 //     (nn/pipeline_chunks.go, nn/parts.go), where package checkpoint finds them too.
-//   - trainer.go: Trainer (New, Step, Eval, FinishGradSync) and StepResult.
+//   - trainer.go: Trainer (New, Step, Eval, FinishGradSync) and StepResult; Config
+//     (NoOverlap, Trace).
 //   - forward.go: GPTForward and BERTForward, the forward-step functions the schedules
 //     call, and PassFor, the per-micro-batch Pass.
 //
@@ -50,6 +51,27 @@
 // sequence-parallel parameters' gradients over TP. Then the optimizer clips by the
 // global norm over the model-parallel group and updates. Step reports the mean loss,
 // averaged over DP, on every rank.
+//
+// # Overlap
+//
+// Two communications can overlap computation, as in Megatron, and neither changes a
+// bit of the result (TestOverlapBitIdentical; TestOverlapTrace reads the overlap off
+// the parallel trace):
+//
+//   - the gradient reduction overlaps backward (above), unless Config.NoOverlap. This is
+//     the library's default; Megatron's command line reduces after backward unless
+//     --overlap-grad-reduce, and megago's examples follow that (package
+//     examples/internal/settings);
+//   - with the distributed optimizer and optim.Config.OverlapParamGather, the updated
+//     parameters are all-gathered during the next step's forward passes rather than at
+//     the end of the step (Megatron's --overlap-param-gather): the optimizer owns the
+//     gather, and nn's models wait for each bucket before a layer reads it (the
+//     parameters' BeforeForward hooks). Eval completes the gather first; anything else
+//     reading the parameters between steps (a checkpoint: checkpoint.Save does it)
+//     calls Optimizer().FinishParamGather() first.
+//
+// Config.Trace records the forward and backward steps, each bucket's reduction
+// (parallel.EventReduce) and each bucket's parameter all-gather (parallel.EventGather).
 //
 // # Invariants
 //

@@ -42,6 +42,7 @@ type layout struct {
 	clip        float64
 	distributed bool // the distributed optimizer (reduce-scatter over DP)
 	noOverlap   bool
+	gather      bool // the distributed optimizer's parameter all-gather overlaps the next forward pass
 	bf16        bool // BF16 parameters and activations (F64 otherwise)
 }
 
@@ -64,6 +65,9 @@ func (l layout) String() string {
 	}
 	if l.noOverlap {
 		s += "-nooverlap"
+	}
+	if l.gather {
+		s += "-overlapgather"
 	}
 	if l.bf16 {
 		s += "-bf16"
@@ -177,7 +181,8 @@ func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (o
 		return out, err
 	}
 	tr, err := New(ctx, mesh, dev, GPTParts(chunks), Config{NoOverlap: l.noOverlap, Optim: optim.Config{
-		LR: 1e-2, WeightDecay: 0.01, ClipGrad: l.clip, Distributed: l.distributed, BucketSize: 1500}})
+		LR: 1e-2, WeightDecay: 0.01, ClipGrad: l.clip, Distributed: l.distributed, BucketSize: 1500,
+		OverlapParamGather: l.gather}})
 	if err != nil {
 		return out, err
 	}
@@ -194,6 +199,9 @@ func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (o
 		if res.Losses != nil && mesh.Coord().DP == 0 && mesh.Coord().TP == 0 {
 			out.Micro[step] = res.Losses
 		}
+	}
+	if err := tr.Optimizer().FinishParamGather(); err != nil {
+		return out, err
 	}
 	if mesh.Coord().DP == 0 {
 		for _, p := range GPTParts(chunks).Params() {

@@ -19,13 +19,17 @@ type Config struct {
 	// (optim.MeshGroups).
 	Optim optim.Config
 	// NoOverlap reduces every gradient bucket after the schedule instead of during the
-	// last micro-batch's backward pass (the results are the same).
+	// last micro-batch's backward pass (the results are the same). The library overlaps
+	// by default; Megatron's command line does not (--overlap-grad-reduce), and the
+	// examples follow it. Optim.OverlapParamGather overlaps the distributed optimizer's
+	// parameter all-gather with the next forward pass.
 	NoOverlap bool
 	// P2PShape, if its Shape is set, is the shape of every activation sent between
 	// stages, which spares the shape headers; leave it zero for variable sequence
 	// lengths.
 	P2PShape parallel.P2PShape
-	// Trace, if set, records this rank's steps, transfers and reductions.
+	// Trace, if set, records this rank's steps, transfers, reductions and parameter
+	// all-gathers (it is the optimizer's trace too, unless Optim.Trace is set).
 	Trace *parallel.Trace
 }
 
@@ -65,6 +69,9 @@ type tiedGrad struct {
 func New(ctx context.Context, mesh *parallel.Mesh, dev *tensor.Device, parts Parts, cfg Config) (*Trainer, error) {
 	if cfg.Optim.Groups == (optim.Groups{}) {
 		cfg.Optim.Groups = optim.MeshGroups(mesh)
+	}
+	if cfg.Optim.Trace == nil {
+		cfg.Optim.Trace = cfg.Trace
 	}
 	t := &Trainer{mesh: mesh, dev: dev, parts: parts, cfg: cfg}
 	var err error
@@ -129,7 +136,10 @@ type StepResult struct {
 
 // Step runs one training step: it zeroes the gradients, runs schedule s (fwd computes a
 // micro-batch's forward pass through one chunk; see parallel.ForwardFunc), finishes the
-// gradient reduction (FinishGradSync) and steps the optimizer. A panic (a failed
+// gradient reduction (FinishGradSync) and steps the optimizer. Under
+// Optim.OverlapParamGather the updated parameters are all-gathered during the next
+// Step's (or Eval's) forward passes: before reading them otherwise (saving, comparing),
+// call Optimizer().FinishParamGather() on every rank. A panic (a failed
 // collective inside autograd) is recovered into the returned error; after an error abort
 // the job, as the groups are out of step.
 func (t *Trainer) Step(ctx context.Context, s parallel.Schedule, fwd parallel.ForwardFunc) (res StepResult, err error) {
@@ -170,9 +180,13 @@ func (t *Trainer) Step(ctx context.Context, s parallel.Schedule, fwd parallel.Fo
 }
 
 // Eval runs the forward steps of s with gradient recording off and returns the mean
-// micro-batch loss, averaged over DP, on every rank.
+// micro-batch loss, averaged over DP, on every rank. It first completes a parameter
+// all-gather left pending by the last Step (optim.Optimizer.FinishParamGather).
 func (t *Trainer) Eval(ctx context.Context, s parallel.Schedule, fwd parallel.ForwardFunc) (loss float64, err error) {
 	defer recoverInto(&err)
+	if err := t.opt.FinishParamGather(); err != nil {
+		return 0, err
+	}
 	scope := t.dev.NewScope()
 	defer scope.Close()
 	losses, err := t.pipe.Eval(ctx, s, fwd, t.cfg.Trace)

@@ -102,8 +102,9 @@ func TestTiedCopiesStayEqual(t *testing.T) {
 }
 
 // TestDistributedOptimizerAndOverlap: the distributed optimizer (reduce-scatter, sharded
-// step, all-gather) and reducing without overlap give the same training as the plain
-// all-reduce with overlap, bit for bit: each is the same element-wise arithmetic.
+// step, all-gather), reducing without overlap and all-gathering the parameters during
+// the next forward pass give the same training as the plain all-reduce with overlap,
+// bit for bit: each is the same element-wise arithmetic.
 func TestDistributedOptimizerAndOverlap(t *testing.T) {
 	base := layout{tp: 2, pp: 2, dp: 2, sp: true}
 	want := train3D(t, base, 4)
@@ -111,6 +112,7 @@ func TestDistributedOptimizerAndOverlap(t *testing.T) {
 		{tp: 2, pp: 2, dp: 2, sp: true, distributed: true},
 		{tp: 2, pp: 2, dp: 2, sp: true, noOverlap: true},
 		{tp: 2, pp: 2, dp: 2, sp: true, interleaved: true, distributed: true},
+		{tp: 2, pp: 2, dp: 2, sp: true, interleaved: true, distributed: true, gather: true},
 	} {
 		t.Run(l.String(), func(t *testing.T) {
 			compareExact(t, want, train3D(t, l, 4))

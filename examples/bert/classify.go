@@ -130,7 +130,7 @@ func newClassifier(ctx context.Context, cfg *config, model nn.BERTConfig, task *
 	if err != nil {
 		return nil, err
 	}
-	if c.trainer, err = train.New(ctx, mesh, dev, parts, train.Config{Optim: ocfg}); err != nil {
+	if c.trainer, err = train.New(ctx, mesh, dev, parts, c.cfg.TrainConfig(ocfg)); err != nil {
 		return nil, err
 	}
 	st := &checkpoint.State{Model: checkpoint.BERTModel(model), Params: pretrainedParams}

@@ -172,7 +172,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 		return nil, err
 	}
 	parts := train.BERTParts(chunks)
-	trainer, err := train.New(work, mesh, dev, parts, train.Config{Optim: ocfg})
+	trainer, err := train.New(work, mesh, dev, parts, cfg.TrainConfig(ocfg))
 	if err != nil {
 		return nil, err
 	}

@@ -136,7 +136,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	if err != nil {
 		return nil, err
 	}
-	trainer, err := train.New(work, mesh, dev, train.GPTParts(chunks), train.Config{Optim: ocfg})
+	trainer, err := train.New(work, mesh, dev, train.GPTParts(chunks), cfg.TrainConfig(ocfg))
 	if err != nil {
 		return nil, err
 	}

@@ -158,7 +158,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	if err != nil {
 		return nil, err
 	}
-	trainer, err := train.New(work, mesh, dev, parts, train.Config{Optim: ocfg})
+	trainer, err := train.New(work, mesh, dev, parts, cfg.TrainConfig(ocfg))
 	if err != nil {
 		return nil, err
 	}

@@ -20,4 +20,6 @@
 // its first global index, Region the block it covers); with d = −1 every TP rank holds
 // the whole parameter and TPRank is 0. The metadata is set once, when nn builds the
 // parameter; optimizers and checkpoints read it and update the tensor's values in place.
+// The one hook a Param carries (SetBeforeForward) is set by whoever owns its storage (an
+// optimizer that gathers it in the background) and called by forward passes.
 package param

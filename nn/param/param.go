@@ -32,6 +32,8 @@ type Param struct {
 	SequenceParallel bool
 	// NoWeightDecay excludes the parameter from weight decay (biases and 1-D parameters).
 	NoWeightDecay bool
+
+	beforeForward func() // see SetBeforeForward
 }
 
 // Start returns the global index of this shard's first element along each dim.
@@ -46,4 +48,21 @@ func (p *Param) Start() []int {
 // Region returns the part of the global parameter this shard holds.
 func (p *Param) Region() tensor.Region {
 	return tensor.Region{Full: p.GlobalShape, Start: p.Start(), Size: p.Shape()}
+}
+
+// SetBeforeForward makes fn run whenever a forward pass is about to read p's values:
+// package nn's models call BeforeForward on a layer's parameters before running the
+// layer, and on the embedding's and the head's before using them. fn may block; nil
+// removes the hook. It is Megatron's forward pre-hook: package optim sets it under the
+// overlapped parameter all-gather, to wait until the bucket holding p has been gathered
+// (and fn then panics with the gather's error, if it failed). A model of one's own that
+// trains with that optimizer must call BeforeForward the same way. Set it before
+// training, not while a forward pass runs.
+func (p *Param) SetBeforeForward(fn func()) { p.beforeForward = fn }
+
+// BeforeForward runs the function set by SetBeforeForward, if any.
+func (p *Param) BeforeForward() {
+	if p.beforeForward != nil {
+		p.beforeForward()
+	}
 }

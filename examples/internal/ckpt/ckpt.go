@@ -124,6 +124,9 @@ func (c *Checkpointer) Saved(ctx context.Context, it int, last bool, rep *report
 	if c.f.Save == "" || !last && (c.f.SaveInterval == 0 || it%c.f.SaveInterval != 0) {
 		return nil
 	}
+	if err := c.State.Optimizer.FinishParamGather(); err != nil { // whole weights (--overlap-param-gather)
+		return err
+	}
 	if err := c.checkFinite(ctx, it); err != nil {
 		return err
 	}

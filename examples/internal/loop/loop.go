@@ -55,8 +55,19 @@ func (r Result) Stopped() bool { return r.Interrupted || r.Exited }
 // with --exit-signal-handler; --exit-interval and --exit-duration-in-mins stop it too,
 // saving that iteration. The collectives run under context.WithoutCancel(ctx), so none
 // is cut off halfway. A loss that is not finite, or an fp16 loss scaler that gives up
-// (see health), ends Run with an error before that iteration is saved.
+// (see health), ends Run with an error before that iteration is saved. Run leaves the
+// parameters whole: under --overlap-param-gather it completes the gather the last
+// iteration left to the next forward pass (so does each validation and save).
 func (l *Loop) Run(ctx context.Context, first int) (Result, error) {
+	res, err := l.run(ctx, first)
+	if err == nil {
+		err = l.Trainer.Optimizer().FinishParamGather()
+	}
+	return res, err
+}
+
+// run is Run without completing the parameter all-gather.
+func (l *Loop) run(ctx context.Context, first int) (Result, error) {
 	work := context.WithoutCancel(ctx)
 	start := l.Start
 	if start.IsZero() {
@@ -124,6 +135,9 @@ func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *
 		}
 	}
 	if l.Eval != nil && cfg.EvalAfter(it+1) {
+		if err := l.Trainer.Optimizer().FinishParamGather(); err != nil {
+			return false, err
+		}
 		if err := l.Eval(it + 1); err != nil {
 			return false, err
 		}

@@ -58,6 +58,7 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 	}
 	errs = append(errs, c.checkLayout(world)...)
 	errs = append(errs, c.checkOptimizer()...)
+	errs = append(errs, c.checkOverlap()...)
 	errs = append(errs, c.checkModel(model)...)
 	errs = append(errs, c.Flags.Check()...)
 	if c.EvalOnly && c.EvalIters < 1 {
@@ -252,6 +253,7 @@ func (c *Common) OptimConfig() (optim.Config, error) {
 	}
 	cfg := optim.Config{Rule: optim.AdamW{Beta1: c.AdamBeta1, Beta2: c.AdamBeta2, Eps: c.AdamEps},
 		Schedule: sched, ClipGrad: c.ClipGrad, Distributed: c.DistributedOptimizer}
+	c.overlapOptim(&cfg)
 	if c.FP16 {
 		if c.LossScale > 0 {
 			cfg.Scaler = optim.ConstantScaler{Value: c.LossScale}

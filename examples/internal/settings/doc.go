@@ -15,6 +15,11 @@
 //   - numbers.go: the checks of float settings (NonNegativeNumbers, PositiveNumbers,
 //     Fractions: NaN and infinities are refused too) and Warnings.
 //   - writable.go: CheckWritable, which probes --save and --out-dir before any work.
+//   - overlap.go: Megatron's data-parallel overlap flags (--overlap-grad-reduce,
+//     --ddp-bucket-size, --overlap-param-gather), their checks, BucketSize and
+//     TrainConfig. As on Megatron's command line, nothing overlaps by default (package
+//     train's library default is the reverse); the bucket layout does not depend on the
+//     overlap flags, so results are bit-identical with and without them.
 //
 // # Errors
 //

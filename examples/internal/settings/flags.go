@@ -51,6 +51,11 @@ type Common struct {
 	DistributedOptimizer          bool
 	Ranks                         int
 
+	// Data-parallel overlap (overlap.go): --overlap-grad-reduce, --ddp-bucket-size
+	// (elements; 0: Megatron's default) and --overlap-param-gather.
+	OverlapGradReduce, OverlapParamGather bool
+	DDPBucketSize                         int
+
 	// Data.
 	DataPath                            []string
 	Split                               string
@@ -140,6 +145,7 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.DistributedBackend, "distributed-backend", c.DistributedBackend, "tcp (gloo is accepted as tcp) or nccl, for runs under megago launch")
 	fs.BoolVar(&c.DistributedOptimizer, "use-distributed-optimizer", c.DistributedOptimizer, "shard optimizer state over data-parallel ranks (ZeRO-1)")
 	fs.IntVar(&c.Ranks, "ranks", c.Ranks, "ranks to run as goroutines in this process (TP × PP × DP)")
+	c.registerOverlap(fs)
 
 	fs.Var((*dataPath)(&c.DataPath), "data-path", "indexed dataset prefixes, each optionally preceded by a blend weight: [W1] PREFIX1 [W2 PREFIX2 ...] (default: the Go standard library's sources)")
 	fs.StringVar(&c.Split, "split", c.Split, "train,valid,test proportions of the documents")

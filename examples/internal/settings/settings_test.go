@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"megago/nn"
 )
 
 func parse(t *testing.T, args ...string) (*Common, error) {
@@ -74,4 +76,53 @@ func TestNumbers(t *testing.T) {
 		PositiveNumbers(map[string]float64{"--a": 0, "--b": nan, "--c": 1e-30}))
 	assert.Equal(t, []string{"--a NaN is outside [0, 1)", "--b 1 is outside [0, 1)", "--d -0.1 is outside [0, 1)"},
 		Fractions(map[string]float64{"--a": nan, "--b": 1, "--c": 0, "--d": -0.1}))
+}
+
+// TestOverlapFlags: Megatron's overlap flags and what they set, and the settings that
+// cannot work, refused by Check before any work.
+func TestOverlapFlags(t *testing.T) {
+	model := func(c *Common) func() nn.TransformerConfig {
+		return func() nn.TransformerConfig {
+			return nn.TransformerConfig{NumLayers: c.NumLayers, Hidden: c.HiddenSize, Heads: c.NumAttentionHeads, Vocab: 256,
+				MaxPosition: c.MaxPositionEmbeddings}
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		want       []string // Check's messages
+		bucket     int
+		noOverlap  bool
+		overlapOpt bool
+	}{
+		{"defaults: nothing overlaps", []string{"--ranks", "2"}, nil, 40_000_000, true, false},
+		{"Megatron's default bucket grows with DP", []string{"--ranks", "64"}, nil, 64_000_000, true, false},
+		{"overlapped reduction", []string{"--ranks", "2", "--overlap-grad-reduce", "--ddp-bucket-size", "1000"}, nil, 1000, false, false},
+		{"the bucket size does not depend on overlapping", []string{"--ranks", "2", "--ddp-bucket-size", "1000"}, nil, 1000, true, false},
+		{"overlapped gather", []string{"--ranks", "2", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"},
+			nil, 40_000_000, false, true},
+		{"gather without the distributed optimizer", []string{"--ranks", "2", "--overlap-grad-reduce", "--overlap-param-gather"},
+			[]string{"--overlap-param-gather only supported with distributed optimizer (--use-distributed-optimizer)"}, 0, false, false},
+		{"gather without overlapped reduction", []string{"--ranks", "2", "--use-distributed-optimizer", "--overlap-param-gather"},
+			[]string{"Must use --overlap-param-gather with --overlap-grad-reduce"}, 0, false, false},
+		{"zero bucket size", []string{"--ddp-bucket-size", "0"}, []string{"--ddp-bucket-size must be at least 1, got 0"}, 0, false, false},
+		{"negative bucket size", []string{"--overlap-grad-reduce", "--ddp-bucket-size", "-5"},
+			[]string{"--ddp-bucket-size must be at least 1, got -5"}, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(t, tc.args...)
+			require.NoError(t, err)
+			errs := c.Check(0, model(c))
+			if tc.want != nil {
+				assert.Equal(t, tc.want, errs)
+				return
+			}
+			require.Empty(t, errs)
+			ocfg, err := c.OptimConfig()
+			require.NoError(t, err)
+			assert.Equal(t, tc.bucket, ocfg.BucketSize)
+			assert.Equal(t, tc.overlapOpt, ocfg.OverlapParamGather)
+			assert.Equal(t, tc.noOverlap, c.TrainConfig(ocfg).NoOverlap)
+		})
+	}
 }

@@ -1,4 +1,4 @@
-// runtime.cpp: the emulator's launch table and entry points, appended after the kernels.
+// runtime.hpp: the emulator's launch table and entry points, appended after the kernels.
 
 template <typename... A, size_t... I>
 void emu_call_impl(void (*f)(A...), void** p, std::index_sequence<I...>) {

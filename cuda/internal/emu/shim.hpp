@@ -1,5 +1,5 @@
-// shim.hpp: just enough of CUDA C++ for the kernels of ../../kernels to run on the host,
-// for emulator_test.go. A block's threads are std::threads; __syncthreads is a
+// shim.hpp: just enough of CUDA C++ for the kernels of ../kernels to run on the host
+// (see doc.go). A block's threads are std::threads; __syncthreads is a
 // std::barrier (a thread that returns drops out of it, as on the GPU); warp shuffles go
 // through a per-block buffer between two barriers, which is correct because every
 // shuffle in the kernels is executed by all threads of the block together. Blocks run one

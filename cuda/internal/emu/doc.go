@@ -1,0 +1,39 @@
+// Package emu is package cuda's kernel emulator: an emulated GPU whose kernels are the
+// CUDA C sources of ../kernels compiled for the host by g++, and an emulated NCCL over
+// its memory, so that the GPU code path runs where there is no GPU (CI, laptops).
+//
+// # Reading order
+//
+//   - source.go: Source, the C++ translation unit: shim.hpp (just enough CUDA C++: a
+//     block's threads are host threads from a pool, __syncthreads a barrier, __shared__
+//     variables statics), every kernel module, runtime.hpp (the launch table, memory,
+//     and a GEMM that is a plain loop in double) and the table of kernels by name.
+//   - build.go: the shared library's build with g++ and its disk cache.
+//   - device.go: Open and Device: memory (host memory the emulator allocated, addressed
+//     by its host address), copies, kernel launches and GEMMs.
+//   - nccl.go: NCCL, the emulated collective library: communicators meet by unique id in
+//     the process and exchange data through package parallel's in-process transport.
+//
+// # What it checks
+//
+// The kernels' logic (indexing, reductions across a block's threads, barriers, atomics,
+// warp shuffles, bf16/fp16 rounding), the launch geometry and arguments package cuda
+// passes, the order of its copies and the NCCL calls of its Comm. It says nothing about
+// the CUDA driver, cuBLASLt (its GEMMs are a loop with cuBLASLt's semantics), NCCL's
+// transports, memory limits or speed; kernels run one block after another, so races
+// between blocks go unnoticed.
+//
+// # Process-wide state
+//
+// The shared library's statics (the thread pool, gridDim and blockDim, __shared__
+// variables) exist once per process, so kernel launches take one process-wide lock
+// (launchMu), and communicators meet in one process-wide table (ncclWorld). These two
+// are this package's only mutable package-level variables; the equivalent state of a
+// real GPU lives in its driver and in libnccl, which are per process too.
+//
+// # Cache
+//
+// The library is written to DIR/emu-HASH.so, HASH being the SHA-256 of its source, via
+// a temporary name, fsync and rename (package atomicfile), so processes building it at
+// the same time each get a complete file. The first build takes about a minute.
+package emu

@@ -22,24 +22,7 @@ import (
 func emulatedRanks(t *testing.T, n int, fn func(ctx context.Context, boot parallel.Comm, c *Comm, dev *tensor.Device) error) {
 	t.Helper()
 	requireEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err := parallel.RunLocal(n, func(boot parallel.Comm) error {
-		b, err := Open(Config{Search: emulatorEnv()})
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		c, err := NewComm(ctx, boot, b)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return fn(ctx, boot, c, tensor.NewDevice(b))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ncclRanks(t, n, func(int) Config { return Config{Search: emulatorEnv()} }, fn)
 }
 
 // TestNCCLCommEmulated runs the definition suite, then a sequence of calls on random

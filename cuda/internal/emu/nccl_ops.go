@@ -83,114 +83,96 @@ func callErr(err error) error {
 	return fmt.Errorf("emulated NCCL: %w", pe.Err)
 }
 
-// AllReduce reduces count elements of send over the ranks into recv.
-func (e *NCCL) AllReduce(ctx context.Context, send, recv driver.DevicePtr, count int, dt, op int32, h nccl.Handle, _ driver.Stream) error {
+// do runs f, one call on h's communicator, and stores the host tensor it returns (none
+// for Send) at dst.
+func (e *NCCL) do(h nccl.Handle, dst driver.DevicePtr, f func(c parallel.Comm) (*tensor.Tensor, error)) error {
 	c, err := comm(h)
 	if err != nil {
 		return err
 	}
-	o, err := reduction(op)
+	t, err := f(c.c)
 	if err != nil {
-		return err
-	}
-	t, err := e.host(dt, count, send)
-	if err != nil {
-		return err
-	}
-	if err := c.c.AllReduce(ctx, t, o); err != nil {
 		return callErr(err)
 	}
-	e.store(recv, t)
+	if t != nil {
+		e.store(dst, t)
+	}
 	return nil
+}
+
+// AllReduce reduces count elements of send over the ranks into recv.
+func (e *NCCL) AllReduce(ctx context.Context, send, recv driver.DevicePtr, count int, dt, op int32, h nccl.Handle, _ driver.Stream) error {
+	return e.do(h, recv, func(c parallel.Comm) (*tensor.Tensor, error) {
+		o, err := reduction(op)
+		if err != nil {
+			return nil, err
+		}
+		t, err := e.host(dt, count, send)
+		if err != nil {
+			return nil, err
+		}
+		return t, c.AllReduce(ctx, t, o)
+	})
 }
 
 // Broadcast sets count elements of recv on every rank to root's send.
 func (e *NCCL) Broadcast(ctx context.Context, send, recv driver.DevicePtr, count int, dt int32, root int, h nccl.Handle, _ driver.Stream) error {
-	c, err := comm(h)
-	if err != nil {
-		return err
-	}
-	t, err := e.host(dt, count, send)
-	if err != nil {
-		return err
-	}
-	if err := c.c.Broadcast(ctx, t, root); err != nil {
-		return callErr(err)
-	}
-	e.store(recv, t)
-	return nil
+	return e.do(h, recv, func(c parallel.Comm) (*tensor.Tensor, error) {
+		t, err := e.host(dt, count, send)
+		if err != nil {
+			return nil, err
+		}
+		return t, c.Broadcast(ctx, t, root)
+	})
 }
 
 // ReduceScatter reduces send (recvCount elements per rank) over the ranks and sets recv
 // to this rank's part.
 func (e *NCCL) ReduceScatter(ctx context.Context, send, recv driver.DevicePtr, recvCount int, dt, op int32, h nccl.Handle, _ driver.Stream) error {
-	c, err := comm(h)
-	if err != nil {
-		return err
-	}
-	o, err := reduction(op)
-	if err != nil {
-		return err
-	}
-	src, err := e.host(dt, recvCount*c.c.Size(), send)
-	if err != nil {
-		return err
-	}
-	dst, _ := e.host(dt, recvCount, 0)
-	if err := c.c.ReduceScatter(ctx, dst, src, o); err != nil {
-		return callErr(err)
-	}
-	e.store(recv, dst)
-	return nil
+	return e.do(h, recv, func(c parallel.Comm) (*tensor.Tensor, error) {
+		o, err := reduction(op)
+		if err != nil {
+			return nil, err
+		}
+		src, err := e.host(dt, recvCount*c.Size(), send)
+		if err != nil {
+			return nil, err
+		}
+		dst, _ := e.host(dt, recvCount, 0)
+		return dst, c.ReduceScatter(ctx, dst, src, o)
+	})
 }
 
 // AllGather sets recv to every rank's sendCount elements of send, in rank order.
 func (e *NCCL) AllGather(ctx context.Context, send, recv driver.DevicePtr, sendCount int, dt int32, h nccl.Handle, _ driver.Stream) error {
-	c, err := comm(h)
-	if err != nil {
-		return err
-	}
-	src, err := e.host(dt, sendCount, send)
-	if err != nil {
-		return err
-	}
-	dst, _ := e.host(dt, sendCount*c.c.Size(), 0)
-	if err := c.c.AllGather(ctx, dst, src); err != nil {
-		return callErr(err)
-	}
-	e.store(recv, dst)
-	return nil
+	return e.do(h, recv, func(c parallel.Comm) (*tensor.Tensor, error) {
+		src, err := e.host(dt, sendCount, send)
+		if err != nil {
+			return nil, err
+		}
+		dst, _ := e.host(dt, sendCount*c.Size(), 0)
+		return dst, c.AllGather(ctx, dst, src)
+	})
 }
 
 // Send queues count elements of buf for rank peer and returns.
 func (e *NCCL) Send(ctx context.Context, buf driver.DevicePtr, count int, dt int32, peer int, h nccl.Handle, _ driver.Stream) error {
-	c, err := comm(h)
-	if err != nil {
-		return err
-	}
-	t, err := e.host(dt, count, buf)
-	if err != nil {
-		return err
-	}
-	if err := c.c.Send(ctx, t, peer); err != nil {
-		return callErr(err)
-	}
-	return nil
+	return e.do(h, 0, func(c parallel.Comm) (*tensor.Tensor, error) {
+		t, err := e.host(dt, count, buf)
+		if err != nil {
+			return nil, err
+		}
+		return nil, c.Send(ctx, t, peer)
+	})
 }
 
 // Recv receives count elements from rank peer into buf.
 func (e *NCCL) Recv(ctx context.Context, buf driver.DevicePtr, count int, dt int32, peer int, h nccl.Handle, _ driver.Stream) error {
-	c, err := comm(h)
-	if err != nil {
-		return err
-	}
-	t, err := e.host(dt, count, 0)
-	if err != nil {
-		return err
-	}
-	if err := c.c.Recv(ctx, t, peer); err != nil {
-		return callErr(err)
-	}
-	e.store(buf, t)
-	return nil
+	return e.do(h, buf, func(c parallel.Comm) (*tensor.Tensor, error) {
+		t, err := e.host(dt, count, 0)
+		if err != nil {
+			return nil, err
+		}
+		return t, c.Recv(ctx, t, peer)
+	})
 }

@@ -7,14 +7,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 
 	"megago/internal/atomicfile"
 )
 
-// compilerFlags are g++'s options: C++20 for std::barrier and std::atomic_ref, -O1
-// because -O2 takes much longer to build for little gain, and no warnings (the kernels
-// are CUDA C, written for NVRTC).
+// compilerFlags are g++'s options: C++20 for std::atomic_ref, -O1 because -O2 takes
+// much longer to build for little gain, and no warnings (the kernels are CUDA C, written
+// for NVRTC).
 var compilerFlags = []string{"-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-w"}
+
+// flags returns compilerFlags for this machine: on amd64 without control-flow
+// protection, whose shadow stack would refuse the switches to a fiber's stack.
+func flags() []string {
+	if runtime.GOARCH == "amd64" {
+		return append(slices.Clip(compilerFlags), "-fcf-protection=none")
+	}
+	return slices.Clip(compilerFlags)
+}
 
 // maxCompilerOutput is how much of g++'s output an error quotes.
 const maxCompilerOutput = 8 << 10
@@ -47,7 +58,7 @@ func build(dir, src string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "emu.so")
-	args := append(append([]string{}, compilerFlags...), "-o", out, cpp)
+	args := append(flags(), "-o", out, cpp)
 	if msg, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("emu: building the kernel emulator: g++ %s: %v\n%s", cpp, err, clip(msg))
 	}

@@ -114,17 +114,20 @@ func (d *Device) Memset(p driver.DevicePtr, size int, v uint32, n int64) {
 	d.memset(uintptr(p), int32(size), v, uint64(n))
 }
 
-// Launch runs kernel name on a grid of blocks (one block after another, each block's
-// threads concurrently), with the parameters of args.
+// Launch runs kernel name on a grid of blocks, one block after another, with the
+// parameters of args.
 func (d *Device) Launch(name string, grid, block [3]uint32, args *driver.KernelArgs) error {
 	launchMu.Lock()
 	defer launchMu.Unlock()
 	r := d.launch(name, grid[0], grid[1], grid[2], block[0], block[1], block[2], args.Params())
 	runtime.KeepAlive(args)
-	if r != 0 {
+	switch r {
+	case 0:
+		return nil
+	case -1:
 		return fmt.Errorf("emu: no kernel %s", name)
 	}
-	return nil
+	return fmt.Errorf("emu: %s: blocks of %d×%d×%d threads (at most 1024)", name, block[0], block[1], block[2])
 }
 
 // gemmArgs is emu_gemm's struct (runtime.hpp's EmuGemm, 8-byte fields).

@@ -13,58 +13,130 @@ static std::map<std::string, std::function<void(void**)>>& emu_registry() {
   return m;
 }
 
-// A pool of 1024 persistent worker threads, one per possible thread of a block: starting
-// threads per block is what makes a naive emulator slow.
-struct EmuJob {
-  std::function<void(void**)>* fn;
-  void** params;
-  dim3 block;
-  std::barrier<>* bar;
-  std::latch* fin;
+// Fibers: a block's threads run on the launching thread, each on its own stack, and
+// switch only where they yield (emu_yield: __syncthreads and shuffles) or return. The
+// scheduler resumes every thread still running in turn, each running to its next yield:
+// after such a pass all of them have reached the same barrier (or returned), which is
+// __syncthreads's meaning. Switching costs a few instructions, not an OS thread switch.
+static const size_t emu_stack_bytes = 256 << 10;  // kernels keep small arrays on the stack
+
+struct EmuFiber {
+  void* sp;   // saved stack pointer while switched out
+  char* stack;
+  bool done;
 };
-static EmuJob emu_job;
-static std::vector<std::binary_semaphore*>& emu_pool() {
-  static std::vector<std::binary_semaphore*> sems = [] {
-    std::vector<std::binary_semaphore*> s;
-    for (unsigned i = 0; i < 1024; i++) {
-      auto* sem = new std::binary_semaphore(0);
-      s.push_back(sem);
-      std::thread([sem, i] {
-        for (;;) {
-          sem->acquire();
-          EmuJob j = emu_job;
-          threadIdx = {i % blockDim.x, (i / blockDim.x) % blockDim.y, i / (blockDim.x * blockDim.y)};
-          blockIdx = j.block;
-          emu_bar = j.bar;
-          emu_tid = i;
-          (*j.fn)(j.params);
-          j.bar->arrive_and_drop();
-          j.fin->count_down();
-        }
-      }).detach();
-    }
-    return s;
-  }();
-  return sems;
+static EmuFiber emu_fibers[1024];
+static void* emu_sched_sp;  // the scheduler's, while a thread runs
+static unsigned emu_cur;    // the running thread
+static std::function<void(void**)>* emu_fn;
+static void** emu_params;
+
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+// emu_swap saves the callee-saved registers on the current stack, stores the stack
+// pointer in *save, and resumes the context whose stack pointer is to.
+extern "C" void emu_swap(void** save, void* to);
+asm(R"(
+.text
+.globl emu_swap
+.type emu_swap,@function
+emu_swap:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size emu_swap, .-emu_swap
+)");
+
+static void emu_fiber_main();
+
+// emu_fiber_start prepares fiber f to enter emu_fiber_main when first resumed: below the
+// stack's top, the entry as a return address (aligned as a call would leave it) and
+// six zero registers for emu_swap to pop.
+static void emu_fiber_start(EmuFiber& f) {
+  auto* sp = (uint64_t*)(f.stack + emu_stack_bytes);
+  *--sp = 0;
+  *--sp = (uint64_t)(void*)emu_fiber_main;
+  for (int i = 0; i < 6; i++) *--sp = 0;
+  f.sp = sp;
+}
+static void emu_to_fiber(EmuFiber& f) { emu_swap(&emu_sched_sp, f.sp); }
+static void emu_to_scheduler(EmuFiber& f) { emu_swap(&f.sp, emu_sched_sp); }
+#else
+// Elsewhere, ucontext (slower: it saves the signal mask with a system call).
+#include <ucontext.h>
+static ucontext_t emu_sched_ctx, emu_ctx[1024];
+static void emu_fiber_main();
+static void emu_fiber_start(EmuFiber& f) {
+  auto& c = emu_ctx[&f - emu_fibers];
+  getcontext(&c);
+  c.uc_stack.ss_sp = f.stack;
+  c.uc_stack.ss_size = emu_stack_bytes;
+  c.uc_link = nullptr;
+  makecontext(&c, emu_fiber_main, 0);
+}
+static void emu_to_fiber(EmuFiber& f) { swapcontext(&emu_sched_ctx, &emu_ctx[&f - emu_fibers]); }
+static void emu_to_scheduler(EmuFiber& f) { swapcontext(&emu_ctx[&f - emu_fibers], &emu_sched_ctx); }
+#endif
+
+__attribute__((noinline)) void emu_yield() { emu_to_scheduler(emu_fibers[emu_cur]); }
+
+// emu_fiber_main runs the kernel as the current thread and never returns: a finished
+// thread switches to the scheduler for good (its stack is reused by the next block).
+static void emu_fiber_main() {
+  (*emu_fn)(emu_params);
+  emu_fibers[emu_cur].done = true;
+  emu_to_scheduler(emu_fibers[emu_cur]);
+  __builtin_trap();
 }
 
-// emu_launch runs every block of the grid in turn, each with its threads concurrently.
+// emu_run_block runs the nt threads of the current block to completion.
+static void emu_run_block(unsigned nt) {
+  for (unsigned t = 0; t < nt; t++) {
+    EmuFiber& f = emu_fibers[t];
+    if (!f.stack) f.stack = (char*)std::aligned_alloc(64, emu_stack_bytes);
+    f.done = false;
+    emu_fiber_start(f);
+  }
+  for (unsigned live = nt; live > 0;) {
+    for (unsigned t = 0; t < nt; t++) {
+      EmuFiber& f = emu_fibers[t];
+      if (f.done) continue;
+      threadIdx = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
+      emu_tid = emu_cur = t;
+      emu_to_fiber(f);
+      if (f.done) live--;
+    }
+  }
+}
+
+// emu_launch runs every block of the grid in turn (the caller holds the process's
+// launch lock).
 extern "C" int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, void** params) {
   auto it = emu_registry().find(name);
   if (it == emu_registry().end()) return -1;
-  auto& pool = emu_pool();
+  unsigned nt = bx * by * bz;
+  if (nt == 0 || nt > 1024) return -2;
   gridDim = {gx, gy, gz};
   blockDim = {bx, by, bz};
-  unsigned nt = bx * by * bz;
+  emu_fn = &it->second;
+  emu_params = params;
   for (unsigned z = 0; z < gz; z++)
     for (unsigned y = 0; y < gy; y++)
       for (unsigned x = 0; x < gx; x++) {
-        std::barrier<> bar((ptrdiff_t)nt);
-        std::latch fin((ptrdiff_t)nt);
-        emu_job = {&it->second, params, {x, y, z}, &bar, &fin};
-        for (unsigned t = 0; t < nt; t++) pool[t]->release();
-        fin.wait();
+        blockIdx = {x, y, z};
+        emu_run_block(nt);
       }
   return 0;
 }

@@ -125,31 +125,32 @@
 // tensor.Open("cuda"), open the kernel emulator instead of a GPU, in any program and on
 // any machine with g++ (C++20): no GPU, libcuda, cuBLASLt, NVRTC or NCCL is needed. Its
 // kernels are the CUDA C sources of internal/kernels compiled by g++ for the host, a
-// block's threads running as host threads (a block after another); its GEMMs are a plain
-// loop in double precision with cuBLASLt's semantics and epilogues; its memory is host
-// memory. The library is built on first use (about a minute) into the cache folder's
-// emu/ subfolder (Config.CacheDir, else DefaultCacheDir), under the SHA-256 of its
-// source, so a change to a kernel rebuilds it and concurrent processes share it. A
-// failed build (no g++, a compile error) is an error from Open that quotes the
-// compiler's output, never a silent fallback. The emulated device reports itself as
-// "kernel emulator" and ignores Config.Device.
+// block's threads running as fibers on the calling thread (a block after another, a
+// thread after another between barriers); its GEMMs are a plain loop in double precision
+// with cuBLASLt's semantics and epilogues; its memory is host memory. The library is
+// built on first use (tens of seconds) into the cache folder's emu/ subfolder
+// (Config.CacheDir, else DefaultCacheDir), under the SHA-256 of its source and compiler
+// flags, so a change to a kernel rebuilds it and concurrent processes share it. A failed
+// build (no g++, a compile error) is an error from Open that quotes the compiler's
+// output, never a silent fallback. The emulated device reports itself as "kernel
+// emulator" and ignores Config.Device.
 //
 // Its NCCL is emulated too: NewComm on emulator Backends creates Comms whose calls go
-// through the same code as on a GPU to an in-process NCCL, where the ranks, goroutines of
-// one process with a Backend each, meet by unique id and exchange data through the
+// through the same code as on a GPU to an in-process NCCL, where the ranks, goroutines
+// of one process with a Backend each, meet by unique id and exchange data through the
 // in-process transport (reductions in rank order, as parallel.RunLocal's). So a program
 // runs --ranks N goroutine ranks with NCCL collectives and point-to-point on one machine
 // (see ExampleNewComm); ranks in separate processes cannot meet on the emulator.
 //
 // What it checks: the kernels' logic (indexing, block reductions, barriers, shuffles,
-// atomics, bf16/fp16 rounding, Philox streams), the launch geometry and arguments, the
-// backend's copies and allocator, and the Comm's NCCL calls (types, counts, staging).
-// What it does not: the CUDA driver and its streams (every call completes before it
-// returns), cuBLASLt and TF32, NVRTC, real NCCL and its transports, memory limits, races
-// between blocks, and speed (it runs on the CPU, one block after another: use small
-// models). The emulator's library is shared by the process: kernel launches take one
-// process-wide lock (internal/emu's launchMu, the package's only lock of that kind), so
-// any number of Backends and goroutine ranks may use it at once.
+// bf16/fp16 rounding, Philox streams), the launch geometry and arguments, the backend's
+// copies and allocator, and the Comm's NCCL calls (types, counts, staging). What it does
+// not: the CUDA driver and its streams (every call completes before it returns),
+// cuBLASLt and TF32, NVRTC, real NCCL and its transports, memory limits, races (atomics
+// are never contended; blocks, and threads between barriers, run one after another), and
+// speed (it runs on one CPU core per launch: use small models). The emulator's library
+// is shared by the process: kernel launches take one process-wide lock (internal/emu's
+// launchMu), so any number of Backends and goroutine ranks may use it at once.
 //
 // # Testing
 //

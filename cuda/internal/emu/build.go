@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 
 	"megago/internal/atomicfile"
 )
@@ -30,12 +31,14 @@ func flags() []string {
 // maxCompilerOutput is how much of g++'s output an error quotes.
 const maxCompilerOutput = 8 << 10
 
-// build returns the path of the library built from src in dir: dir/emu-HASH.so, built
-// with g++ unless it is there already. Its source is written beside it
+// build returns the path of the library built from src in dir: dir/emu-HASH.so (HASH
+// the SHA-256 of the compiler's flags and src), built with g++ unless it is there
+// already. Its source is written beside it
 // (dir/emu-HASH.cpp) so that g++'s messages point into a file one can read. Both are
 // written atomically, so concurrent builds (other processes) each find a whole file.
 func build(dir, src string) (string, error) {
-	sum := sha256.Sum256([]byte(src))
+	args := flags()
+	sum := sha256.Sum256([]byte(strings.Join(args, " ") + "\n" + src))
 	base := filepath.Join(dir, "emu-"+hex.EncodeToString(sum[:16]))
 	so := base + ".so"
 	if _, err := os.Stat(so); err == nil {
@@ -58,7 +61,7 @@ func build(dir, src string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "emu.so")
-	args := append(flags(), "-o", out, cpp)
+	args = append(args, "-o", out, cpp)
 	if msg, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("emu: building the kernel emulator: g++ %s: %v\n%s", cpp, err, clip(msg))
 	}

@@ -13,9 +13,9 @@ import (
 	"megago/cuda/internal/driver"
 )
 
-// launchMu serialises kernel launches in the process: the library's statics (its thread
-// pool, gridDim, blockDim, the current block's job, __shared__ variables) are one set
-// per process, whichever Device launches. One of the package's two process-wide
+// launchMu serialises kernel launches in the process: the library's statics (its
+// fibers, gridDim, blockDim, the running thread's coordinates, __shared__ variables) are
+// one set per process, whichever Device launches. One of the package's two process-wide
 // variables (see the package doc).
 var launchMu sync.Mutex
 

@@ -109,6 +109,7 @@ func (e *NCCL) InitRank(ctx context.Context, id nccl.UniqueID, nranks, rank int)
 	select {
 	case <-j.ready:
 	case <-ctx.Done():
+		j.stop[rank] <- ctx.Err() // the job fails for the peers too
 		return 0, ctx.Err()
 	}
 	w.mu.Lock()

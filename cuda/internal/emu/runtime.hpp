@@ -184,6 +184,8 @@ extern "C" int emu_gemm(const EmuGemm* g) {
   bool bias = e == 4 || e == 36 || e == 164, gelu = e == 32 || e == 36 || e == 160 || e == 164;
   bool aux = e == 160 || e == 164, dgelu = e == 192 || e == 208;
   if (dt < 0 || !(e == 1 || bias || gelu || dgelu || e == 256 || e == 512)) return -1;
+  i64 M = g->m, N = g->n, K = g->k;
+  std::vector<double> a(M * K), b(K * N), acc(N);
   for (i64 bi = 0; bi < g->batch; bi++) {
     auto A = [&](i64 i, i64 k) {
       return ld_d(g->a, dt, bi * g->strideA + (g->transA ? k * g->lda + i : i * g->lda + k));
@@ -191,10 +193,21 @@ extern "C" int emu_gemm(const EmuGemm* g) {
     auto B = [&](i64 k, i64 j) {
       return ld_d(g->b, dt, bi * g->strideB + (g->transB ? j * g->ldb + k : k * g->ldb + j));
     };
-    for (i64 i = 0; i < g->m; i++)
-      for (i64 j = 0; j < g->n; j++) {
-        double s = 0;
-        for (i64 k = 0; k < g->k; k++) s += A(i, k) * B(k, j);
+    // op(A) and op(B) in double, row-major, then rows of D by k-outer products: each
+    // element still sums its products in the order k = 0, 1, ...
+    for (i64 i = 0; i < M; i++)
+      for (i64 k = 0; k < K; k++) a[i * K + k] = A(i, k);
+    for (i64 k = 0; k < K; k++)
+      for (i64 j = 0; j < N; j++) b[k * N + j] = B(k, j);
+    for (i64 i = 0; i < M; i++) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (i64 k = 0; k < K; k++) {
+        double av = a[i * K + k];
+        const double* br = &b[k * N];
+        for (i64 j = 0; j < N; j++) acc[j] += av * br[j];
+      }
+      for (i64 j = 0; j < N; j++) {
+        double s = acc[j];
         i64 at = bi * g->strideD + i * g->ldd + j;
         double v = g->alpha * s;
         if (g->accumulate) v += ld_d(g->d, dt, at);
@@ -205,6 +218,7 @@ extern "C" int emu_gemm(const EmuGemm* g) {
         if (dgelu) v *= emu_gelu_grad(ld_d(g->aux, dt, ax));
         st_d(g->d, dt, at, v);
       }
+    }
     if (e == 208)
       for (i64 j = 0; j < g->n; j++) {
         double s = 0;
@@ -214,13 +228,13 @@ extern "C" int emu_gemm(const EmuGemm* g) {
     if (e == 256)
       for (i64 j = 0; j < g->n; j++) {
         double s = 0;
-        for (i64 k = 0; k < g->k; k++) s += B(k, j);
+        for (i64 k = 0; k < K; k++) s += b[k * N + j];
         st_d(g->bias, dt, j, s);
       }
     if (e == 512)
       for (i64 i = 0; i < g->m; i++) {
         double s = 0;
-        for (i64 k = 0; k < g->k; k++) s += A(i, k);
+        for (i64 k = 0; k < K; k++) s += a[i * K + k];
         st_d(g->bias, dt, i, s);
       }
   }

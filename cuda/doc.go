@@ -128,7 +128,7 @@
 // block's threads running as fibers on the calling thread (a block after another, a
 // thread after another between barriers); its GEMMs are a plain loop in double precision
 // with cuBLASLt's semantics and epilogues; its memory is host memory. The library is
-// built on first use (tens of seconds) into the cache folder's emu/ subfolder
+// built on first use (a few seconds) into the cache folder's emu/ subfolder
 // (Config.CacheDir, else DefaultCacheDir), under the SHA-256 of its source and compiler
 // flags, so a change to a kernel rebuilds it and concurrent processes share it. A failed
 // build (no g++, a compile error) is an error from Open that quotes the compiler's

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"megago/cuda/internal/driver"
-	"megago/cuda/internal/nccl"
 	"megago/tensor"
 )
 
@@ -62,7 +61,7 @@ type Backend struct {
 	pending bool             // a kernel that reports bad indices ran since the last check
 
 	// nccl loads NCCL on the first NewComm on this backend, from Config.Search.
-	nccl func() (*nccl.Lib, error)
+	nccl func() (ncclAPI, error)
 }
 
 // devBuf is a Backend's tensor.Buffer.
@@ -75,7 +74,15 @@ type devBuf struct {
 
 // Open opens a CUDA device as a tensor backend. Without a usable GPU or libraries the
 // error wraps ErrNoDevice and lists what was tried.
+//
+// With MEGAGO_CUDA_EMU=1 (EnvEmulator) in the environment (Config.Search's), it opens
+// the kernel emulator instead, whatever the machine has (see the package doc), building
+// it with g++ into the cache first if needed; a failed build is an error quoting the
+// compiler's output.
 func Open(cfg Config) (*Backend, error) {
+	if emulated(cfg.searchEnv()) {
+		return openEmulator(cfg)
+	}
 	if cfg.Device == AutoDevice {
 		d, err := autoDevice(cfg.searchEnv())
 		if err != nil {
@@ -115,7 +122,7 @@ func newBackend(dev gpu, cfg Config) (*Backend, error) {
 	p := dev.props()
 	b := &Backend{dev: dev, cfg: cfg, maxBlocks: max(1, p.SMs) * 32,
 		alloc: newAllocator(dev, fmt.Sprintf("device %d (%s)", p.Ordinal, p.Name)),
-		nccl:  sync.OnceValues(func() (*nccl.Lib, error) { return nccl.Load(cfg.searchEnv()) })}
+		nccl:  sync.OnceValues(func() (ncclAPI, error) { return loadNCCL(dev, cfg.searchEnv()) })}
 	release := dev.bind()
 	defer release()
 	var err error

@@ -3,7 +3,7 @@
 // transformer layers, and an NCCL implementation of parallel.Comm. It registers itself
 // with package tensor as "cuda", so importing it (for its side effect) makes
 // tensor.Open("cuda") work; on a machine without a GPU that returns an error wrapping
-// ErrNoDevice.
+// ErrNoDevice, unless MEGAGO_CUDA_EMU=1 asks for the kernel emulator (see below).
 //
 // # Reading order
 //
@@ -20,7 +20,9 @@
 //     with cuBLASLt epilogues, and their backward), unexported, each documented with its
 //     CPU twin.
 //   - nccl_comm.go, nccl_send.go: Comm, parallel.Comm over NCCL (NewComm,
-//     NewCommFromEnv).
+//     NewCommFromEnv); nccl_device.go: what a Comm needs from the device and from NCCL,
+//     on a real GPU or on the emulator.
+//   - emulator.go: the kernel emulator as a device (EnvEmulator).
 //
 // The raw bindings are internal packages:
 //
@@ -36,6 +38,8 @@
 //   - internal/nccl: NCCL's communicator calls.
 //   - internal/kernels: the CUDA C kernels (embedded *.cu), their modules and the NVRTC
 //     compilation with its disk cache.
+//   - internal/emu: the kernel emulator (the kernels built for the host with g++) and
+//     its emulated NCCL.
 //
 // # Finding the libraries
 //
@@ -115,16 +119,48 @@
 // points recover these panics into errors. Caller bugs (shapes, dtypes, a freed buffer)
 // panic with a message naming the op.
 //
+// # The kernel emulator
+//
+// With MEGAGO_CUDA_EMU=1 (EnvEmulator) in the environment, Open, and so
+// tensor.Open("cuda"), open the kernel emulator instead of a GPU, in any program and on
+// any machine with g++ (C++20): no GPU, libcuda, cuBLASLt, NVRTC or NCCL is needed. Its
+// kernels are the CUDA C sources of internal/kernels compiled by g++ for the host, a
+// block's threads running as fibers on the calling thread (a block after another, a
+// thread after another between barriers); its GEMMs are a plain loop in double precision
+// with cuBLASLt's semantics and epilogues; its memory is host memory. The library is
+// built on first use (a few seconds) into the cache folder's emu/ subfolder
+// (Config.CacheDir, else DefaultCacheDir), under the SHA-256 of its source and compiler
+// flags, so a change to a kernel rebuilds it and concurrent processes share it. A failed
+// build (no g++, a compile error) is an error from Open that quotes the compiler's
+// output, never a silent fallback. The emulated device reports itself as "kernel
+// emulator" and ignores Config.Device.
+//
+// Its NCCL is emulated too: NewComm on emulator Backends creates Comms whose calls go
+// through the same code as on a GPU to an in-process NCCL, where the ranks, goroutines
+// of one process with a Backend each, meet by unique id and exchange data through the
+// in-process transport (reductions in rank order, as parallel.RunLocal's). So a program
+// runs --ranks N goroutine ranks with NCCL collectives and point-to-point on one machine
+// (see ExampleNewComm); ranks in separate processes cannot meet on the emulator.
+//
+// What it checks: the kernels' logic (indexing, block reductions, barriers, shuffles,
+// bf16/fp16 rounding, Philox streams), the launch geometry and arguments, the backend's
+// copies and allocator, and the Comm's NCCL calls (types, counts, staging). What it does
+// not: the CUDA driver and its streams (every call completes before it returns),
+// cuBLASLt and TF32, NVRTC, real NCCL and its transports, memory limits, races (atomics
+// are never contended; blocks, and threads between barriers, run one after another), and
+// speed (it runs on one CPU core per launch: use small models). The emulator's library
+// is shared by the process: kernel launches take one process-wide lock (internal/emu's
+// launchMu), so any number of Backends and goroutine ranks may use it at once.
+//
 // # Testing
 //
 // Tests that need a GPU skip with a message saying so (MEGAGO_REQUIRE_GPU=1 makes them
 // fail instead); on a GPU they run the op suite, every fused kernel and a short GPT
 // training run against the CPU backend. TestKernelsCompile (in internal/kernels)
 // compiles every module for sm_80 and sm_90 with NVRTC (MEGAGO_REQUIRE_NVRTC=1 makes a
-// missing NVRTC a failure, as in CI). With MEGAGO_CUDA_EMU=1 and g++, the GPU tests run
-// on an emulator: the kernels compiled for the host with a thread per GPU thread
-// (emulator_test.go), which checks the kernels and the backend's launches without a GPU.
-// The bindings' own tests (library search, kernel arguments, the GEMM mapping, NVRTC)
+// missing NVRTC a failure, as in CI). With MEGAGO_CUDA_EMU=1 the GPU tests run on the
+// emulator, and so do the NCCL Comm tests, with goroutine ranks, against the in-process
+// transport; an emulator that fails to build fails them. The bindings' own tests (library search, kernel arguments, the GEMM mapping, NVRTC)
 // are in their internal packages. cuda/gpucheck has the script that runs the checks and
 // benchmarks on a GPU machine without Go.
 //

@@ -1,10 +1,12 @@
 package cuda_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"megago/cuda"
+	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -46,4 +48,33 @@ func ExampleLoadError() {
 	// true
 	// missing: driver
 	// tensor: open backend "cuda": cuda: driver not found: looked for libcuda.so.1, libcuda.so in /usr/lib/x86_64-linux-gnu, /usr/lib64 and through the system loader
+}
+
+// Goroutine ranks with NCCL collectives: each rank opens its own Backend (its own GPU, or
+// the kernel emulator when MEGAGO_CUDA_EMU=1 is set, where any number of ranks share the
+// host) and builds its Comm with NewComm over the in-process transport, which carries
+// NCCL's unique id. Under `megago launch` each process would use NewCommFromEnv instead.
+func ExampleNewComm() {
+	ctx := context.Background()
+	err := parallel.RunLocal(2, func(boot parallel.Comm) error {
+		b, err := cuda.Open(cuda.Config{Device: boot.Rank()})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		c, err := cuda.NewComm(ctx, boot, b)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		x := tensor.Full(tensor.NewDevice(b), tensor.F32, float64(boot.Rank()+1), 3)
+		if err := c.AllReduce(ctx, x, parallel.Sum); err != nil {
+			return err
+		}
+		fmt.Println(boot.Rank(), tensor.ToSlice[float32](x)) // [3 3 3] on both ranks
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
 }

@@ -26,10 +26,14 @@ import (
 // data is copied on the stream into a staging buffer that a second stream sends once the
 // copy is done, so a Send and a Recv in flight on two ranks cannot deadlock. Tensors on
 // another device are copied through the host.
+//
+// On the kernel emulator the Comm makes the same calls to the emulated NCCL, whose
+// collectives complete (or fail) before they return; Send still returns without waiting
+// for its Recv.
 type Comm struct {
-	nccl *nccl.Lib
+	nccl ncclAPI
 	b    *Backend
-	gpu  *realGPU
+	gpu  ncclDevice
 	h    nccl.Handle
 	boot parallel.Comm
 
@@ -50,11 +54,16 @@ type staged struct {
 // NewComm creates the NCCL communicator of boot's ranks on b's device. Every rank of boot
 // calls it; rank 0 creates the unique id and broadcasts it over boot. NCCL (libnccl) is
 // opened on the first call for b, searched for as Config.Search says; when it cannot be
-// found the error wraps ErrNoDevice.
+// found the error wraps ErrNoDevice. On the emulator (see the package doc) the emulated
+// NCCL is used.
+//
+// boot may be any parallel.Comm: the TCP transport for processes (NewCommFromEnv), or
+// the in-process transport for goroutine ranks (parallel.RunLocal), each rank with its
+// own Backend, on its own device or all on the emulator.
 func NewComm(ctx context.Context, boot parallel.Comm, b *Backend) (*Comm, error) {
-	g, ok := b.dev.(*realGPU)
+	g, ok := b.dev.(ncclDevice)
 	if !ok {
-		return nil, errors.New("cuda: NewComm needs a backend on a real device")
+		return nil, errors.New("cuda: NewComm needs a backend on a real device or the emulator")
 	}
 	lib, err := b.nccl()
 	if err != nil {
@@ -75,10 +84,10 @@ func NewComm(ctx context.Context, boot parallel.Comm, b *Backend) (*Comm, error)
 	id := wordsID(tensor.ToSlice[int64](idt))
 	release := g.bind()
 	defer release()
-	if c.h, err = lib.InitRank(id, boot.Size(), boot.Rank()); err != nil {
+	if c.h, err = lib.InitRank(ctx, id, boot.Size(), boot.Rank()); err != nil {
 		return nil, c.fail("init", err)
 	}
-	if c.sendS, err = g.drv.NewStream(); err != nil {
+	if c.sendS, err = g.newStream(); err != nil {
 		return nil, c.fail("init", err)
 	}
 	return c, nil
@@ -155,17 +164,17 @@ func ncclOp(op parallel.Op) int32 {
 // wait polls until the work queued so far on the backend's stream is done, ctx ends or
 // NCCL reports an asynchronous error; on failure it aborts the communicator.
 func (c *Comm) wait(ctx context.Context, op string) error {
-	d := c.gpu.drv
-	ev, err := d.NewSyncEvent()
+	d := c.gpu
+	ev, err := d.newEvent()
 	if err != nil {
 		return c.fail(op, err)
 	}
-	defer d.DestroyEvent(ev)
-	if err := d.Record(ev, c.gpu.stream); err != nil {
+	defer d.destroyEvent(ev)
+	if err := d.record(ev, d.mainStream()); err != nil {
 		return c.fail(op, err)
 	}
 	for pause := 20 * time.Microsecond; ; pause = min(2*pause, time.Millisecond) {
-		done, err := d.Done(ev)
+		done, err := d.reached(ev)
 		if err != nil {
 			return c.fail(op, err)
 		}
@@ -173,17 +182,21 @@ func (c *Comm) wait(ctx context.Context, op string) error {
 			return nil
 		}
 		if err := c.nccl.AsyncError(c.h); err != nil {
-			c.nccl.Abort(c.h)
-			c.closed = true
-			return c.fail(op, err)
+			return c.abort(op, err)
 		}
 		if err := ctx.Err(); err != nil {
-			c.nccl.Abort(c.h)
-			c.closed = true
-			return c.fail(op, err)
+			return c.abort(op, err)
 		}
 		time.Sleep(pause)
 	}
+}
+
+// abort aborts the communicator after err (a lost peer, an expired context, a call NCCL
+// refused) and returns err as op's error.
+func (c *Comm) abort(op string, err error) error {
+	c.nccl.Abort(c.h)
+	c.closed = true
+	return c.fail(op, err)
 }
 
 // onDevice returns t's device address, copying a tensor of another backend into a
@@ -208,7 +221,9 @@ func (c *Comm) onDevice(t *tensor.Tensor) (driver.DevicePtr, func()) {
 	}
 }
 
-// run binds the device, checks the communicator, queues fn and waits for it.
+// run binds the device, checks the communicator, queues fn and waits for it. When fn
+// fails (on the emulator, whose calls complete before they return: a lost peer or an
+// expired context) the communicator is aborted.
 func (c *Comm) run(ctx context.Context, op string, fn func() error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -218,7 +233,7 @@ func (c *Comm) run(ctx context.Context, op string, fn func() error) error {
 	release := c.gpu.bind()
 	defer release()
 	if err := fn(); err != nil {
-		return c.fail(op, err)
+		return c.abort(op, err)
 	}
 	return c.wait(ctx, op)
 }
@@ -231,7 +246,7 @@ func (c *Comm) AllReduce(ctx context.Context, t *tensor.Tensor, op parallel.Op) 
 	return c.run(ctx, "all-reduce", func() error {
 		p, back := c.onDevice(t)
 		defer back()
-		return c.nccl.AllReduce(p, p, t.Numel(), ncclType(t.DType()), ncclOp(op), c.h, c.gpu.stream)
+		return c.nccl.AllReduce(ctx, p, p, t.Numel(), ncclType(t.DType()), ncclOp(op), c.h, c.gpu.mainStream())
 	})
 }
 
@@ -246,7 +261,7 @@ func (c *Comm) AllGather(ctx context.Context, dst, src *tensor.Tensor) error {
 		if c.Size() == 1 {
 			return c.gpu.dtod(d, s, int64(src.Numel()*src.DType().Size()))
 		}
-		return c.nccl.AllGather(s, d, src.Numel(), ncclType(src.DType()), c.h, c.gpu.stream)
+		return c.nccl.AllGather(ctx, s, d, src.Numel(), ncclType(src.DType()), c.h, c.gpu.mainStream())
 	})
 }
 
@@ -261,7 +276,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src *tensor.Tensor, op pa
 		if c.Size() == 1 {
 			return c.gpu.dtod(d, s, int64(dst.Numel()*dst.DType().Size()))
 		}
-		return c.nccl.ReduceScatter(s, d, dst.Numel(), ncclType(dst.DType()), ncclOp(op), c.h, c.gpu.stream)
+		return c.nccl.ReduceScatter(ctx, s, d, dst.Numel(), ncclType(dst.DType()), ncclOp(op), c.h, c.gpu.mainStream())
 	})
 }
 
@@ -284,7 +299,7 @@ func (c *Comm) Broadcast(ctx context.Context, t *tensor.Tensor, root int) error 
 	return c.run(ctx, "broadcast", func() error {
 		p, back := c.onDevice(t)
 		defer back()
-		return c.nccl.Broadcast(p, p, t.Numel(), ncclType(t.DType()), root, c.h, c.gpu.stream)
+		return c.nccl.Broadcast(ctx, p, p, t.Numel(), ncclType(t.DType()), root, c.h, c.gpu.mainStream())
 	})
 }
 
@@ -293,7 +308,7 @@ func (c *Comm) Recv(ctx context.Context, t *tensor.Tensor, from int) error {
 	return c.run(ctx, "recv", func() error {
 		p, back := c.onDevice(t)
 		defer back()
-		return c.nccl.Recv(p, t.Numel(), ncclType(t.DType()), from, c.h, c.gpu.stream)
+		return c.nccl.Recv(ctx, p, t.Numel(), ncclType(t.DType()), from, c.h, c.gpu.mainStream())
 	})
 }
 
@@ -326,17 +341,17 @@ func (c *Comm) Close() error {
 	defer c.mu.Unlock()
 	release := c.gpu.bind()
 	defer release()
-	errs := []error{c.gpu.drv.SyncStream(c.sendS)}
+	errs := []error{c.gpu.syncStream(c.sendS)}
 	for _, s := range c.staging {
 		c.b.alloc.put(s.p)
-		errs = append(errs, c.gpu.drv.DestroyEvent(s.done))
+		errs = append(errs, c.gpu.destroyEvent(s.done))
 	}
 	c.staging = nil
 	if !c.closed {
 		errs = append(errs, c.nccl.Destroy(c.h))
 		c.closed = true
 	}
-	errs = append(errs, c.gpu.drv.DestroyStream(c.sendS))
+	errs = append(errs, c.gpu.destroyStream(c.sendS))
 	if cl, ok := c.boot.(io.Closer); ok && c.ownsBoot {
 		errs = append(errs, cl.Close())
 	}

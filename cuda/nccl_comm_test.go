@@ -123,10 +123,9 @@ func ncclSuite(ctx context.Context, c parallel.Comm, dev *tensor.Device) error {
 
 func TestNCCLCommWorldSizeOne(t *testing.T) {
 	b := openTestBackend(t)
-	if _, ok := b.dev.(*realGPU); !ok {
-		t.Skip("needs a real GPU (not the emulator)")
+	if _, ok := b.dev.(*realGPU); ok {
+		requireNCCL(t)
 	}
-	requireNCCL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := parallel.RunLocal(1, func(boot parallel.Comm) error {
@@ -165,20 +164,7 @@ func TestNCCLCommMultiGPU(t *testing.T) {
 		t.Skipf("needs two or more CUDA GPUs, %d visible (%v)", n, err)
 	}
 	requireNCCL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err = parallel.RunLocal(n, func(boot parallel.Comm) error {
-		b, err := Open(Config{Device: boot.Rank()})
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		c, err := NewComm(ctx, boot, b)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		dev := tensor.NewDevice(b)
+	ncclRanks(t, n, func(r int) Config { return Config{Device: r} }, func(ctx context.Context, _ parallel.Comm, c *Comm, dev *tensor.Device) error {
 		if err := ncclSuite(ctx, c, dev); err != nil {
 			return err
 		}
@@ -197,6 +183,27 @@ func TestNCCLCommMultiGPU(t *testing.T) {
 			return fmt.Errorf("rank %d received %v", r, got)
 		}
 		return nil
+	})
+}
+
+// ncclRanks runs fn on n goroutine ranks, each with a Backend opened with cfg(rank) and
+// its NCCL Comm built over the in-process transport (boot).
+func ncclRanks(t *testing.T, n int, cfg func(rank int) Config, fn func(ctx context.Context, boot parallel.Comm, c *Comm, dev *tensor.Device) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := parallel.RunLocal(n, func(boot parallel.Comm) error {
+		b, err := Open(cfg(boot.Rank()))
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		c, err := NewComm(ctx, boot, b)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return fn(ctx, boot, c, tensor.NewDevice(b))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -22,14 +22,14 @@ func (c *Comm) Send(ctx context.Context, t *tensor.Tensor, to int) error {
 	}
 	release := c.gpu.bind()
 	defer release()
-	if err := c.send(t, to); err != nil {
+	if err := c.send(ctx, t, to); err != nil {
 		return c.fail("send", err)
 	}
 	return nil
 }
 
-func (c *Comm) send(t *tensor.Tensor, to int) error {
-	d := c.gpu.drv
+func (c *Comm) send(ctx context.Context, t *tensor.Tensor, to int) error {
+	d := c.gpu
 	bytes := int64(t.Numel() * t.DType().Size())
 	buf, err := c.stagingBuffer(bytes)
 	if err != nil {
@@ -45,21 +45,21 @@ func (c *Comm) send(t *tensor.Tensor, to int) error {
 	if err != nil {
 		return err
 	}
-	copied, err := d.NewSyncEvent()
+	copied, err := d.newEvent()
 	if err != nil {
 		return err
 	}
-	defer d.DestroyEvent(copied) // released once the wait below has happened
-	if err := d.Record(copied, c.gpu.stream); err != nil {
+	defer d.destroyEvent(copied) // released once the wait below has happened
+	if err := d.record(copied, d.mainStream()); err != nil {
 		return err
 	}
-	if err := d.WaitEvent(c.sendS, copied); err != nil {
+	if err := d.waitEvent(c.sendS, copied); err != nil {
 		return err
 	}
-	if err := c.nccl.Send(buf.p, t.Numel(), ncclType(t.DType()), to, c.h, c.sendS); err != nil {
+	if err := c.nccl.Send(ctx, buf.p, t.Numel(), ncclType(t.DType()), to, c.h, c.sendS); err != nil {
 		return err
 	}
-	if err := d.Record(buf.done, c.sendS); err != nil {
+	if err := d.record(buf.done, c.sendS); err != nil {
 		return err
 	}
 	c.staging = append(c.staging, buf)
@@ -73,7 +73,7 @@ func (c *Comm) stagingBuffer(bytes int64) (staged, error) {
 		if s.bytes < bytes {
 			continue
 		}
-		done, err := c.gpu.drv.Done(s.done)
+		done, err := c.gpu.reached(s.done)
 		if err != nil {
 			return staged{}, err
 		}
@@ -86,7 +86,7 @@ func (c *Comm) stagingBuffer(bytes int64) (staged, error) {
 	if err != nil {
 		return staged{}, err
 	}
-	ev, err := c.gpu.drv.NewSyncEvent()
+	ev, err := c.gpu.newEvent()
 	if err != nil {
 		c.b.alloc.put(p)
 		return staged{}, err

@@ -1,22 +1,21 @@
-// shim.hpp: just enough of CUDA C++ for the kernels of ../../kernels to run on the host,
-// for emulator_test.go. A block's threads are std::threads; __syncthreads is a
-// std::barrier (a thread that returns drops out of it, as on the GPU); warp shuffles go
-// through a per-block buffer between two barriers, which is correct because every
-// shuffle in the kernels is executed by all threads of the block together. Blocks run one
-// after another, so __shared__ variables can be statics. Not a general emulator.
+// shim.hpp: just enough of CUDA C++ for the kernels of ../kernels to run on the host
+// (see doc.go). A block's threads are fibers on the launching thread (runtime.hpp):
+// each runs until it reaches __syncthreads, which yields, or returns (dropping out of
+// the barrier, as on the GPU); once every thread still running is at the barrier, they
+// all go on. Warp shuffles exchange values through a per-block buffer between two such
+// barriers, which is correct because every shuffle in the kernels is executed by all
+// threads of the block together. Blocks run one after another, so __shared__ variables
+// can be statics. Not a general emulator: no thread may wait for another but at a
+// barrier.
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <latch>
-#include <semaphore>
 #include <map>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -31,22 +30,26 @@ using namespace std;
 struct dim3 {
   unsigned x, y, z;
 };
-thread_local dim3 threadIdx, blockIdx;
-dim3 blockDim, gridDim;
+// The running thread's coordinates, set by the scheduler before it resumes a thread.
+// They are globals with external linkage, so the compiler reloads them after every call
+// that may switch threads.
+dim3 threadIdx, blockIdx, blockDim, gridDim;
+unsigned emu_tid;  // the running thread's index in its block
+unsigned long long emu_shfl[1024];
 
-thread_local std::barrier<>* emu_bar;
-thread_local unsigned emu_tid;
-static unsigned long long emu_shfl[1024];
+// emu_yield returns to the scheduler until every running thread of the block has
+// reached it (runtime.hpp).
+void emu_yield();
 
-inline void __syncthreads() { emu_bar->arrive_and_wait(); }
+inline void __syncthreads() { emu_yield(); }
 
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int o) {
   static_assert(sizeof(T) <= 8, "shuffle of a large type");
   std::memcpy(&emu_shfl[emu_tid], &v, sizeof(T));
-  emu_bar->arrive_and_wait();
+  emu_yield();
   T r;
   std::memcpy(&r, &emu_shfl[emu_tid ^ (unsigned)o], sizeof(T));
-  emu_bar->arrive_and_wait();
+  emu_yield();
   return r;
 }
 

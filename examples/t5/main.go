@@ -96,6 +96,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil {
 		return nil, err
 	}
+	// Devices (--device): one per rank of this process, opened before any work, so that
+	// a missing GPU is reported at once.
+	devs, err := ranks.OpenDevices(cfg.Device, cfg.NCCL(), tcp, cfg.World)
+	if err != nil {
+		return nil, err
+	}
+	defer devs.Close()
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	corp, err := loadCorpus(ctx, cfg, ranks.Builder(tcp), stdout)
@@ -117,8 +124,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
 	var sum *summary
-	err = ranks.Run(ctx, tcp, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
-		s, err := pretrain(ctx, cfg, corp, world, out)
+	err = ranks.Run(ctx, tcp, devs, stdout, func(world parallel.Comm, dev *tensor.Device, out io.Writer) error {
+		s, err := pretrain(ctx, cfg, corp, world, dev, out)
 		if world.Rank() == 0 {
 			sum = s
 		}
@@ -128,7 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
-func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
+func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, dev *tensor.Device, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
 	// iterations, on every rank at once (package loop).
 	work := context.WithoutCancel(ctx)
@@ -141,8 +148,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	}
 
 	// Model: this rank's TP shard of each layer. Weights are drawn by global
-	// coordinates, so every layout starts from the same model.
-	dev := tensor.NewCPU()
+	// coordinates, so every layout and device starts from the same model.
 	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
 		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute()}
 	model := cfg.modelConfig(corp.tok.VocabSize())

@@ -205,7 +205,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 			return nil, err
 		}
 		defer func() { err = cmp.Or(err, rep.Close()) }() // writes the loss curve
-		header(rep, cfg, corp, model, params)
+		header(rep, cfg, corp, model, params, dev)
 		saver.Report(rep)
 	}
 	v := &validator{cfg: cfg, corp: corp, mesh: mesh, trainer: trainer, chunks: chunks, dev: dev}

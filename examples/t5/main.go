@@ -191,7 +191,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 			return nil, err
 		}
 		defer func() { err = cmp.Or(err, rep.Close()) }() // writes the loss curve
-		header(rep, cfg, corp, model, params)
+		header(rep, cfg, corp, model, params, dev)
 		saver.Report(rep)
 	}
 	if cfg.EvalOnly {

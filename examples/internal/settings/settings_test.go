@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	_ "megago/internal/device" // registers the cuda backend
 )
 
 func parse(t *testing.T, args ...string) (*Common, error) {
@@ -74,4 +76,25 @@ func TestNumbers(t *testing.T) {
 		PositiveNumbers(map[string]float64{"--a": 0, "--b": nan, "--c": 1e-30}))
 	assert.Equal(t, []string{"--a NaN is outside [0, 1)", "--b 1 is outside [0, 1)", "--d -0.1 is outside [0, 1)"},
 		Fractions(map[string]float64{"--a": nan, "--b": 1, "--c": 0, "--d": -0.1}))
+}
+
+// TestCheckDevice: --device names a registered backend (cuda is registered by
+// internal/device, which this test imports), and NCCL needs cuda.
+func TestCheckDevice(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string // nil: accepted
+	}{
+		{nil, nil},
+		{[]string{"--device", "cuda", "--distributed-backend", "nccl"}, nil},
+		{[]string{"--device", "cuda", "--distributed-backend", "gloo"}, nil},
+		{[]string{"--distributed-backend", "nccl"}, []string{"--distributed-backend nccl requires --device cuda (NCCL runs on GPUs), not --device cpu"}},
+		{[]string{"--device", "tpu"}, []string{`--device "tpu": want one of [cpu cuda]`}},
+		{[]string{"--device", "tpu", "--distributed-backend", "mpi"}, []string{`--device "tpu": want one of [cpu cuda]`,
+			`--distributed-backend "mpi": want tcp, gloo (same as tcp) or nccl`}},
+	} {
+		c, err := parse(t, tc.args...)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.checkDevice(), "%v", tc.args)
+	}
 }

@@ -20,6 +20,10 @@
 //	go run ./examples/bert --ranks 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 //	go build -o bert ./examples/bert && go run ./cmd/megago launch -n 2 -- ./bert --tensor-model-parallel-size 2
 //
+// --device cuda trains on a GPU (each process of megago launch on the GPU of its
+// LOCAL_RANK, goroutine ranks sharing one); --distributed-backend nccl joins the
+// processes with NCCL. ranks.OpenDevices opens the devices before any work.
+//
 // # Documents and sentences of Go
 //
 // BERT's samples are pairs of segments, each a run of consecutive sentences of one

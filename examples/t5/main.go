@@ -32,6 +32,10 @@
 //	go run ./examples/t5 --ranks 4 --tensor-model-parallel-size 2
 //	go build -o t5 ./examples/t5 && go run ./cmd/megago launch -n 2 -- ./t5
 //
+// --device cuda trains on a GPU (each process of megago launch on the GPU of its
+// LOCAL_RANK, goroutine ranks sharing one); --distributed-backend nccl joins the
+// processes with NCCL. ranks.OpenDevices opens the devices before any work.
+//
 // This file reads top to bottom as a training loop of your own would: settings, data,
 // ranks, then on each rank the mesh, the model, the optimizer, the data loader, the loop
 // and the sentinel filling. The helpers sit beside it: flags.go (settings), data.go

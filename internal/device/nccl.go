@@ -35,7 +35,9 @@ var ErrNoLocalNCCL = errors.New("--distributed-backend nccl with --ranks N (goro
 // Rank r uses only the r-th communicator, from its own goroutine.
 //
 // It returns ErrNoLocalNCCL for now: package cuda has no constructor of an NCCL world
-// within one process yet.
+// within one process yet. On real GPUs NCCL refuses two ranks of one communicator on the
+// same GPU, so goroutine ranks over NCCL need a GPU each (Open gives every goroutine rank
+// cuda.AutoDevice's GPU); on the kernel emulator (MEGAGO_CUDA_EMU=1) any number share it.
 func LocalNCCL(ctx context.Context, devs []*tensor.Device) ([]parallel.Comm, error) {
 	for _, d := range devs {
 		if _, err := cudaBackend(d); err != nil {

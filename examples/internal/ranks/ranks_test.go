@@ -68,3 +68,18 @@ func TestStopRequested(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, Output(nil, nil))
 }
+
+// TestRunNCCLNeedsCUDA: NCCL between ranks on CPU devices is refused before any rank
+// starts.
+func TestRunNCCLNeedsCUDA(t *testing.T) {
+	devs, err := OpenDevices("cpu", true, nil, 2)
+	require.NoError(t, err)
+	defer devs.Close()
+	err = Run(context.Background(), nil, devs, io.Discard, func(parallel.Comm, *tensor.Device, io.Writer) error {
+		t.Error("a rank started")
+		return nil
+	})
+	assert.EqualError(t, err, "--distributed-backend nccl needs --device cuda, not cpu")
+	_, err = OpenDevices("tpu", false, nil, 2)
+	assert.ErrorContains(t, err, `--device "tpu": want one of`)
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"megago"
+	"megago/internal/device"
 	"megago/nn"
 	"megago/optim"
 	"megago/parallel"
@@ -190,9 +191,9 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	}
 	cfg := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{NumLayers: c.Layers, Hidden: c.Dim, Heads: c.Heads,
 		Vocab: c.Vocab, MaxPosition: block, Bias: true}, VocabMultiple: c.PadVocab}
-	dev, err := tensor.Open(c.Device)
+	dev, err := device.Open(c.Device) // a missing GPU said in at most three lines
 	if err != nil {
-		return nil, fmt.Errorf("gpt: --device %s: %w", c.Device, err)
+		return nil, fmt.Errorf("gpt: %w", err)
 	}
 	dt, system := tensor.F32, "megago-"+c.Device
 	if c.BF16 {

@@ -60,7 +60,7 @@ func pretrained(dir string) (nn.BERTConfig, error) {
 }
 
 // runClassify is the program with --finetune-classify.
-func runClassify(ctx context.Context, cfg *config, job *tcp.Config, stdout io.Writer) (*summary, error) {
+func runClassify(ctx context.Context, cfg *config, job *tcp.Config, devs *ranks.Devices, stdout io.Writer) (*summary, error) {
 	model, err := pretrained(cfg.Load)
 	if err != nil {
 		return nil, err
@@ -79,8 +79,8 @@ func runClassify(ctx context.Context, cfg *config, job *tcp.Config, stdout io.Wr
 			cfg.Load, model.Vocab, v, cfg.TokenizerType)
 	}
 	var sum *summary
-	err = ranks.Run(ctx, job, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
-		s, err := finetune(ctx, cfg, model, task, world, out)
+	err = ranks.Run(ctx, job, devs, stdout, func(world parallel.Comm, dev *tensor.Device, out io.Writer) error {
+		s, err := finetune(ctx, cfg, model, task, world, dev, out)
 		if world.Rank() == 0 {
 			sum = s
 		}
@@ -101,8 +101,7 @@ type classifier struct {
 
 // newClassifier builds this rank's chunks of the classifier and loads the pretrained
 // weights into them.
-func newClassifier(ctx context.Context, cfg *config, model nn.BERTConfig, task *classifyData, mesh *parallel.Mesh) (*classifier, error) {
-	dev := tensor.NewCPU()
+func newClassifier(ctx context.Context, cfg *config, model nn.BERTConfig, task *classifyData, mesh *parallel.Mesh, dev *tensor.Device) (*classifier, error) {
 	b := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("classifier-init"), TP: mesh.TP(),
 		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute()}
 	stages, err := train.Stages(model.NumLayers, mesh.Sizes().PP, mesh.Coord().PP, cfg.Chunks)
@@ -199,14 +198,14 @@ func (c *classifier) validate(ctx context.Context) (*classification, error) {
 }
 
 // finetune is one rank's fine-tuning run.
-func finetune(ctx context.Context, cfg *config, model nn.BERTConfig, task *classifyData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
+func finetune(ctx context.Context, cfg *config, model nn.BERTConfig, task *classifyData, world parallel.Comm, dev *tensor.Device, stdout io.Writer) (_ *summary, err error) {
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
 	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, PP: cfg.PP})
 	if err != nil {
 		return nil, err
 	}
-	c, err := newClassifier(work, cfg, model, task, mesh)
+	c, err := newClassifier(work, cfg, model, task, mesh, dev)
 	if err != nil {
 		return nil, err
 	}

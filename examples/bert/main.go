@@ -20,6 +20,10 @@
 //	go run ./examples/bert --ranks 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 //	go build -o bert ./examples/bert && go run ./cmd/megago launch -n 2 -- ./bert --tensor-model-parallel-size 2
 //
+// --device cuda trains on a GPU (each process of megago launch on the GPU of its
+// LOCAL_RANK, goroutine ranks sharing one); --distributed-backend nccl joins the
+// processes with NCCL. ranks.OpenDevices opens the devices before any work.
+//
 // # Documents and sentences of Go
 //
 // BERT's samples are pairs of segments, each a run of consecutive sentences of one
@@ -106,10 +110,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil {
 		return nil, err
 	}
+	// Devices (--device): one per rank of this process, opened before any work, so that
+	// a missing GPU is reported at once.
+	devs, err := ranks.OpenDevices(cfg.Device, cfg.NCCL(), tcp, cfg.World)
+	if err != nil {
+		return nil, err
+	}
+	defer devs.Close()
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	if cfg.FinetuneClassify {
-		return runClassify(ctx, cfg, tcp, stdout)
+		return runClassify(ctx, cfg, tcp, devs, stdout)
 	}
 	corp, err := loadData(ctx, cfg, ranks.Builder(tcp), stdout)
 	if err != nil {
@@ -131,8 +142,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
 	var sum *summary
-	err = ranks.Run(ctx, tcp, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
-		s, err := pretrain(ctx, cfg, corp, masked, world, out)
+	err = ranks.Run(ctx, tcp, devs, stdout, func(world parallel.Comm, dev *tensor.Device, out io.Writer) error {
+		s, err := pretrain(ctx, cfg, corp, masked, world, dev, out)
 		if world.Rank() == 0 {
 			sum = s
 		}
@@ -142,7 +153,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
-func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
+func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, world parallel.Comm, dev *tensor.Device, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
 	// iterations, on every rank at once (package loop).
 	work := context.WithoutCancel(ctx)
@@ -155,8 +166,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	}
 
 	// Model: this rank's pipeline chunks, its TP shard of each layer. Weights are drawn
-	// by global coordinates, so every layout starts from the same model.
-	dev := tensor.NewCPU()
+	// by global coordinates, so every layout and device starts from the same model.
 	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
 		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute()}
 	model := cfg.modelConfig(corp.tok.VocabSize())
@@ -199,7 +209,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 			return nil, err
 		}
 		defer func() { err = cmp.Or(err, rep.Close()) }() // writes the loss curve
-		header(rep, cfg, corp, model, params)
+		header(rep, cfg, corp, model, params, dev)
 		saver.Report(rep)
 	}
 	v := &validator{cfg: cfg, corp: corp, mesh: mesh, trainer: trainer, chunks: chunks, dev: dev}

@@ -7,6 +7,7 @@ import (
 
 	"megago/examples/internal/report"
 	"megago/nn"
+	"megago/tensor"
 )
 
 // What rank 0 prints and writes (package report): progress lines, metrics.jsonl,
@@ -27,7 +28,7 @@ func newReport(out io.Writer, cfg *config, vp int) (*report.Report, error) {
 }
 
 // header prints what is about to run.
-func header(r *report.Report, cfg *config, corp *bertData, m nn.BERTConfig, params int64) {
+func header(r *report.Report, cfg *config, corp *bertData, m nn.BERTConfig, params int64, dev *tensor.Device) {
 	if r == nil {
 		return
 	}
@@ -44,8 +45,8 @@ func header(r *report.Report, cfg *config, corp *bertData, m nn.BERTConfig, para
 	}
 	r.Printf("task: "+task+"; samples [CLS] A [SEP] B [SEP] of up to %d tokens, shorter with probability %g\n",
 		cfg.MaskProb, cfg.SeqLength, cfg.ShortSeqProb)
-	r.Printf("model: BERT (post-LN, as Hugging Face's), %d layers, hidden %d, %d heads, seq %d, vocab %d (padded to %d): %s parameters, %s\n",
-		tc.NumLayers, tc.Hidden, tc.Heads, cfg.SeqLength, tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType())
+	r.Printf("model: BERT (post-LN, as Hugging Face's), %d layers, hidden %d, %d heads, seq %d, vocab %d (padded to %d): %s parameters, %s on %s\n",
+		tc.NumLayers, tc.Hidden, tc.Heads, cfg.SeqLength, tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType(), dev)
 	r.Printf("layout: %d rank(s) = TP %d × PP %d × DP %d; %v; %d micro-batch(es) of %d per DP rank; global batch %d (%s tokens)\n",
 		cfg.World, cfg.TP, cfg.PP, cfg.DP, cfg.Schedule(), cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
 		report.Thousands(float64(cfg.GlobalBatchSize*cfg.SeqLength)))

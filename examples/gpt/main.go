@@ -11,6 +11,10 @@
 //	go run ./examples/gpt --ranks 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 //	go build -o gpt ./examples/gpt && go run ./cmd/megago launch -n 4 -- ./gpt --tensor-model-parallel-size 2
 //
+// --device cuda trains on a GPU (each process of megago launch on the GPU of its
+// LOCAL_RANK, goroutine ranks sharing one); --distributed-backend nccl joins the
+// processes with NCCL. ranks.OpenDevices opens the devices before any work.
+//
 // This file reads top to bottom as a training loop of your own would: settings, data,
 // ranks, then on each rank the mesh, the model, the optimizer, the data loader, the loop
 // and text generation. The helpers sit beside it: flags.go and settings.go (settings),
@@ -80,6 +84,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil {
 		return nil, err
 	}
+	// Devices (--device): one per rank of this process, opened before any work, so that
+	// a missing GPU is reported at once.
+	devs, err := ranks.OpenDevices(cfg.Device, cfg.NCCL(), tcp, cfg.World)
+	if err != nil {
+		return nil, err
+	}
+	defer devs.Close()
 
 	// Data: the same samples on every rank. One process per host writes the cache.
 	corp, err := loadCorpus(ctx, cfg, ranks.Builder(tcp), stdout)
@@ -96,8 +107,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	// Ranks: processes of a TCP job, goroutines in this process, or just this one.
 	var sum *summary
-	err = ranks.Run(ctx, tcp, cfg.World, stdout, func(world parallel.Comm, out io.Writer) error {
-		s, err := pretrain(ctx, cfg, corp, world, out)
+	err = ranks.Run(ctx, tcp, devs, stdout, func(world parallel.Comm, dev *tensor.Device, out io.Writer) error {
+		s, err := pretrain(ctx, cfg, corp, world, dev, out)
 		if world.Rank() == 0 {
 			sum = s
 		}
@@ -107,7 +118,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // pretrain is one rank's run. Every rank of world calls it with the same settings.
-func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, stdout io.Writer) (_ *summary, err error) {
+func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parallel.Comm, dev *tensor.Device, stdout io.Writer) (_ *summary, err error) {
 	// Collectives run under work, which Ctrl-C does not cancel: the loop stops between
 	// iterations, on every rank at once (package loop).
 	work := context.WithoutCancel(ctx)
@@ -120,8 +131,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	}
 
 	// Model: this rank's pipeline chunks, its TP shard of each layer. Weights are drawn
-	// by global coordinates, so every layout starts from the same model.
-	dev := tensor.NewCPU()
+	// by global coordinates, so every layout and device starts from the same model.
 	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
 		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute()}
 	model := cfg.modelConfig(corp.tok.VocabSize())
@@ -163,7 +173,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 			return nil, err
 		}
 		defer func() { err = cmp.Or(err, rep.Close()) }() // writes the loss curve
-		header(rep, cfg, corp, model, params)
+		header(rep, cfg, corp, model, params, dev)
 		saver.Report(rep)
 	}
 	if cfg.EvalOnly {

@@ -7,6 +7,7 @@ import (
 
 	"megago/examples/internal/report"
 	"megago/nn"
+	"megago/tensor"
 )
 
 // What rank 0 prints and writes (package report): progress lines, metrics.jsonl,
@@ -21,7 +22,7 @@ func newReport(out io.Writer, cfg *config, tokens int, flops float64) (*report.R
 }
 
 // header prints what is about to run.
-func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, params int64) {
+func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, params int64, dev *tensor.Device) {
 	if r == nil {
 		return
 	}
@@ -30,8 +31,8 @@ func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, p
 	r.Printf("data: %s\n", corp.about)
 	r.Printf("      training split: %s tokens; their unigram entropy is %.3f nats (the loss of a model that ignores context)\n",
 		report.Thousands(float64(corp.unigram.Total)), corp.entropy())
-	r.Printf("model: GPT, %d layers, hidden %d, %d heads, seq %d, vocab %d (padded to %d): %s parameters, %s\n",
-		tc.NumLayers, tc.Hidden, tc.Heads, cfg.SeqLength, tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType())
+	r.Printf("model: GPT, %d layers, hidden %d, %d heads, seq %d, vocab %d (padded to %d): %s parameters, %s on %s\n",
+		tc.NumLayers, tc.Hidden, tc.Heads, cfg.SeqLength, tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType(), dev)
 	r.Printf("layout: %d rank(s) = TP %d × PP %d × DP %d; %v; %d micro-batch(es) of %d per DP rank; global batch %d (%s tokens)\n",
 		cfg.World, cfg.TP, cfg.PP, cfg.DP, cfg.Schedule(), cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
 		report.Thousands(float64(cfg.GlobalBatchSize*cfg.SeqLength)))

@@ -1,18 +1,20 @@
 // Command mlp trains a two-layer perceptron on a three-armed spiral with megago's autograd
-// engine and CPU backend, printing the falling loss. It is the smallest complete training
+// engine, on the CPU backend (or -device cuda), printing the falling loss. It is the smallest complete training
 // loop in megago: parameters outside any scope, one scope per step, Backward, and an SGD
 // update written with in-place tensor ops.
 //
-//	go run ./examples/mlp [-steps 300] [-hidden 64] [-lr 0.5]
+//	go run ./examples/mlp [-steps 300] [-hidden 64] [-lr 0.5] [-device cpu|cuda]
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
 
+	"megago/internal/device"
 	"megago/tensor"
 )
 
@@ -22,8 +24,14 @@ func main() {
 	lr := flag.Float64("lr", 0.5, "SGD learning rate")
 	points := flag.Int("points", 200, "points per class")
 	seed := flag.Uint64("seed", 1234, "random seed")
+	name := flag.String("device", "cpu", "tensor backend to train on: cpu or cuda")
 	flag.Parse()
-	if _, err := run(os.Stdout, *steps, *hidden, *points, *lr, *seed); err != nil {
+	dev, err := device.Open(*name)
+	if err == nil {
+		_, err = run(os.Stdout, dev, *steps, *hidden, *points, *lr, *seed)
+		err = errors.Join(err, device.Close(dev))
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mlp:", err)
 		os.Exit(1)
 	}
@@ -72,12 +80,11 @@ func (m *mlp) forward(x *tensor.Tensor) *tensor.Tensor {
 
 func (m *mlp) params() []*tensor.Tensor { return []*tensor.Tensor{m.w1, m.b1, m.w2, m.b2} }
 
-// run trains and reports to w; it returns the loss of every step.
-func run(w io.Writer, steps, hidden, points int, lr float64, seed uint64) ([]float64, error) {
+// run trains on dev and reports to w; it returns the loss of every step.
+func run(w io.Writer, dev *tensor.Device, steps, hidden, points int, lr float64, seed uint64) ([]float64, error) {
 	if steps < 1 || hidden < 1 || points < 1 || !(lr > 0) {
 		return nil, fmt.Errorf("need steps, hidden and points ≥ 1 and lr > 0 (got %d, %d, %d, %g)", steps, hidden, points, lr)
 	}
-	dev := tensor.NewCPU()
 	rng := tensor.NewRNG(seed)
 	x, y := spiral(points, rng.Named("data"), dev)
 	model := newMLP(dev, rng.Named("init"), 2, hidden, classes)

@@ -3,10 +3,12 @@ package main
 import (
 	"io"
 	"testing"
+
+	"megago/tensor"
 )
 
 func TestTrainingLowersTheLoss(t *testing.T) {
-	losses, err := run(io.Discard, 150, 32, 100, 0.5, 1)
+	losses, err := run(io.Discard, tensor.NewCPU(), 150, 32, 100, 0.5, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,7 +19,7 @@ func TestTrainingLowersTheLoss(t *testing.T) {
 }
 
 func TestRejectsBadSettings(t *testing.T) {
-	if _, err := run(io.Discard, 0, 32, 100, 0.5, 1); err == nil {
+	if _, err := run(io.Discard, tensor.NewCPU(), 0, 32, 100, 0.5, 1); err == nil {
 		t.Error("steps 0 accepted")
 	}
 }

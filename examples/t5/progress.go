@@ -7,6 +7,7 @@ import (
 
 	"megago/examples/internal/report"
 	"megago/nn"
+	"megago/tensor"
 )
 
 // What rank 0 prints and writes (package report): progress lines, metrics.jsonl,
@@ -22,7 +23,7 @@ func newReport(out io.Writer, cfg *config, m nn.T5Config) (*report.Report, error
 }
 
 // header prints what is about to run.
-func header(r *report.Report, cfg *config, corp *trainingData, m nn.T5Config, params int64) {
+func header(r *report.Report, cfg *config, corp *trainingData, m nn.T5Config, params int64, dev *tensor.Device) {
 	if r == nil {
 		return
 	}
@@ -33,9 +34,9 @@ func header(r *report.Report, cfg *config, corp *trainingData, m nn.T5Config, pa
 	r.Printf("      %s training samples, %s validation samples\n", report.Thousands(float64(corp.train.Len())), report.Thousands(float64(validLen(corp))))
 	r.Printf("      span corruption: %.0f%% of each sample's tokens in spans, each replaced by one of %d sentinels (ids %d..%d); EOS %d, decoder start %d\n",
 		100*cfg.MaskProb, len(sp.Sentinels), sp.Sentinels[0], sp.Sentinels[len(sp.Sentinels)-1], sp.EOS, corp.start)
-	r.Printf("model: T5, %d encoder + %d decoder layers, hidden %d, %d heads of %d, MLP %d, encoder seq %d, decoder seq %d, vocab %d (padded to %d): %s parameters, %s\n",
+	r.Printf("model: T5, %d encoder + %d decoder layers, hidden %d, %d heads of %d, MLP %d, encoder seq %d, decoder seq %d, vocab %d (padded to %d): %s parameters, %s on %s\n",
 		tc.NumLayers, m.DecoderLayers, tc.Hidden, tc.Heads, tc.HeadSize, tc.FFNHidden, cfg.SeqLength, cfg.DecoderSeqLength,
-		tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType())
+		tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType(), dev)
 	r.Printf("layout: %d rank(s) = TP %d × DP %d; %d micro-batch(es) of %d per DP rank; global batch %d (%s encoder + decoder tokens)\n",
 		cfg.World, cfg.TP, cfg.DP, cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
 		report.Thousands(float64(cfg.GlobalBatchSize*(cfg.SeqLength+cfg.DecoderSeqLength))))

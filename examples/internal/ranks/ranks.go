@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"megago/internal/device"
 	"megago/nn"
 	"megago/parallel"
 	"megago/parallel/tcp"
@@ -45,30 +46,57 @@ func Reports(job *tcp.Config) bool {
 	return job == nil || job.Rank == 0
 }
 
-// Run runs fn on every rank: this process's rank of the TCP job job, n goroutine ranks
-// (job nil, n > 1), or this process alone. fn gets the world and where to report:
-// stdout on world rank 0, io.Discard on the others. It returns the first error.
-func Run(ctx context.Context, job *tcp.Config, n int, stdout io.Writer, fn func(world parallel.Comm, out io.Writer) error) error {
+// Run runs fn on every rank: this process's rank of the TCP job job, the goroutine
+// ranks of devs (job nil, more than one device), or this process alone. fn gets the
+// world, its rank's device (devs, opened by OpenDevices) and where to report: stdout on
+// world rank 0, io.Discard on the others. With devs' NCCL the world is an NCCL
+// communicator: over the TCP world, which carries NCCL's unique id, in a job, or
+// device.LocalNCCL's for goroutine ranks. It returns the first error.
+func Run(ctx context.Context, job *tcp.Config, devs *Devices, stdout io.Writer, fn func(world parallel.Comm, dev *tensor.Device, out io.Writer) error) error {
 	switch {
 	case job != nil:
 		world, err := tcp.New(ctx, *job)
 		if err != nil {
 			return err
 		}
-		if c, ok := world.(io.Closer); ok {
-			defer c.Close()
+		defer closeComm(world)
+		if devs.nccl {
+			if world, err = device.NCCL(ctx, world, devs.devs[0]); err != nil {
+				return err
+			}
+			defer closeComm(world) // before the TCP world it was built over
 		}
-		return fn(world, stdout)
-	case n > 1:
-		return parallel.RunLocal(n, func(world parallel.Comm) error {
-			out := io.Discard
-			if world.Rank() == 0 {
+		return fn(world, devs.devs[0], stdout)
+	case len(devs.devs) > 1:
+		var comms []parallel.Comm
+		if devs.nccl {
+			var err error
+			if comms, err = device.LocalNCCL(ctx, devs.devs); err != nil {
+				return err
+			}
+			for _, c := range comms {
+				defer closeComm(c)
+			}
+		}
+		return parallel.RunLocal(len(devs.devs), func(world parallel.Comm) error {
+			r, out := world.Rank(), io.Discard
+			if r == 0 {
 				out = stdout
 			}
-			return fn(world, out)
+			if comms != nil {
+				world = comms[r]
+			}
+			return fn(world, devs.devs[r], out)
 		})
 	}
-	return fn(parallel.Self(), stdout)
+	return fn(parallel.Self(), devs.devs[0], stdout)
+}
+
+// closeComm closes c when it holds resources (connections, an NCCL communicator).
+func closeComm(c parallel.Comm) {
+	if cl, ok := c.(io.Closer); ok {
+		cl.Close()
+	}
 }
 
 // StopRequested reports whether any rank's ctx has ended (Ctrl-C): a MAX all-reduce

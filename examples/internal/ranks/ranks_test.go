@@ -51,12 +51,15 @@ func TestCountParams(t *testing.T) {
 func TestStopRequested(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := Run(context.Background(), nil, 3, io.Discard, func(world parallel.Comm, _ io.Writer) error {
+	devs, err := OpenDevices("cpu", false, nil, 3)
+	require.NoError(t, err)
+	defer devs.Close()
+	err = Run(context.Background(), nil, devs, io.Discard, func(world parallel.Comm, dev *tensor.Device, _ io.Writer) error {
 		ctx := context.Background()
 		if world.Rank() == 1 {
 			ctx = cancelled
 		}
-		stop, err := StopRequested(ctx, context.Background(), world, tensor.NewCPU())
+		stop, err := StopRequested(ctx, context.Background(), world, dev)
 		if err == nil && !stop {
 			t.Errorf("rank %d does not stop", world.Rank())
 		}
@@ -64,4 +67,19 @@ func TestStopRequested(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Nil(t, Output(nil, nil))
+}
+
+// TestRunNCCLNeedsCUDA: NCCL between ranks on CPU devices is refused before any rank
+// starts.
+func TestRunNCCLNeedsCUDA(t *testing.T) {
+	devs, err := OpenDevices("cpu", true, nil, 2)
+	require.NoError(t, err)
+	defer devs.Close()
+	err = Run(context.Background(), nil, devs, io.Discard, func(parallel.Comm, *tensor.Device, io.Writer) error {
+		t.Error("a rank started")
+		return nil
+	})
+	assert.EqualError(t, err, "--distributed-backend nccl needs --device cuda, not cpu")
+	_, err = OpenDevices("tpu", false, nil, 2)
+	assert.ErrorContains(t, err, `--device "tpu": want one of`)
 }

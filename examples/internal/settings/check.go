@@ -64,13 +64,7 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 	if c.EvalOnly && c.EvalIters < 1 {
 		bad("--eval-only needs --eval-iters of at least 1")
 	}
-	switch c.DistributedBackend {
-	case "tcp", "gloo":
-	case "nccl":
-		bad("--distributed-backend nccl requires the cuda package, which the examples do not use yet; use tcp")
-	default:
-		bad("--distributed-backend %q: want tcp, gloo (same as tcp) or nccl", c.DistributedBackend)
-	}
+	errs = append(errs, c.checkDevice()...)
 	switch c.RecomputeGranularity {
 	case "", "none", "full", "selective":
 	default:

@@ -5,13 +5,14 @@
 // override the file), checks them before any work starts, and derives what a run needs
 // from them: the world layout (DP, micro-batches per step, model chunks per pipeline
 // rank), the pipeline schedule, the optimizer with Megatron's learning-rate schedule,
-// the dtype, the data blend and the cache directory.
+// the dtype, the device, the data blend and the cache directory.
 //
 // # Reading order
 //
 //   - flags.go: Common, Defaults, Register and Parse; --data-path takes Megatron's list of
 //     words ("--data-path 0.3 A 0.7 B").
 //   - check.go: Check, Error and NonNegative, then what the settings derive.
+//   - device.go: the checks of --device and --distributed-backend (NCCL needs cuda).
 //   - numbers.go: the checks of float settings (NonNegativeNumbers, PositiveNumbers,
 //     Fractions: NaN and infinities are refused too) and Warnings.
 //   - writable.go: CheckWritable, which probes --save and --out-dir before any work.

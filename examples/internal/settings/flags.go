@@ -55,6 +55,9 @@ type Common struct {
 	// (elements; 0: Megatron's default) and --overlap-param-gather.
 	OverlapGradReduce, OverlapParamGather bool
 	DDPBucketSize                         int
+	// Device: the tensor backend every rank runs on, cpu or cuda (--device); checked
+	// with --distributed-backend by checkDevice.
+	Device string
 
 	// Data.
 	DataPath                            []string
@@ -95,7 +98,8 @@ func Defaults() Common {
 		LossScaleWindow: 1000, Hysteresis: 2,
 		TP: 1, PP: 1, DistributedBackend: "tcp", Ranks: 1,
 		Split: data.DefaultSplit, TokenizerType: "gosource-bpe", Seed: 1234,
-		EvalInterval: 200, EvalIters: 20, LogInterval: 50, OutDir: "out"}
+		EvalInterval: 200, EvalIters: 20, LogInterval: 50, OutDir: "out",
+		Device: "cpu"}
 }
 
 // Register registers the common flags on fs, with c's values as their defaults.
@@ -142,10 +146,12 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.IntVar(&c.LayersPerVirtualStage, "num-layers-per-virtual-pipeline-stage", c.LayersPerVirtualStage, "layers per model chunk: the interleaved 1F1B schedule (0: plain 1F1B)")
 	fs.BoolVar(&c.SequenceParallel, "sequence-parallel", c.SequenceParallel, "split activations along the sequence between TP regions")
 	fs.StringVar(&c.RecomputeGranularity, "recompute-granularity", c.RecomputeGranularity, "activation recomputation: full or selective (default none)")
-	fs.StringVar(&c.DistributedBackend, "distributed-backend", c.DistributedBackend, "tcp (gloo is accepted as tcp) or nccl, for runs under megago launch")
+	fs.StringVar(&c.DistributedBackend, "distributed-backend", c.DistributedBackend, "tcp (gloo is accepted as tcp) or nccl (needs --device cuda): how ranks communicate")
 	fs.BoolVar(&c.DistributedOptimizer, "use-distributed-optimizer", c.DistributedOptimizer, "shard optimizer state over data-parallel ranks (ZeRO-1)")
 	fs.IntVar(&c.Ranks, "ranks", c.Ranks, "ranks to run as goroutines in this process (TP × PP × DP)")
 	c.registerOverlap(fs)
+
+	fs.StringVar(&c.Device, "device", c.Device, "where model, optimizer state and data live: cpu or cuda (a GPU: the one of LOCAL_RANK under megago launch; goroutine ranks share it)")
 
 	fs.Var((*dataPath)(&c.DataPath), "data-path", "indexed dataset prefixes, each optionally preceded by a blend weight: [W1] PREFIX1 [W2 PREFIX2 ...] (default: the Go standard library's sources)")
 	fs.StringVar(&c.Split, "split", c.Split, "train,valid,test proportions of the documents")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	_ "megago/internal/device" // registers the cuda backend
 	"megago/nn"
 )
 
@@ -124,5 +125,26 @@ func TestOverlapFlags(t *testing.T) {
 			assert.Equal(t, tc.overlapOpt, ocfg.OverlapParamGather)
 			assert.Equal(t, tc.noOverlap, c.TrainConfig(ocfg).NoOverlap)
 		})
+	}
+}
+
+// TestCheckDevice: --device names a registered backend (cuda is registered by
+// internal/device, which this test imports), and NCCL needs cuda.
+func TestCheckDevice(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string // nil: accepted
+	}{
+		{nil, nil},
+		{[]string{"--device", "cuda", "--distributed-backend", "nccl"}, nil},
+		{[]string{"--device", "cuda", "--distributed-backend", "gloo"}, nil},
+		{[]string{"--distributed-backend", "nccl"}, []string{"--distributed-backend nccl requires --device cuda (NCCL runs on GPUs), not --device cpu"}},
+		{[]string{"--device", "tpu"}, []string{`--device "tpu": want one of [cpu cuda]`}},
+		{[]string{"--device", "tpu", "--distributed-backend", "mpi"}, []string{`--device "tpu": want one of [cpu cuda]`,
+			`--distributed-backend "mpi": want tcp, gloo (same as tcp) or nccl`}},
+	} {
+		c, err := parse(t, tc.args...)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.checkDevice(), "%v", tc.args)
 	}
 }

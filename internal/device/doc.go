@@ -7,9 +7,9 @@
 // # Reading order
 //
 //   - device.go: Open, and Close, which gives a device's backend back.
-//   - nccl.go: NCCL, the NCCL communicator of a bootstrap group's ranks (one process per
-//     rank: under megago launch, torchrun or srun), and LocalNCCL, the communicators of
-//     goroutine ranks in one process.
+//   - nccl.go: NCCL, the NCCL communicator of a bootstrap group's ranks: one process per
+//     rank (under megago launch, torchrun or srun, over the TCP world), or goroutine ranks
+//     of one process (over parallel.RunLocal's world).
 //   - errors.go: the short form of "no GPU here".
 //
 // # Which GPU
@@ -25,6 +25,5 @@
 //
 // Without a usable GPU, Open's error wraps cuda.ErrNoDevice (test with errors.Is) and
 // says in at most three lines which library was looked for and where, shorter than
-// package cuda's full report. NCCL errors are package cuda's; a communicator of
-// goroutine ranks is not available yet (ErrNoLocalNCCL).
+// package cuda's full report. NCCL errors are package cuda's.
 package device

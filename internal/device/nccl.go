@@ -2,7 +2,6 @@ package device
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"megago/cuda"
@@ -14,7 +13,10 @@ import (
 // which must be a CUDA device: collectives and point-to-point run on the GPU, and Split
 // (the Mesh's TP, PP and DP groups) makes NCCL communicators too. boot carries NCCL's
 // unique id and later Splits: the TCP world of a job under megago launch, torchrun or
-// srun. Every rank of boot calls it. Closing the communicator does not close boot.
+// srun, or the in-process world of goroutine ranks (parallel.RunLocal). Every rank of
+// boot calls it. Closing the communicator does not close boot. On real GPUs NCCL refuses
+// two ranks of one communicator on the same GPU, so goroutine ranks over NCCL need a GPU
+// each; on the kernel emulator (MEGAGO_CUDA_EMU=1) any number share it.
 func NCCL(ctx context.Context, boot parallel.Comm, dev *tensor.Device) (parallel.Comm, error) {
 	b, err := cudaBackend(dev)
 	if err != nil {
@@ -27,24 +29,11 @@ func NCCL(ctx context.Context, boot parallel.Comm, dev *tensor.Device) (parallel
 	return c, nil
 }
 
-// ErrNoLocalNCCL is LocalNCCL's error until package cuda can join goroutine ranks.
-var ErrNoLocalNCCL = errors.New("--distributed-backend nccl with --ranks N (goroutine ranks) is not available yet: run one process per GPU under megago launch, or use --distributed-backend tcp")
-
-// LocalNCCL returns the NCCL communicators of goroutine ranks in this process, rank r's
-// on devs[r] (CUDA devices): the world of --ranks N with --distributed-backend nccl.
-// Rank r uses only the r-th communicator, from its own goroutine.
-//
-// It returns ErrNoLocalNCCL for now: package cuda has no constructor of an NCCL world
-// within one process yet. On real GPUs NCCL refuses two ranks of one communicator on the
-// same GPU, so goroutine ranks over NCCL need a GPU each (Open gives every goroutine rank
-// cuda.AutoDevice's GPU); on the kernel emulator (MEGAGO_CUDA_EMU=1) any number share it.
-func LocalNCCL(ctx context.Context, devs []*tensor.Device) ([]parallel.Comm, error) {
-	for _, d := range devs {
-		if _, err := cudaBackend(d); err != nil {
-			return nil, err
-		}
-	}
-	return nil, ErrNoLocalNCCL
+// CheckNCCL returns the error NCCL would return for dev if dev is not a CUDA device, so
+// that goroutine ranks can be refused once, before any of them starts.
+func CheckNCCL(dev *tensor.Device) error {
+	_, err := cudaBackend(dev)
+	return err
 }
 
 // cudaBackend returns dev's CUDA backend.

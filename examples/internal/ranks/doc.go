@@ -15,6 +15,5 @@
 //
 // A malformed launcher environment, a device that cannot be opened (said in at most
 // three lines when there is no GPU), a failed rendezvous and failed collectives are
-// returned; a rank's error ends Run with that error. NCCL between goroutine ranks is not
-// available yet (device.ErrNoLocalNCCL).
+// returned; a rank's error ends Run with that error.
 package ranks

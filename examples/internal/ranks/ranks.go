@@ -51,7 +51,7 @@ func Reports(job *tcp.Config) bool {
 // world, its rank's device (devs, opened by OpenDevices) and where to report: stdout on
 // world rank 0, io.Discard on the others. With devs' NCCL the world is an NCCL
 // communicator: over the TCP world, which carries NCCL's unique id, in a job, or
-// device.LocalNCCL's for goroutine ranks. It returns the first error.
+// the same over the in-process world for goroutine ranks. It returns the first error.
 func Run(ctx context.Context, job *tcp.Config, devs *Devices, stdout io.Writer, fn func(world parallel.Comm, dev *tensor.Device, out io.Writer) error) error {
 	switch {
 	case job != nil:
@@ -68,14 +68,11 @@ func Run(ctx context.Context, job *tcp.Config, devs *Devices, stdout io.Writer, 
 		}
 		return fn(world, devs.devs[0], stdout)
 	case len(devs.devs) > 1:
-		var comms []parallel.Comm
 		if devs.nccl {
-			var err error
-			if comms, err = device.LocalNCCL(ctx, devs.devs); err != nil {
-				return err
-			}
-			for _, c := range comms {
-				defer closeComm(c)
+			for _, d := range devs.devs {
+				if err := device.CheckNCCL(d); err != nil {
+					return err
+				}
 			}
 		}
 		return parallel.RunLocal(len(devs.devs), func(world parallel.Comm) error {
@@ -83,8 +80,15 @@ func Run(ctx context.Context, job *tcp.Config, devs *Devices, stdout io.Writer, 
 			if r == 0 {
 				out = stdout
 			}
-			if comms != nil {
-				world = comms[r]
+			if devs.nccl {
+				// The in-process world carries NCCL's unique id, as the TCP one does
+				// between processes.
+				nc, err := device.NCCL(ctx, world, devs.devs[r])
+				if err != nil {
+					return err
+				}
+				defer closeComm(nc)
+				world = nc
 			}
 			return fn(world, devs.devs[r], out)
 		})

@@ -66,9 +66,11 @@
 // a GPU gets cuda.ErrNoDevice), a caching allocator, cuBLASLt GEMMs, CUDA C kernels
 // compiled by NVRTC (fused ones among them, each with a CPU twin) and an NCCL Comm. It
 // registers itself with tensor as "cuda". It is built and tested without a GPU: its
-// kernels are compile-checked with NVRTC, and its GPU tests run on a kernel emulator
-// (MEGAGO_CUDA_EMU=1: the kernels compiled with g++ and run on the CPU). It has not yet
-// run on a GPU, and the examples do not use it yet.
+// kernels are compile-checked with NVRTC, and with MEGAGO_CUDA_EMU=1 any program opens a
+// kernel emulator instead of a GPU (the kernels compiled with g++ and run on the CPU, NCCL
+// over host memory), on which CI runs its GPU tests and the gpt example with --device
+// cuda. It has not yet run on a GPU. The examples and megago bench open it with --device
+// cuda through internal/device.
 //
 // # examples: training programs
 //

@@ -14,7 +14,9 @@
 #      the CPU backend, fused kernels against their CPU twins, flash attention, the
 #      optimizer kernels, GPT training fp32/bf16 against the CPU, NCCL at world size 1
 #      (multi-GPU NCCL runs when there are several GPUs);
-#   3. megago bench gpt --device cuda --bf16 beside bench/torch_gpt.py --device cuda
+#   3. the gpt example on the GPU (fp32 and bf16, TP=2 goroutine ranks sharing the GPU)
+#      beside the same run on this machine's CPU, losses side by side;
+#   4. megago bench gpt --device cuda --bf16 beside bench/torch_gpt.py --device cuda
 #      --amp-bf16 for GPT-2 124M (B 16 × T 1024) and 350M, with MFU against 989 TFLOP/s.
 # Each step has a time limit, so one that hangs cannot take the rest of the budget.
 set -uo pipefail
@@ -25,7 +27,7 @@ BIN=cuda/gpucheck/bin
 t0=$(date +%s)
 log() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$OUT/progress.log"; }
 
-if [[ ! -x "$BIN/cuda.test" || ! -x "$BIN/megago" ]]; then
+if [[ ! -x "$BIN/cuda.test" || ! -x "$BIN/megago" || ! -x "$BIN/gpt" ]]; then
 	echo "missing $BIN: run cuda/gpucheck/build.sh where Go is and carry $BIN here" >&2
 	exit 2
 fi
@@ -71,15 +73,34 @@ MEGAGO_REQUIRE_GPU=1 timeout 170 "$BIN/cuda.test" -test.v -test.timeout 165s \
 test_rc=$?
 log "   tests exit status $test_rc"
 
+# The gpt example: 4 layers, hidden 256, 60 iterations on the corpus build.sh prepared, TP=2
+# as two goroutine ranks (on the GPU both share it, each with its own stream; NCCL refuses
+# two ranks of one communicator on one GPU, so they talk through the in-process transport).
+data=$(ls "$BIN"/data/*/*.idx 2>/dev/null | head -n 1)
+gpt_args=(--data-path "${data%.idx}" --cache-dir "$OUT/gpt-cache" --num-layers 4 --hidden-size 256
+	--num-attention-heads 4 --seq-length 256 --micro-batch-size 8 --global-batch-size 16 --train-iters 60
+	--lr 3e-4 --lr-warmup-iters 10 --eval-interval 60 --eval-iters 4 --log-interval 10 --gen-tokens 32
+	--tensor-model-parallel-size 2 --ranks 2)
+for run in cpu cuda-fp32 cuda-bf16; do
+	log "3. gpt example: $run"
+	flags=()
+	case $run in
+	cuda-fp32) flags=(--device cuda) ;;
+	cuda-bf16) flags=(--device cuda --bf16) ;;
+	esac
+	timeout 90 "$BIN/gpt" "${gpt_args[@]}" "${flags[@]}" --out-dir "$OUT/gpt-$run" >"$OUT/gpt-$run.log" 2>&1
+	echo "exit $?" >>"$OUT/gpt-$run.log"
+done
+
 # bench_pair name args...: megago and PyTorch on the same workload, 50 s each.
 bench_pair() {
 	local name=$1
 	shift
-	log "3. bench $name: megago"
+	log "4. bench $name: megago"
 	timeout 50 "$BIN/megago" bench gpt --device cuda --bf16 --threads 0 "$@" \
 		>"$OUT/megago-$name.json" 2>"$OUT/megago-$name.log"
 	echo "exit $?" >>"$OUT/megago-$name.log"
-	log "3. bench $name: PyTorch eager"
+	log "4. bench $name: PyTorch eager"
 	timeout 50 python3 bench/torch_gpt.py --device cuda --amp-bf16 --foreach --threads 4 "$@" \
 		>"$OUT/torch-$name.json" 2>"$OUT/torch-$name.log"
 	echo "exit $?" >>"$OUT/torch-$name.log"
@@ -87,7 +108,7 @@ bench_pair() {
 bench_pair gpt2-124M --layers 12 --dim 768 --heads 12 --vocab 50257 --block 1024 --seq 1024 --batch 16 --steps 4 --warmup 1
 bench_pair gpt2-350M --layers 24 --dim 1024 --heads 16 --vocab 50257 --block 1024 --seq 1024 --batch 8 --steps 3 --warmup 1
 
-log "4. summary"
+log "5. summary"
 {
 	echo "# megago cuda GPU check"
 	echo
@@ -101,6 +122,19 @@ log "4. summary"
 	echo
 	echo '```'
 	grep -E '^(--- |ok|FAIL|PASS|panic)|^    --- (FAIL|SKIP)' "$OUT/cuda-test.log" | head -n 80
+	echo '```'
+	echo
+	echo "## The gpt example: CPU beside the GPU (TP=2 goroutine ranks, training loss every 10 iterations)"
+	echo
+	echo '```'
+	for run in cpu cuda-fp32 cuda-bf16; do
+		printf '%-10s' "$run"
+		grep '"kind":"train"' "$OUT/gpt-$run/metrics.jsonl" 2>/dev/null |
+			sed 's/.*"iteration":\([0-9]*\).*"lm_loss":\([-0-9.eE+]*\).*/\1 \2/' |
+			awk '$1 % 10 == 0 { printf " %8.4f", $2 } END { if (NR == 0) printf " failed: see gpt-'"$run"'.log" }'
+		echo
+	done
+	grep -h "tok/s overall" "$OUT"/gpt-*.log | sed 's/^/    /'
 	echo '```'
 	echo
 	echo "## Benchmarks (bf16, tokens/s; MFU = model FLOP/s ÷ 989 TFLOP/s)"

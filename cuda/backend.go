@@ -23,9 +23,10 @@ func init() {
 	})
 }
 
-// AutoDevice as Config.Device picks device LOCAL_RANK mod the number of visible devices
-// (device 0 without LOCAL_RANK): one GPU per local rank under `megago launch` or torchrun,
-// and the only one when the launcher narrowed CUDA_VISIBLE_DEVICES.
+// AutoDevice as Config.Device picks device LOCAL_RANK (or Slurm's SLURM_LOCALID) mod the
+// number of visible devices (device 0 without either): one GPU per local rank under
+// `megago launch`, torchrun or srun, and the only one when the launcher narrowed
+// CUDA_VISIBLE_DEVICES.
 const AutoDevice = -1
 
 // Config configures Open. The zero value opens device 0 with the defaults.
@@ -97,10 +98,10 @@ func Open(cfg Config) (*Backend, error) {
 	return newBackend(dev, cfg)
 }
 
-// autoDevice returns LOCAL_RANK mod the device count.
+// autoDevice returns the local rank (localRank) mod the device count.
 func autoDevice(env SearchEnv) (int, error) {
-	lr, err := strconv.Atoi(env.Getenv("LOCAL_RANK"))
-	if err != nil || lr < 0 {
+	lr, ok := localRank(env.Getenv)
+	if !ok {
 		return 0, nil
 	}
 	drv, err := driver.Load(env)
@@ -115,6 +116,19 @@ func autoDevice(env SearchEnv) (int, error) {
 		return 0, fmt.Errorf("cuda: no device visible: %w", ErrNoDevice)
 	}
 	return lr % n, nil
+}
+
+// localRank returns this process's rank on its node as launchers set it: LOCAL_RANK
+// (megago launch, torchrun), else SLURM_LOCALID (srun), as parallel/tcp reads them; ok is
+// false when neither holds a rank.
+func localRank(getenv func(string) string) (rank int, ok bool) {
+	for _, name := range []string{"LOCAL_RANK", "SLURM_LOCALID"} {
+		if v := getenv(name); v != "" {
+			r, err := strconv.Atoi(v)
+			return r, err == nil && r >= 0
+		}
+	}
+	return 0, false
 }
 
 // newBackend wraps an opened device.

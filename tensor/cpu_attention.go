@@ -93,7 +93,9 @@ type attnCall[T float] struct {
 	bias     []T
 	mask32   []float32 // an F32 mask in place, or ...
 	mask64   []float64 // ... any other mask converted
-	kern     *gemmKernel
+	kern     *gemmKernel // float32's SGEMM kernel, or nil
+	fast     bool        // tile products on the SIMD path (cpu_attention_gemm.go)
+	kvPack   *attnShared // the forward's packed key tiles, on the SIMD path
 }
 
 func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
@@ -108,6 +110,7 @@ func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
 	}
 	if _, f32 := any(c.q).([]float32); f32 {
 		c.kern = defaultGemmKernel()
+		c.fast = c.kern != nil && c.hs <= c.kern.kc && max(attnQTile, attnKTile) <= c.kern.kc
 	}
 	return c
 }
@@ -181,31 +184,33 @@ type attnTiles[T float] struct {
 	m, l               []float64
 	keep               []bool
 	arow               []T // matmulRefRow's packed row
+	g                  attnGemm
+	kT, vT, k          []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
+	q, do              []float32 // the backward's packed query tile: Q and dO
 }
 
-func newAttnTiles[T float](hs int, backward bool) *attnTiles[T] {
+func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
 	const n = attnQTile * attnKTile
+	hs := c.hs
 	t := &attnTiles[T]{s: make([]T, n), pr: make([]T, n), keep: make([]bool, n),
-		arow: make([]T, max(attnQTile, attnKTile, hs))}
+		arow: make([]T, max(attnQTile, attnKTile, hs)), g: attnGemm{kern: c.kern}}
 	if backward {
 		t.dp, t.pz, t.dsb = make([]T, n), make([]T, n), make([]T, n)
+		if c.fast {
+			kslot, qslot := c.packedSize(attnKTile), c.packedSize(attnQTile)
+			t.kT, t.vT, t.k, t.q, t.do = grow(nil, kslot), grow(nil, kslot), grow(nil, kslot), grow(nil, qslot), grow(nil, qslot)
+		}
 	} else {
 		t.o, t.m, t.l = make([]T, attnQTile*hs), make([]float64, attnQTile), make([]float64, attnQTile)
 	}
 	return t
 }
 
-// gemm computes dst (M×N) = op(a)·op(b), or adds it when p.Accumulate: an SGEMM on this
-// goroutine for float32, matmulRef's loops otherwise.
-func (c *attnCall[T]) gemm(t *attnTiles[T], dst, a, b []T, p MatMulParams) {
-	p.Batch = 1
-	if c.kern != nil {
-		sgemm(c.kern, any(dst).([]float32), any(a).([]float32), any(b).([]float32), p, 1)
-		return
-	}
-	for i := 0; i < p.M; i++ {
-		matmulRefRow(dst[i*p.N:], a, b, t.arow[:p.K], i, &p)
-	}
+// packedSize returns the elements that a tile of rows rows of Q, K, V or dO ([rows, HS])
+// takes packed as a B operand, either way round.
+func (c *attnCall[T]) packedSize(rows int) int {
+	nr := c.kern.nr
+	return roundUp(rows, nr) * roundUp(c.hs, nr)
 }
 
 // attnParallel runs body(t, i) for each i in [0, n) on up to GOMAXPROCS goroutines that
@@ -235,7 +240,11 @@ func attnParallel[S any](n int, tiles func() S, body func(t S, i int)) {
 func (c *attnCall[T]) forward() {
 	heads := c.b * c.nh
 	c.out, c.lse = output[T](c.a.Out), output[T](c.a.LSE)
-	attnParallel(heads*c.nqt, func() *attnTiles[T] { return newAttnTiles[T](c.hs, false) }, func(t *attnTiles[T], it int) {
+	if c.fast {
+		c.kvPack = newAttnShared(2*c.b*c.g*c.nkt, c.packedSize(attnKTile))
+		defer c.kvPack.release()
+	}
+	attnParallel(heads*c.nqt, func() *attnTiles[T] { return c.newTiles(false) }, func(t *attnTiles[T], it int) {
 		c.forwardTile(t, it%heads, c.nqt-1-it/heads)
 	})
 	store(c.a.Out, c.out)
@@ -245,7 +254,7 @@ func (c *attnCall[T]) forward() {
 // forwardTile computes the output rows and lse of query tile qt of head bh = b·NH + h.
 func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	b, h := bh/c.nh, bh%c.nh
-	kv := (b*c.g + h/c.per) * c.tk // first key row of the head's key/value head
+	kvh := b*c.g + h/c.per // the head's key/value head
 	i0 := qt * attnQTile
 	bq, hs := min(attnQTile, c.tq-i0), c.hs
 	q := c.q[(bh*c.tq+i0)*hs : (bh*c.tq+i0+bq)*hs] // [bq, HS]
@@ -259,7 +268,9 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		w := min(attnKTile, kEnd-j0)
 		s, pr := t.s[:bq*w], t.pr[:bq*w] // [bq, w]
-		c.gemm(t, s, q, c.k[(kv+j0)*hs:(kv+j0+w)*hs], MatMulParams{M: bq, N: w, K: hs, TransB: true})
+		kT, v := c.keyTile(kvh, j0)
+		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
+		c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
 		for r := 0; r < bq; r++ {
 			lim := min(w, max(0, c.visible(i0+r)-j0))
 			srow, prow := s[r*w:r*w+lim], pr[r*w:(r+1)*w]
@@ -285,7 +296,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 				c.dropRow(t.keep[:lim], prow[:lim], nil, c.dropIndex(b, h, i0+r, j0))
 			}
 		}
-		c.gemm(t, o, pr, c.v[(kv+j0)*hs:(kv+j0+w)*hs], MatMulParams{M: bq, N: hs, K: w, Accumulate: true})
+		c.product(t, o, pr, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
 	}
 	out, lse := c.out[(bh*c.tq+i0)*hs:], c.lse[bh*c.tq+i0:]
 	for r := 0; r < bq; r++ {
@@ -300,6 +311,22 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		}
 		lse[r] = T(m[r] + math.Log(l[r]))
 	}
+}
+
+// keyTile returns the key tile at j0 of key/value head kvh as the forward's B operands:
+// Kᵀ [HS, wk] and V [wk, HS], packed once per call on the SIMD path.
+func (c *attnCall[T]) keyTile(kvh, j0 int) (kT, v attnB[T]) {
+	hs, wk := c.hs, min(attnKTile, c.tk-j0)
+	rows := (kvh*c.tk + j0) * hs
+	k, vv := c.k[rows:rows+wk*hs], c.v[rows:rows+wk*hs] // [wk, HS]
+	if !c.fast {
+		return c.operand(nil, k, true, hs, wk), c.operand(nil, vv, false, wk, hs)
+	}
+	slot := 2 * (kvh*c.nkt + j0/attnKTile)
+	kT.packed = c.kvPack.get(slot, func(dst []float32) { c.operand(dst, k, true, hs, wk) })
+	v.packed = c.kvPack.get(slot+1, func(dst []float32) { c.operand(dst, vv, false, wk, hs) })
+	kT.kb, v.kb = hs, wk
+	return kT, v
 }
 
 // dropRow applies dropout to a row of probabilities p (and to dp, when not nil) whose

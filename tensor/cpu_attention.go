@@ -91,8 +91,8 @@ type attnCall[T float] struct {
 	q, k, v  []T
 	out, lse []T
 	bias     []T
-	mask32   []float32 // an F32 mask in place, or ...
-	mask64   []float64 // ... any other mask converted
+	mask32   []float32   // an F32 mask in place, or ...
+	mask64   []float64   // ... any other mask converted
 	kern     *gemmKernel // float32's SGEMM kernel, or nil
 	fast     bool        // tile products on the SIMD path (cpu_attention_gemm.go)
 	kvPack   *attnShared // the forward's packed key tiles, on the SIMD path

@@ -186,7 +186,8 @@ type attnTiles[T float] struct {
 	arow               []T // matmulRefRow's packed row
 	g                  attnGemm
 	kT, vT, k          []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
-	q, do              []float32 // the backward's packed query tile: Q and dO
+	qdo                []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
+	qdoPacked, dqDone  []bool    // per query tile of the head: Q and dO packed; dQ rows written
 }
 
 func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
@@ -197,9 +198,11 @@ func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
 	if backward {
 		t.dp, t.pz, t.dsb = make([]T, n), make([]T, n), make([]T, n)
 		if c.fast {
-			kslot, qslot := c.packedSize(attnKTile), c.packedSize(attnQTile)
-			t.kT, t.vT, t.k, t.q, t.do = grow(nil, kslot), grow(nil, kslot), grow(nil, kslot), grow(nil, qslot), grow(nil, qslot)
+			kslot := c.packedSize(attnKTile)
+			t.kT, t.vT, t.k = grow(nil, kslot), grow(nil, kslot), grow(nil, kslot)
+			t.qdo, t.qdoPacked = grow(nil, 2*c.nqt*c.packedSize(attnQTile)), make([]bool, c.nqt)
 		}
+		t.dqDone = make([]bool, c.nqt)
 	} else {
 		t.o, t.m, t.l = make([]T, attnQTile*hs), make([]float64, attnQTile), make([]float64, attnQTile)
 	}
@@ -323,9 +326,8 @@ func (c *attnCall[T]) keyTile(kvh, j0 int) (kT, v attnB[T]) {
 		return c.operand(nil, k, true, hs, wk), c.operand(nil, vv, false, wk, hs)
 	}
 	slot := 2 * (kvh*c.nkt + j0/attnKTile)
-	kT.packed = c.kvPack.get(slot, func(dst []float32) { c.operand(dst, k, true, hs, wk) })
-	v.packed = c.kvPack.get(slot+1, func(dst []float32) { c.operand(dst, vv, false, wk, hs) })
-	kT.kb, v.kb = hs, wk
+	kT = c.packed(c.kvPack.get(slot, func(dst []float32) { c.operand(dst, k, true, hs, wk) }), hs, wk)
+	v = c.packed(c.kvPack.get(slot+1, func(dst []float32) { c.operand(dst, vv, false, wk, hs) }), wk, hs)
 	return kT, v
 }
 

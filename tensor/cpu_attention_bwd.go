@@ -120,16 +120,20 @@ type attnKeyTile[T float] struct {
 	j0, wk    int
 	kT, vT, k attnB[T] // Kᵀ and Vᵀ [HS, wk], K [wk, HS]
 	dk, dv    []T      // [wk, HS]
+	written   bool     // whether dk and dv hold a query tile's contribution yet
 }
 
 // head computes the gradients of head bh = b·NH + h from its key range r: dQ (partial
-// when the keys are split), dK and dV of its key tiles, its share of dBias.
+// when the keys are split), dK and dV of its key tiles, its share of dBias. The first
+// contribution to a row of dQ, dK or dV is stored, the others added; rows none reach
+// are zeroed.
 func (w *attnBwd[T]) head(t *attnTiles[T], bh, r int) {
 	hs := w.hs
 	b, h := bh/w.nh, bh%w.nh
 	kv := (b*w.g + h/w.per) * w.tk
 	dq := w.dqPart[r][bh*w.tq*hs : (bh+1)*w.tq*hs]
-	clear(dq)
+	clear(t.dqDone)
+	clear(t.qdoPacked)
 	dk, dv := w.dk[kv*hs:(kv+w.tk)*hs], w.dv[kv*hs:(kv+w.tk)*hs]
 	if w.per > 1 {
 		dk, dv = w.dkh[bh*w.tk*hs:(bh+1)*w.tk*hs], w.dvh[bh*w.tk*hs:(bh+1)*w.tk*hs]
@@ -140,14 +144,21 @@ func (w *attnBwd[T]) head(t *attnTiles[T], bh, r int) {
 		k, v := w.k[(kv+j0)*hs:(kv+j0+wk)*hs], w.v[(kv+j0)*hs:(kv+j0+wk)*hs] // [wk, HS]
 		key := attnKeyTile[T]{j0: j0, wk: wk, dk: dk[j0*hs : (j0+wk)*hs], dv: dv[j0*hs : (j0+wk)*hs],
 			kT: w.operand(t.kT, k, true, hs, wk), vT: w.operand(t.vT, v, true, hs, wk), k: w.operand(t.k, k, false, wk, hs)}
-		clear(key.dk)
-		clear(key.dv)
 		iStart := 0
 		if w.causal {
 			iStart = max(0, j0-(w.tk-w.tq))
 		}
 		for qt := iStart / attnQTile; qt < w.nqt; qt++ {
 			w.tile(t, b, h, qt, &key, dq)
+		}
+		if !key.written {
+			clear(key.dk)
+			clear(key.dv)
+		}
+	}
+	for qt, done := range t.dqDone {
+		if !done {
+			clear(dq[qt*attnQTile*hs : min(w.tq, (qt+1)*attnQTile)*hs])
 		}
 	}
 }
@@ -172,9 +183,30 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq 
 		pz = t.pz[:bq*wq]
 	}
 	w.rows(t, b, h, i0, bq, j0, wq, pz)
-	w.product(t, kt.dv[:wq*hs], pz, true, w.operand(t.do, do, false, bq, hs), wq, hs, bq, true, w.span(attnKSuffix, dk1))
-	w.product(t, kt.dk[:wq*hs], dp, true, w.operand(t.q, q, false, bq, hs), wq, hs, bq, true, w.span(attnKSuffix, dk1))
-	w.product(t, dq[i0*hs:(i0+bq)*hs], dp, false, kt.k, bq, hs, wq, true, w.span(attnKPrefix, dq1))
+	if !kt.written {
+		clear(kt.dk[wq*hs:])
+		clear(kt.dv[wq*hs:])
+	}
+	qN, doN := w.queryTile(t, qt, q, do, bq)
+	w.product(t, kt.dv[:wq*hs], pz, true, doN, wq, hs, bq, kt.written, w.span(attnKSuffix, dk1))
+	w.product(t, kt.dk[:wq*hs], dp, true, qN, wq, hs, bq, kt.written, w.span(attnKSuffix, dk1))
+	w.product(t, dq[i0*hs:(i0+bq)*hs], dp, false, kt.k, bq, hs, wq, t.dqDone[qt], w.span(attnKPrefix, dq1))
+	kt.written, t.dqDone[qt] = true, true
+}
+
+// queryTile returns the rows q and do ([bq, HS]) of query tile qt as the B operands of dK
+// and dV, packed on the SIMD path the first time head's call needs them.
+func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, doN attnB[T]) {
+	if !w.fast {
+		return w.operand(nil, q, false, bq, w.hs), w.operand(nil, do, false, bq, w.hs)
+	}
+	slot := w.packedSize(attnQTile)
+	qdst, dodst := t.qdo[2*qt*slot:(2*qt+1)*slot], t.qdo[(2*qt+1)*slot:(2*qt+2)*slot]
+	if t.qdoPacked[qt] {
+		return w.packed(qdst, bq, w.hs), w.packed(dodst, bq, w.hs)
+	}
+	t.qdoPacked[qt] = true
+	return w.operand(qdst, q, false, bq, w.hs), w.operand(dodst, do, false, bq, w.hs)
 }
 
 // rows turns the scores t.s and dO·Vᵀ in t.dp of queries i0… (bq) and keys j0… (wq) of

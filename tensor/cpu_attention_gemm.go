@@ -71,16 +71,21 @@ func (g *attnGeom) span(mode, d int) attnSpan {
 // operand returns src as the B operand op(B) [k, n] (src [n, k] when trans, else
 // [k, n]), packed into dst on the SIMD path.
 func (c *attnCall[T]) operand(dst []float32, src []T, trans bool, k, n int) attnB[T] {
-	b := attnB[T]{raw: src, trans: trans, kb: k}
-	if c.fast {
-		ld := n
-		if trans {
-			ld = k
-		}
-		b.packed = dst[:roundUp(n, c.kern.nr)*k]
-		packB(c.kern, b.packed, any(src).([]float32), trans, ld, 0, k, 0, n)
+	if !c.fast {
+		return attnB[T]{raw: src, trans: trans, kb: k}
 	}
+	b := c.packed(dst, k, n)
+	ld := n
+	if trans {
+		ld = k
+	}
+	packB(c.kern, b.packed, any(src).([]float32), trans, ld, 0, k, 0, n)
 	return b
+}
+
+// packed returns the B operand op(B) [k, n] that operand packed into dst.
+func (c *attnCall[T]) packed(dst []float32, k, n int) attnB[T] {
+	return attnB[T]{packed: dst[:roundUp(n, c.kern.nr)*k], kb: k}
 }
 
 // product computes dst (m×n, row stride n) = op(a)·op(b), k deep, or adds it when acc: a

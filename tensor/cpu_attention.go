@@ -179,21 +179,21 @@ func (c *attnCall[T]) dropIndex(b, h, i, j int) uint64 {
 
 // attnTiles is one goroutine's scratch.
 type attnTiles[T float] struct {
-	s, pr, dp, pz, dsb []T // [attnQTile, attnKTile] tiles
-	o                  []T // [attnQTile, HS] output accumulator
-	m, l               []float64
-	keep               []bool
-	arow               []T // matmulRefRow's packed row
-	g                  attnGemm
-	kT, vT, k          []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
-	qdo                []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
-	qdoPacked, dqDone  []bool    // per query tile of the head: Q and dO packed; dQ rows written
+	s, dp, pz, dsb    []T // [attnQTile, attnKTile] tiles: scores, then probabilities, ...
+	o                 []T // [attnQTile, HS] output accumulator
+	m, l              []float64
+	keep              []bool
+	arow              []T // matmulRefRow's packed row
+	g                 attnGemm
+	kT, vT, k         []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
+	qdo               []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
+	qdoPacked, dqDone []bool    // per query tile of the head: Q and dO packed; dQ rows written
 }
 
 func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
 	const n = attnQTile * attnKTile
 	hs := c.hs
-	t := &attnTiles[T]{s: make([]T, n), pr: make([]T, n), keep: make([]bool, n),
+	t := &attnTiles[T]{s: make([]T, n), keep: make([]bool, n),
 		arow: make([]T, max(attnQTile, attnKTile, hs)), g: attnGemm{kern: c.kern}}
 	if backward {
 		t.dp, t.pz, t.dsb = make([]T, n), make([]T, n), make([]T, n)
@@ -270,7 +270,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	kEnd := c.visible(i0 + bq - 1)
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		w := min(attnKTile, kEnd-j0)
-		s, pr := t.s[:bq*w], t.pr[:bq*w] // [bq, w]
+		s, pr := t.s[:bq*w], t.s[:bq*w] // [bq, w]: the probabilities overwrite the scores
 		kT, v := c.keyTile(kvh, j0)
 		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
 		c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))

@@ -174,7 +174,7 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq 
 		return
 	}
 	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]
-	s, pr, dp := t.s[:bq*wq], t.pr[:bq*wq], t.dp[:bq*wq]                                         // [bq, wq]
+	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]                                          // [bq, wq]: the probabilities overwrite the scores
 	dq1, dk1 := i0+w.tk-w.tq+1-j0, j0-(w.tk-w.tq)-i0                                             // attnSpan's offsets: queries by keys, keys by queries
 	w.product(t, s, q, false, kt.kT, bq, wq, hs, false, w.span(attnCols, dq1))
 	w.product(t, dp, do, false, kt.vT, bq, wq, hs, false, w.span(attnCols, dq1))
@@ -210,12 +210,12 @@ func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, 
 }
 
 // rows turns the scores t.s and dO·Vᵀ in t.dp of queries i0… (bq) and keys j0… (wq) of
-// head (b, h) into the probabilities t.pr, after dropout pz, and Scale·∂L/∂logits in
+// head (b, h) into the probabilities (in t.s), after dropout pz, and Scale·∂L/∂logits in
 // t.dp, adding ∂L/∂logits into the bias gradient. Past the keys a query sees, which the
 // products may have left uncomputed, all three are zero.
 func (w *attnBwd[T]) rows(t *attnTiles[T], b, h, i0, bq, j0, wq int, pz []T) {
 	bh := b*w.nh + h
-	s, pr, dp := t.s[:bq*wq], t.pr[:bq*wq], t.dp[:bq*wq]
+	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]
 	sc := w.expScale()
 	for r := 0; r < bq; r++ {
 		i := i0 + r

@@ -25,17 +25,22 @@ import (
 //	    dVⱼ += (P ∘ Z)ᵀ·dOᵢ;  dX = P ∘ (dP − D);  dBias += dX
 //	    dKⱼ += scale·dXᵀ·Qᵢ;  dQᵢ += scale·dX·Kⱼ
 //
-// Tile products are float32 SGEMMs on one goroutine (gemm.go), or matmulRef's loops in
-// float64. Determinism: every sum has a fixed order — a tile product's chain of
-// multiply-adds, rows of a tile processed in order, key tiles in increasing order for dQ,
-// query tiles in increasing order for dK and dV, ranges of key tiles (attnKeySplits) summed
-// in order, the query heads of a key/value group (GQA) and of a broadcast bias summed in
-// order. Goroutines only choose which whole item (a query tile; a head and key range) they
-// compute, so results are bit for bit the same at any GOMAXPROCS.
+// Tile products (cpu_attention_gemm.go) run the float32 SGEMM micro-kernels of gemm.go on
+// one goroutine, from B operands packed once per key tile (and, in the backward, per query
+// tile of a head), skipping what a causal mask hides; or matmulRef's loops in float64.
+// Determinism: every sum has a fixed order — a tile product's chain of multiply-adds (the
+// same whichever goroutine packed its operands), rows of a tile processed in order, key
+// tiles in increasing order for dQ, query tiles in increasing order for dK and dV, ranges
+// of key tiles (attnKeySplits) summed in order, the query heads of a key/value group (GQA)
+// and of a broadcast bias summed in order. Goroutines only choose which whole item (a query
+// tile; a head and key range) they compute, so results are bit for bit the same at any
+// GOMAXPROCS, and a head's do not depend on the other heads of the call.
 //
-// Memory: per goroutine a few tiles; per call, in the backward, D (B·NH·Tq), partial dQ for
-// key ranges when there are few heads, and per-query-head dK and dV for GQA (both
-// O(B·NH·T·HS)). No [Tq, Tk] buffer exists except a bias gradient of that shape.
+// Memory: per goroutine a few tiles, and in the backward a head's Q and dO packed
+// (O(T·HS)); per call, in the forward, K and V packed (O(B·G·Tk·HS)), in the backward, D
+// (B·NH·Tq), partial dQ for key ranges when there are few heads, and per-query-head dK and
+// dV for GQA (both O(B·NH·T·HS)). No [Tq, Tk] buffer exists except a bias gradient of
+// that shape.
 
 const (
 	attnQTile = 64  // queries per tile (edge kernels of the 12-row SGEMM do the last 4)

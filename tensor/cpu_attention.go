@@ -34,7 +34,7 @@ import (
 // of key tiles (attnKeySplits) summed in order, the query heads of a key/value group (GQA)
 // and of a broadcast bias summed in order. Goroutines only choose which whole item (a query
 // tile; a head and key range) they compute, so results are bit for bit the same at any
-// GOMAXPROCS, and a head's do not depend on the other heads of the call.
+// GOMAXPROCS.
 //
 // Memory: per goroutine a few tiles, and in the backward a head's Q and dO packed
 // (O(T·HS)); per call, in the forward, K and V packed (O(B·G·Tk·HS)), in the backward, D

@@ -18,7 +18,8 @@ import "sync/atomic"
 // order starting from zero, added to C when accumulating — what sgemm computes when K ≤ kc,
 // which the SIMD path requires. The terms a span skips are exact zeros (probabilities and
 // gradients of hidden keys), which leave such a chain unchanged, or scores nobody reads;
-// so spans change no bit. Other compute types, or head sizes past kc, multiply the whole
+// so for finite operands spans change no bit (an infinite key or value times a hidden
+// zero, NaN in the whole product, is skipped). Other compute types, or head sizes past kc, multiply the whole
 // tile with matmulRef's loops or sgemm.
 
 // attnB is the B operand op(B) [k, n] of tile products: in place (raw: [n, k] when trans,

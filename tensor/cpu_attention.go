@@ -26,8 +26,8 @@ import (
 //	    dKⱼ += scale·dXᵀ·Qᵢ;  dQᵢ += scale·dX·Kⱼ
 //
 // Tile products (cpu_attention_gemm.go) run the float32 SGEMM micro-kernels of gemm.go on
-// one goroutine, from B operands packed once per key tile (and, in the backward, per query
-// tile of a head), skipping what a causal mask hides; or matmulRef's loops in float64.
+// one goroutine, from B operands packed once per key tile of a head (and, in the backward,
+// per query tile), skipping what a causal mask hides; or matmulRef's loops in float64.
 // Determinism: every sum has a fixed order — a tile product's chain of multiply-adds (the
 // same whichever goroutine packed its operands), rows of a tile processed in order, key
 // tiles in increasing order for dQ, query tiles in increasing order for dK and dV, ranges
@@ -36,11 +36,10 @@ import (
 // tile; a head and key range) they compute, so results are bit for bit the same at any
 // GOMAXPROCS.
 //
-// Memory: per goroutine a few tiles, and in the backward a head's Q and dO packed
-// (O(T·HS)); per call, in the forward, K and V packed (O(B·G·Tk·HS)), in the backward, D
-// (B·NH·Tq), partial dQ for key ranges when there are few heads, and per-query-head dK and
-// dV for GQA (both O(B·NH·T·HS)). No [Tq, Tk] buffer exists except a bias gradient of
-// that shape.
+// Memory: per goroutine a few tiles and a head's packed K and V (forward) or Q and dO
+// (backward), O(T·HS); per call, in the backward, D (B·NH·Tq), partial dQ for key ranges
+// when there are few heads, and per-query-head dK and dV for GQA (both O(B·NH·T·HS)). No
+// [Tq, Tk] buffer exists except a bias gradient of that shape.
 
 const (
 	attnQTile = 64  // queries per tile (edge kernels of the 12-row SGEMM do the last 4)
@@ -100,7 +99,6 @@ type attnCall[T float] struct {
 	mask64   []float64   // ... any other mask converted
 	kern     *gemmKernel // float32's SGEMM kernel, or nil
 	fast     bool        // tile products on the SIMD path (cpu_attention_gemm.go)
-	kvPack   *attnShared // the forward's packed key tiles, on the SIMD path
 }
 
 func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
@@ -193,6 +191,9 @@ type attnTiles[T float] struct {
 	kT, vT, k         []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
 	qdo               []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
 	qdoPacked, dqDone []bool    // per query tile of the head: Q and dO packed; dQ rows written
+	kv                []float32 // the forward's packed Kᵀ and V of key/value head kvHead (keyTile)
+	kvHead            int
+	kvPacked          []bool // per key tile: packed
 }
 
 func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
@@ -210,6 +211,9 @@ func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
 		t.dqDone = make([]bool, c.nqt)
 	} else {
 		t.o, t.m, t.l = make([]T, attnQTile*hs), make([]float64, attnQTile), make([]float64, attnQTile)
+		if c.fast {
+			t.kv, t.kvHead, t.kvPacked = grow(nil, 2*c.nkt*c.packedSize(attnKTile)), -1, make([]bool, c.nkt)
+		}
 	}
 	return t
 }
@@ -222,9 +226,9 @@ func (c *attnCall[T]) packedSize(rows int) int {
 }
 
 // attnParallel runs body(t, i) for each i in [0, n) on up to GOMAXPROCS goroutines that
-// take items one at a time, each with its own scratch t from tiles.
-func attnParallel[S any](n int, tiles func() S, body func(t S, i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
+// take chunk items at a time, each with its own scratch t from tiles.
+func attnParallel[S any](n, chunk int, tiles func() S, body func(t S, i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
 	if workers <= 1 {
 		t := tiles()
 		for i := range n {
@@ -236,24 +240,31 @@ func attnParallel[S any](n int, tiles func() S, body func(t S, i int)) {
 	for range workers {
 		free <- tiles()
 	}
-	runChunks(n, 1, workers, func(i, _ int) {
+	runChunks(n, chunk, workers, func(lo, hi int) {
 		t := <-free
-		body(t, i)
+		for i := lo; i < hi; i++ {
+			body(t, i)
+		}
 		free <- t
 	})
 }
 
-// forward runs the forward kernel: items are query tiles of every head, the last tiles
-// (the most keys under a causal mask) first.
+// attnHeadsPerWorker is how many heads per goroutine let the forward hand out whole heads
+// (each goroutine packing a head's keys and values once) rather than query tiles.
+const attnHeadsPerWorker = 4
+
+// forward runs the forward kernel: items are query tiles, head by head, the last tiles
+// (the most keys under a causal mask) of a head first; goroutines take whole heads when
+// there are enough.
 func (c *attnCall[T]) forward() {
 	heads := c.b * c.nh
 	c.out, c.lse = output[T](c.a.Out), output[T](c.a.LSE)
-	if c.fast {
-		c.kvPack = newAttnShared(2*c.b*c.g*c.nkt, c.packedSize(attnKTile))
-		defer c.kvPack.release()
+	chunk := 1
+	if heads >= attnHeadsPerWorker*runtime.GOMAXPROCS(0) {
+		chunk = c.nqt
 	}
-	attnParallel(heads*c.nqt, func() *attnTiles[T] { return c.newTiles(false) }, func(t *attnTiles[T], it int) {
-		c.forwardTile(t, it%heads, c.nqt-1-it/heads)
+	attnParallel(heads*c.nqt, chunk, func() *attnTiles[T] { return c.newTiles(false) }, func(t *attnTiles[T], it int) {
+		c.forwardTile(t, it/c.nqt, c.nqt-1-it%c.nqt)
 	})
 	store(c.a.Out, c.out)
 	store(c.a.LSE, c.lse)
@@ -276,7 +287,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		w := min(attnKTile, kEnd-j0)
 		s, pr := t.s[:bq*w], t.s[:bq*w] // [bq, w]: the probabilities overwrite the scores
-		kT, v := c.keyTile(kvh, j0)
+		kT, v := c.keyTile(t, kvh, j0)
 		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
 		c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
 		for r := 0; r < bq; r++ {
@@ -322,18 +333,26 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 }
 
 // keyTile returns the key tile at j0 of key/value head kvh as the forward's B operands:
-// Kᵀ [HS, wk] and V [wk, HS], packed once per call on the SIMD path.
-func (c *attnCall[T]) keyTile(kvh, j0 int) (kT, v attnB[T]) {
-	hs, wk := c.hs, min(attnKTile, c.tk-j0)
+// Kᵀ [HS, wk] and V [wk, HS]. On the SIMD path a goroutine packs them once for the
+// query tiles (of the query heads sharing kvh) it computes one after another.
+func (c *attnCall[T]) keyTile(t *attnTiles[T], kvh, j0 int) (kT, v attnB[T]) {
+	hs, wk, kt := c.hs, min(attnKTile, c.tk-j0), j0/attnKTile
 	rows := (kvh*c.tk + j0) * hs
 	k, vv := c.k[rows:rows+wk*hs], c.v[rows:rows+wk*hs] // [wk, HS]
 	if !c.fast {
 		return c.operand(nil, k, true, hs, wk), c.operand(nil, vv, false, wk, hs)
 	}
-	slot := 2 * (kvh*c.nkt + j0/attnKTile)
-	kT = c.packed(c.kvPack.get(slot, func(dst []float32) { c.operand(dst, k, true, hs, wk) }), hs, wk)
-	v = c.packed(c.kvPack.get(slot+1, func(dst []float32) { c.operand(dst, vv, false, wk, hs) }), wk, hs)
-	return kT, v
+	if t.kvHead != kvh {
+		t.kvHead = kvh
+		clear(t.kvPacked)
+	}
+	slot := c.packedSize(attnKTile)
+	kdst, vdst := t.kv[2*kt*slot:(2*kt+1)*slot], t.kv[(2*kt+1)*slot:(2*kt+2)*slot]
+	if t.kvPacked[kt] {
+		return c.packed(kdst, hs, wk), c.packed(vdst, wk, hs)
+	}
+	t.kvPacked[kt] = true
+	return c.operand(kdst, k, true, hs, wk), c.operand(vdst, vv, false, wk, hs)
 }
 
 // dropRow applies dropout to a row of probabilities p (and to dp, when not nil) whose

@@ -45,7 +45,7 @@ func (c *attnCall[T]) backward(g AttentionGrads) {
 		w.dkh, w.dvh = take(heads*c.tk*hs), take(heads*c.tk*hs)
 	}
 	n := len(w.groups)
-	attnParallel(n*w.splits, func() *attnTiles[T] { return c.newTiles(true) }, func(t *attnTiles[T], it int) {
+	attnParallel(n*w.splits, 1, func() *attnTiles[T] { return c.newTiles(true) }, func(t *attnTiles[T], it int) {
 		for _, bh := range w.groups[it%n] {
 			w.head(t, bh, it/n)
 		}

@@ -1,14 +1,13 @@
 package tensor
 
-import "sync/atomic"
-
 // The tile products of the fused attention (cpu_attention.go). On the SIMD path (float32,
 // a head size within the kernel's kc) they call gemm.go's micro-kernels directly:
 //
 //   - each B operand is packed once into the kernel's nr-column panels (packB's layout)
-//     and reused by every product that shares it: in the forward a key tile's Kᵀ and V
-//     for all query tiles of every head that reads them (attnShared), in the backward a
-//     key tile's Kᵀ, Vᵀ and K for all query tiles of the key range;
+//     and reused by the products that share it: in the forward a key tile's Kᵀ and V for
+//     the query tiles a goroutine computes in a row (whole heads when there are enough),
+//     in the backward a key tile's Kᵀ, Vᵀ and K for all query tiles of the key range and
+//     a query tile's Q and dO for all key tiles of the range;
 //   - A is read in place (or packed a panel at a time where no in-place kernel fits);
 //   - under a causal mask each mr-row panel of C computes only what the mask leaves it
 //     (attnSpan): the columns of scores its queries see, the keys (k) its queries see, or
@@ -191,38 +190,3 @@ func attnTile(tk *gemmKernel, inPlace, transA bool, k int, a *float32, lda int, 
 		tk.tileRowA(k, a, lda, b, c, ldc, acc)
 	}
 }
-
-// attnShared holds operands packed once per call and shared by its goroutines: slot i is
-// packed by the first goroutine that asks for it (get); the others wait for it.
-type attnShared struct {
-	buf  *sharedBuf // recycled through gemm.go's gemmShared
-	slot int        // elements per slot
-}
-
-// newAttnShared returns room for n slots of slot elements, none packed.
-func newAttnShared(n, slot int) *attnShared {
-	buf := gemmShared.Get().(*sharedBuf)
-	buf.data = grow(buf.data, n*slot)
-	if cap(buf.state) < n {
-		buf.state = make([]atomic.Int32, n)
-	}
-	buf.state = buf.state[:n]
-	for i := range buf.state {
-		buf.state[i].Store(0)
-	}
-	return &attnShared{buf: buf, slot: slot}
-}
-
-// get returns slot i once packed, calling pack on it if no goroutine has.
-func (s *attnShared) get(i int, pack func(dst []float32)) []float32 {
-	dst, st := s.buf.data[i*s.slot:(i+1)*s.slot], &s.buf.state[i]
-	if st.Load() == 0 && st.CompareAndSwap(0, 1) {
-		pack(dst)
-		st.Store(2)
-	}
-	waitPacked(st)
-	return dst
-}
-
-// release returns the storage for reuse; s must not be used after.
-func (s *attnShared) release() { gemmShared.Put(s.buf) }

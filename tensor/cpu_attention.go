@@ -193,29 +193,56 @@ type attnTiles[T float] struct {
 	qdoPacked, dqDone []bool    // per query tile of the head: Q and dO packed; dQ rows written
 	kv                []float32 // the forward's packed Kᵀ and V of key/value head kvHead (keyTile)
 	kvHead            int
-	kvPacked          []bool // per key tile: packed
+	kvPacked          []bool      // per key tile: packed
+	gw                *gemmWorker // whose buffers the float32 ones are (newTiles)
 }
 
+// newTiles returns a goroutine's scratch for the forward or the backward. Its float32
+// buffers come from one of gemm.go's recycled gemmWorkers (handed back by release), so
+// that calls reuse memory already in cache rather than touching fresh pages.
 func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
 	const n = attnQTile * attnKTile
 	hs := c.hs
-	t := &attnTiles[T]{s: make([]T, n), keep: make([]bool, n),
-		arow: make([]T, max(attnQTile, attnKTile, hs)), g: attnGemm{kern: c.kern}}
+	gw := gemmWorkers.Get().(*gemmWorker)
+	t := &attnTiles[T]{gw: gw, keep: make([]bool, n), arow: make([]T, max(attnQTile, attnKTile, hs)),
+		g: attnGemm{kern: c.kern, apack: gw.apack, tmp: gw.tmp}}
+	kslot, qslot := 0, 0 // packed key and query tiles
+	if c.fast {
+		kslot, qslot = c.packedSize(attnKTile), c.packedSize(attnQTile)
+	}
 	if backward {
-		t.dp, t.pz, t.dsb = make([]T, n), make([]T, n), make([]T, n)
-		if c.fast {
-			kslot := c.packedSize(attnKTile)
-			t.kT, t.vT, t.k = grow(nil, kslot), grow(nil, kslot), grow(nil, kslot)
-			t.qdo, t.qdoPacked = grow(nil, 2*c.nqt*c.packedSize(attnQTile)), make([]bool, c.nqt)
-		}
-		t.dqDone = make([]bool, c.nqt)
+		f := t.floats(4 * n)
+		t.s, t.dp, t.pz, t.dsb = f[:n], f[n:2*n], f[2*n:3*n], f[3*n:]
+		p := t.packs(3*kslot + 2*c.nqt*qslot)
+		t.kT, t.vT, t.k, t.qdo = p[:kslot], p[kslot:2*kslot], p[2*kslot:3*kslot], p[3*kslot:]
+		t.qdoPacked, t.dqDone = make([]bool, c.nqt), make([]bool, c.nqt)
 	} else {
-		t.o, t.m, t.l = make([]T, attnQTile*hs), make([]float64, attnQTile), make([]float64, attnQTile)
-		if c.fast {
-			t.kv, t.kvHead, t.kvPacked = grow(nil, 2*c.nkt*c.packedSize(attnKTile)), -1, make([]bool, c.nkt)
-		}
+		f := t.floats(n + attnQTile*hs)
+		t.s, t.o, t.m, t.l = f[:n], f[n:], make([]float64, attnQTile), make([]float64, attnQTile)
+		t.kv, t.kvHead, t.kvPacked = t.packs(2*c.nkt*kslot), -1, make([]bool, c.nkt)
 	}
 	return t
+}
+
+// floats returns n elements of T, in float32 the recycled worker's.
+func (t *attnTiles[T]) floats(n int) []T {
+	if _, f32 := any(t.s).([]float32); !f32 {
+		return make([]T, n)
+	}
+	t.gw.cpad = grow(t.gw.cpad, n)
+	return any(t.gw.cpad).([]T)
+}
+
+// packs returns n elements for packed operands, the recycled worker's.
+func (t *attnTiles[T]) packs(n int) []float32 {
+	t.gw.bpack = grow(t.gw.bpack, n)
+	return t.gw.bpack
+}
+
+// release hands the recycled buffers back; t must not be used after.
+func (t *attnTiles[T]) release() {
+	t.gw.apack, t.gw.tmp = t.g.apack, t.g.tmp
+	gemmWorkers.Put(t.gw)
 }
 
 // packedSize returns the elements that a tile of rows rows of Q, K, V or dO ([rows, HS])
@@ -226,17 +253,18 @@ func (c *attnCall[T]) packedSize(rows int) int {
 }
 
 // attnParallel runs body(t, i) for each i in [0, n) on up to GOMAXPROCS goroutines that
-// take chunk items at a time, each with its own scratch t from tiles.
-func attnParallel[S any](n, chunk int, tiles func() S, body func(t S, i int)) {
+// take chunk items at a time, each with its own scratch t from tiles, released at the end.
+func attnParallel[T float](n, chunk int, tiles func() *attnTiles[T], body func(t *attnTiles[T], i int)) {
 	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
 	if workers <= 1 {
 		t := tiles()
 		for i := range n {
 			body(t, i)
 		}
+		t.release()
 		return
 	}
-	free := make(chan S, workers)
+	free := make(chan *attnTiles[T], workers)
 	for range workers {
 		free <- tiles()
 	}
@@ -247,6 +275,9 @@ func attnParallel[S any](n, chunk int, tiles func() S, body func(t S, i int)) {
 		}
 		free <- t
 	})
+	for range workers {
+		(<-free).release()
+	}
 }
 
 // attnHeadsPerWorker is how many heads per goroutine let the forward hand out whole heads

@@ -25,17 +25,21 @@ import (
 //	    dVⱼ += (P ∘ Z)ᵀ·dOᵢ;  dX = P ∘ (dP − D);  dBias += dX
 //	    dKⱼ += scale·dXᵀ·Qᵢ;  dQᵢ += scale·dX·Kⱼ
 //
-// Tile products are float32 SGEMMs on one goroutine (gemm.go), or matmulRef's loops in
-// float64. Determinism: every sum has a fixed order — a tile product's chain of
-// multiply-adds, rows of a tile processed in order, key tiles in increasing order for dQ,
-// query tiles in increasing order for dK and dV, ranges of key tiles (attnKeySplits) summed
-// in order, the query heads of a key/value group (GQA) and of a broadcast bias summed in
-// order. Goroutines only choose which whole item (a query tile; a head and key range) they
-// compute, so results are bit for bit the same at any GOMAXPROCS.
+// Tile products (cpu_attention_gemm.go) run the float32 SGEMM micro-kernels of gemm.go on
+// one goroutine, from B operands packed once per key tile of a head (and, in the backward,
+// per query tile), skipping what a causal mask hides; or matmulRef's loops in float64.
+// Determinism: every sum has a fixed order — a tile product's chain of multiply-adds (the
+// same whichever goroutine packed its operands), rows of a tile processed in order, key
+// tiles in increasing order for dQ, query tiles in increasing order for dK and dV, ranges
+// of key tiles (attnKeySplits) summed in order, the query heads of a key/value group (GQA)
+// and of a broadcast bias summed in order. Goroutines only choose which whole item (a query
+// tile; a head and key range) they compute, so results are bit for bit the same at any
+// GOMAXPROCS.
 //
-// Memory: per goroutine a few tiles; per call, in the backward, D (B·NH·Tq), partial dQ for
-// key ranges when there are few heads, and per-query-head dK and dV for GQA (both
-// O(B·NH·T·HS)). No [Tq, Tk] buffer exists except a bias gradient of that shape.
+// Memory: per goroutine a few tiles and a head's packed K and V (forward) or Q and dO
+// (backward), O(T·HS); per call, in the backward, D (B·NH·Tq), partial dQ for key ranges
+// when there are few heads, and per-query-head dK and dV for GQA (both O(B·NH·T·HS)). No
+// [Tq, Tk] buffer exists except a bias gradient of that shape.
 
 const (
 	attnQTile = 64  // queries per tile (edge kernels of the 12-row SGEMM do the last 4)
@@ -91,9 +95,10 @@ type attnCall[T float] struct {
 	q, k, v  []T
 	out, lse []T
 	bias     []T
-	mask32   []float32 // an F32 mask in place, or ...
-	mask64   []float64 // ... any other mask converted
-	kern     *gemmKernel
+	mask32   []float32   // an F32 mask in place, or ...
+	mask64   []float64   // ... any other mask converted
+	kern     *gemmKernel // float32's SGEMM kernel, or nil
+	fast     bool        // tile products on the SIMD path (cpu_attention_gemm.go)
 }
 
 func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
@@ -108,6 +113,7 @@ func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
 	}
 	if _, f32 := any(c.q).([]float32); f32 {
 		c.kern = defaultGemmKernel()
+		c.fast = c.kern != nil && c.hs <= c.kern.kc && max(attnQTile, attnKTile) <= c.kern.kc
 	}
 	return c
 }
@@ -176,67 +182,120 @@ func (c *attnCall[T]) dropIndex(b, h, i, j int) uint64 {
 
 // attnTiles is one goroutine's scratch.
 type attnTiles[T float] struct {
-	s, pr, dp, pz, dsb []T // [attnQTile, attnKTile] tiles
-	o                  []T // [attnQTile, HS] output accumulator
-	m, l               []float64
-	keep               []bool
-	arow               []T // matmulRefRow's packed row
+	s, dp, pz, dsb    []T // [attnQTile, attnKTile] tiles: scores, then probabilities, ...
+	o                 []T // [attnQTile, HS] output accumulator
+	m, l              []float64
+	keep              []bool
+	arow              []T // matmulRefRow's packed row
+	g                 attnGemm
+	kT, vT, k         []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
+	qdo               []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
+	qdoPacked, dqDone []bool    // per query tile of the head: Q and dO packed; dQ rows written
+	kv                []float32 // the forward's packed Kᵀ and V of key/value head kvHead (keyTile)
+	kvHead            int
+	kvPacked          []bool      // per key tile: packed
+	gw                *gemmWorker // whose buffers the float32 ones are (newTiles)
 }
 
-func newAttnTiles[T float](hs int, backward bool) *attnTiles[T] {
+// newTiles returns a goroutine's scratch for the forward or the backward. Its float32
+// buffers come from one of gemm.go's recycled gemmWorkers (handed back by release), so
+// that calls reuse memory already in cache rather than touching fresh pages.
+func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
 	const n = attnQTile * attnKTile
-	t := &attnTiles[T]{s: make([]T, n), pr: make([]T, n), keep: make([]bool, n),
-		arow: make([]T, max(attnQTile, attnKTile, hs))}
+	hs := c.hs
+	gw := gemmWorkers.Get().(*gemmWorker)
+	t := &attnTiles[T]{gw: gw, keep: make([]bool, n), arow: make([]T, max(attnQTile, attnKTile, hs)),
+		g: attnGemm{kern: c.kern, apack: gw.apack, tmp: gw.tmp}}
+	kslot, qslot := 0, 0 // packed key and query tiles
+	if c.fast {
+		kslot, qslot = c.packedSize(attnKTile), c.packedSize(attnQTile)
+	}
 	if backward {
-		t.dp, t.pz, t.dsb = make([]T, n), make([]T, n), make([]T, n)
+		f := t.floats(4 * n)
+		t.s, t.dp, t.pz, t.dsb = f[:n], f[n:2*n], f[2*n:3*n], f[3*n:]
+		p := t.packs(3*kslot + 2*c.nqt*qslot)
+		t.kT, t.vT, t.k, t.qdo = p[:kslot], p[kslot:2*kslot], p[2*kslot:3*kslot], p[3*kslot:]
+		t.qdoPacked, t.dqDone = make([]bool, c.nqt), make([]bool, c.nqt)
 	} else {
-		t.o, t.m, t.l = make([]T, attnQTile*hs), make([]float64, attnQTile), make([]float64, attnQTile)
+		f := t.floats(n + attnQTile*hs)
+		t.s, t.o, t.m, t.l = f[:n], f[n:], make([]float64, attnQTile), make([]float64, attnQTile)
+		t.kv, t.kvHead, t.kvPacked = t.packs(2*c.nkt*kslot), -1, make([]bool, c.nkt)
 	}
 	return t
 }
 
-// gemm computes dst (M×N) = op(a)·op(b), or adds it when p.Accumulate: an SGEMM on this
-// goroutine for float32, matmulRef's loops otherwise.
-func (c *attnCall[T]) gemm(t *attnTiles[T], dst, a, b []T, p MatMulParams) {
-	p.Batch = 1
-	if c.kern != nil {
-		sgemm(c.kern, any(dst).([]float32), any(a).([]float32), any(b).([]float32), p, 1)
-		return
+// floats returns n elements of T, in float32 the recycled worker's.
+func (t *attnTiles[T]) floats(n int) []T {
+	if _, f32 := any(t.s).([]float32); !f32 {
+		return make([]T, n)
 	}
-	for i := 0; i < p.M; i++ {
-		matmulRefRow(dst[i*p.N:], a, b, t.arow[:p.K], i, &p)
-	}
+	t.gw.cpad = grow(t.gw.cpad, n)
+	return any(t.gw.cpad).([]T)
+}
+
+// packs returns n elements for packed operands, the recycled worker's.
+func (t *attnTiles[T]) packs(n int) []float32 {
+	t.gw.bpack = grow(t.gw.bpack, n)
+	return t.gw.bpack
+}
+
+// release hands the recycled buffers back; t must not be used after.
+func (t *attnTiles[T]) release() {
+	t.gw.apack, t.gw.tmp = t.g.apack, t.g.tmp
+	gemmWorkers.Put(t.gw)
+}
+
+// packedSize returns the elements that a tile of rows rows of Q, K, V or dO ([rows, HS])
+// takes packed as a B operand, either way round.
+func (c *attnCall[T]) packedSize(rows int) int {
+	nr := c.kern.nr
+	return roundUp(rows, nr) * roundUp(c.hs, nr)
 }
 
 // attnParallel runs body(t, i) for each i in [0, n) on up to GOMAXPROCS goroutines that
-// take items one at a time, each with its own scratch t from tiles.
-func attnParallel[S any](n int, tiles func() S, body func(t S, i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
+// take chunk items at a time, each with its own scratch t from tiles, released at the end.
+func attnParallel[T float](n, chunk int, tiles func() *attnTiles[T], body func(t *attnTiles[T], i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
 	if workers <= 1 {
 		t := tiles()
 		for i := range n {
 			body(t, i)
 		}
+		t.release()
 		return
 	}
-	free := make(chan S, workers)
+	free := make(chan *attnTiles[T], workers)
 	for range workers {
 		free <- tiles()
 	}
-	runChunks(n, 1, workers, func(i, _ int) {
+	runChunks(n, chunk, workers, func(lo, hi int) {
 		t := <-free
-		body(t, i)
+		for i := lo; i < hi; i++ {
+			body(t, i)
+		}
 		free <- t
 	})
+	for range workers {
+		(<-free).release()
+	}
 }
 
-// forward runs the forward kernel: items are query tiles of every head, the last tiles
-// (the most keys under a causal mask) first.
+// attnHeadsPerWorker is how many heads per goroutine let the forward hand out whole heads
+// (each goroutine packing a head's keys and values once) rather than query tiles.
+const attnHeadsPerWorker = 4
+
+// forward runs the forward kernel: items are query tiles, head by head, the last tiles
+// (the most keys under a causal mask) of a head first; goroutines take whole heads when
+// there are enough.
 func (c *attnCall[T]) forward() {
 	heads := c.b * c.nh
 	c.out, c.lse = output[T](c.a.Out), output[T](c.a.LSE)
-	attnParallel(heads*c.nqt, func() *attnTiles[T] { return newAttnTiles[T](c.hs, false) }, func(t *attnTiles[T], it int) {
-		c.forwardTile(t, it%heads, c.nqt-1-it/heads)
+	chunk := 1
+	if heads >= attnHeadsPerWorker*runtime.GOMAXPROCS(0) {
+		chunk = c.nqt
+	}
+	attnParallel(heads*c.nqt, chunk, func() *attnTiles[T] { return c.newTiles(false) }, func(t *attnTiles[T], it int) {
+		c.forwardTile(t, it/c.nqt, c.nqt-1-it%c.nqt)
 	})
 	store(c.a.Out, c.out)
 	store(c.a.LSE, c.lse)
@@ -245,7 +304,7 @@ func (c *attnCall[T]) forward() {
 // forwardTile computes the output rows and lse of query tile qt of head bh = b·NH + h.
 func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	b, h := bh/c.nh, bh%c.nh
-	kv := (b*c.g + h/c.per) * c.tk // first key row of the head's key/value head
+	kvh := b*c.g + h/c.per // the head's key/value head
 	i0 := qt * attnQTile
 	bq, hs := min(attnQTile, c.tq-i0), c.hs
 	q := c.q[(bh*c.tq+i0)*hs : (bh*c.tq+i0+bq)*hs] // [bq, HS]
@@ -258,8 +317,10 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	kEnd := c.visible(i0 + bq - 1)
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		w := min(attnKTile, kEnd-j0)
-		s, pr := t.s[:bq*w], t.pr[:bq*w] // [bq, w]
-		c.gemm(t, s, q, c.k[(kv+j0)*hs:(kv+j0+w)*hs], MatMulParams{M: bq, N: w, K: hs, TransB: true})
+		s, pr := t.s[:bq*w], t.s[:bq*w] // [bq, w]: the probabilities overwrite the scores
+		kT, v := c.keyTile(t, kvh, j0)
+		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
+		c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
 		for r := 0; r < bq; r++ {
 			lim := min(w, max(0, c.visible(i0+r)-j0))
 			srow, prow := s[r*w:r*w+lim], pr[r*w:(r+1)*w]
@@ -285,7 +346,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 				c.dropRow(t.keep[:lim], prow[:lim], nil, c.dropIndex(b, h, i0+r, j0))
 			}
 		}
-		c.gemm(t, o, pr, c.v[(kv+j0)*hs:(kv+j0+w)*hs], MatMulParams{M: bq, N: hs, K: w, Accumulate: true})
+		c.product(t, o, pr, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
 	}
 	out, lse := c.out[(bh*c.tq+i0)*hs:], c.lse[bh*c.tq+i0:]
 	for r := 0; r < bq; r++ {
@@ -300,6 +361,29 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		}
 		lse[r] = T(m[r] + math.Log(l[r]))
 	}
+}
+
+// keyTile returns the key tile at j0 of key/value head kvh as the forward's B operands:
+// Kᵀ [HS, wk] and V [wk, HS]. On the SIMD path a goroutine packs them once for the
+// query tiles (of the query heads sharing kvh) it computes one after another.
+func (c *attnCall[T]) keyTile(t *attnTiles[T], kvh, j0 int) (kT, v attnB[T]) {
+	hs, wk, kt := c.hs, min(attnKTile, c.tk-j0), j0/attnKTile
+	rows := (kvh*c.tk + j0) * hs
+	k, vv := c.k[rows:rows+wk*hs], c.v[rows:rows+wk*hs] // [wk, HS]
+	if !c.fast {
+		return c.operand(nil, k, true, hs, wk), c.operand(nil, vv, false, wk, hs)
+	}
+	if t.kvHead != kvh {
+		t.kvHead = kvh
+		clear(t.kvPacked)
+	}
+	slot := c.packedSize(attnKTile)
+	kdst, vdst := t.kv[2*kt*slot:(2*kt+1)*slot], t.kv[(2*kt+1)*slot:(2*kt+2)*slot]
+	if t.kvPacked[kt] {
+		return c.packed(kdst, hs, wk), c.packed(vdst, wk, hs)
+	}
+	t.kvPacked[kt] = true
+	return c.operand(kdst, k, true, hs, wk), c.operand(vdst, vv, false, wk, hs)
 }
 
 // dropRow applies dropout to a row of probabilities p (and to dp, when not nil) whose

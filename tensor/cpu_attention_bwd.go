@@ -45,7 +45,7 @@ func (c *attnCall[T]) backward(g AttentionGrads) {
 		w.dkh, w.dvh = take(heads*c.tk*hs), take(heads*c.tk*hs)
 	}
 	n := len(w.groups)
-	attnParallel(n*w.splits, func() *attnTiles[T] { return newAttnTiles[T](hs, true) }, func(t *attnTiles[T], it int) {
+	attnParallel(n*w.splits, 1, func() *attnTiles[T] { return c.newTiles(true) }, func(t *attnTiles[T], it int) {
 		for _, bh := range w.groups[it%n] {
 			w.head(t, bh, it/n)
 		}
@@ -114,14 +114,26 @@ func (cpuBackend) AttentionBackwardScratch(a AttentionArgs, g AttentionGrads, p 
 	return n
 }
 
+// attnKeyTile is a key tile of the backward: its keys, its rows of K and V as B operands
+// (packed once for all query tiles on the SIMD path) and its rows of dK and dV.
+type attnKeyTile[T float] struct {
+	j0, wk    int
+	kT, vT, k attnB[T] // Kᵀ and Vᵀ [HS, wk], K [wk, HS]
+	dk, dv    []T      // [wk, HS]
+	written   bool     // whether dk and dv hold a query tile's contribution yet
+}
+
 // head computes the gradients of head bh = b·NH + h from its key range r: dQ (partial
-// when the keys are split), dK and dV of its key tiles, its share of dBias.
+// when the keys are split), dK and dV of its key tiles, its share of dBias. The first
+// contribution to a row of dQ, dK or dV is stored, the others added; rows none reach
+// are zeroed.
 func (w *attnBwd[T]) head(t *attnTiles[T], bh, r int) {
 	hs := w.hs
 	b, h := bh/w.nh, bh%w.nh
 	kv := (b*w.g + h/w.per) * w.tk
 	dq := w.dqPart[r][bh*w.tq*hs : (bh+1)*w.tq*hs]
-	clear(dq)
+	clear(t.dqDone)
+	clear(t.qdoPacked)
 	dk, dv := w.dk[kv*hs:(kv+w.tk)*hs], w.dv[kv*hs:(kv+w.tk)*hs]
 	if w.per > 1 {
 		dk, dv = w.dkh[bh*w.tk*hs:(bh+1)*w.tk*hs], w.dvh[bh*w.tk*hs:(bh+1)*w.tk*hs]
@@ -129,38 +141,81 @@ func (w *attnBwd[T]) head(t *attnTiles[T], bh, r int) {
 	for kt := r * w.nkt / w.splits; kt < (r+1)*w.nkt/w.splits; kt++ {
 		j0 := kt * attnKTile
 		wk := min(attnKTile, w.tk-j0)
-		dkt, dvt := dk[j0*hs:(j0+wk)*hs], dv[j0*hs:(j0+wk)*hs]
-		clear(dkt)
-		clear(dvt)
+		k, v := w.k[(kv+j0)*hs:(kv+j0+wk)*hs], w.v[(kv+j0)*hs:(kv+j0+wk)*hs] // [wk, HS]
+		key := attnKeyTile[T]{j0: j0, wk: wk, dk: dk[j0*hs : (j0+wk)*hs], dv: dv[j0*hs : (j0+wk)*hs],
+			kT: w.operand(t.kT, k, true, hs, wk), vT: w.operand(t.vT, v, true, hs, wk), k: w.operand(t.k, k, false, wk, hs)}
 		iStart := 0
 		if w.causal {
 			iStart = max(0, j0-(w.tk-w.tq))
 		}
 		for qt := iStart / attnQTile; qt < w.nqt; qt++ {
-			w.tile(t, b, h, kv, qt, j0, wk, dq, dkt, dvt)
+			w.tile(t, b, h, qt, &key, dq)
+		}
+		if !key.written {
+			clear(key.dk)
+			clear(key.dv)
+		}
+	}
+	for qt, done := range t.dqDone {
+		if !done {
+			clear(dq[qt*attnQTile*hs : min(w.tq, (qt+1)*attnQTile)*hs])
 		}
 	}
 }
 
-// tile adds the contributions of query tile qt and the key tile at j0 (wk keys) of head
-// (b, h) to dq (the head's [Tq, HS]) and to the key tile's dkt and dvt ([wk, HS]).
-func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, kv, qt, j0, wk int, dq, dkt, dvt []T) {
-	hs, bh := w.hs, b*w.nh+h
+// tile adds the contributions of query tile qt and key tile kt of head (b, h) to dq (the
+// head's [Tq, HS]) and to the key tile's dK and dV.
+func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq []T) {
+	hs, bh, j0 := w.hs, b*w.nh+h, kt.j0
 	i0 := qt * attnQTile
 	bq := min(attnQTile, w.tq-i0)
-	wq := min(wk, w.visible(i0+bq-1)-j0) // keys any query of the tile sees
+	wq := min(kt.wk, w.visible(i0+bq-1)-j0) // keys any query of the tile sees
 	if wq <= 0 {
 		return
 	}
 	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]
-	k, v := w.k[(kv+j0)*hs:(kv+j0+wq)*hs], w.v[(kv+j0)*hs:(kv+j0+wq)*hs]                         // [wq, HS]
-	s, pr, dp := t.s[:bq*wq], t.pr[:bq*wq], t.dp[:bq*wq]                                         // [bq, wq]
-	w.gemm(t, s, q, k, MatMulParams{M: bq, N: wq, K: hs, TransB: true})
-	w.gemm(t, dp, do, v, MatMulParams{M: bq, N: wq, K: hs, TransB: true})
+	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]                                          // [bq, wq]: the probabilities overwrite the scores
+	dq1, dk1 := i0+w.tk-w.tq+1-j0, j0-(w.tk-w.tq)-i0                                             // attnSpan's offsets: queries by keys, keys by queries
+	w.product(t, s, q, false, kt.kT, bq, wq, hs, false, w.span(attnCols, dq1))
+	w.product(t, dp, do, false, kt.vT, bq, wq, hs, false, w.span(attnCols, dq1))
 	pz := pr // the probabilities after dropout
 	if w.dropP > 0 {
 		pz = t.pz[:bq*wq]
 	}
+	w.rows(t, b, h, i0, bq, j0, wq, pz)
+	if !kt.written {
+		clear(kt.dk[wq*hs:])
+		clear(kt.dv[wq*hs:])
+	}
+	qN, doN := w.queryTile(t, qt, q, do, bq)
+	w.product(t, kt.dv[:wq*hs], pz, true, doN, wq, hs, bq, kt.written, w.span(attnKSuffix, dk1))
+	w.product(t, kt.dk[:wq*hs], dp, true, qN, wq, hs, bq, kt.written, w.span(attnKSuffix, dk1))
+	w.product(t, dq[i0*hs:(i0+bq)*hs], dp, false, kt.k, bq, hs, wq, t.dqDone[qt], w.span(attnKPrefix, dq1))
+	kt.written, t.dqDone[qt] = true, true
+}
+
+// queryTile returns the rows q and do ([bq, HS]) of query tile qt as the B operands of dK
+// and dV, packed on the SIMD path the first time head's call needs them.
+func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, doN attnB[T]) {
+	if !w.fast {
+		return w.operand(nil, q, false, bq, w.hs), w.operand(nil, do, false, bq, w.hs)
+	}
+	slot := w.packedSize(attnQTile)
+	qdst, dodst := t.qdo[2*qt*slot:(2*qt+1)*slot], t.qdo[(2*qt+1)*slot:(2*qt+2)*slot]
+	if t.qdoPacked[qt] {
+		return w.packed(qdst, bq, w.hs), w.packed(dodst, bq, w.hs)
+	}
+	t.qdoPacked[qt] = true
+	return w.operand(qdst, q, false, bq, w.hs), w.operand(dodst, do, false, bq, w.hs)
+}
+
+// rows turns the scores t.s and dO·Vᵀ in t.dp of queries i0… (bq) and keys j0… (wq) of
+// head (b, h) into the probabilities (in t.s), after dropout pz, and Scale·∂L/∂logits in
+// t.dp, adding ∂L/∂logits into the bias gradient. Past the keys a query sees, which the
+// products may have left uncomputed, all three are zero.
+func (w *attnBwd[T]) rows(t *attnTiles[T], b, h, i0, bq, j0, wq int, pz []T) {
+	bh := b*w.nh + h
+	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]
 	sc := w.expScale()
 	for r := 0; r < bq; r++ {
 		i := i0 + r
@@ -171,6 +226,7 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, kv, qt, j0, wk int, dq, dkt, dv
 			lim = 0
 		}
 		clear(prow[lim:])
+		clear(dprow[lim:])
 		if lim > 0 {
 			if w.general() {
 				w.logits(srow, b, h, i, j0)
@@ -187,11 +243,8 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, kv, qt, j0, wk int, dq, dkt, dv
 			softmaxBwdRowT(ds, prow, dprow, 1, w.d[bh*w.tq+i])
 			w.addBias(ds, b, h, i, j0)
 		}
-		softmaxBwdRowT(dprow, prow, dprow, w.p.Scale, w.d[bh*w.tq+i]) // Scale·∂L/∂logits
+		softmaxBwdRowT(dprow[:lim], prow[:lim], dprow[:lim], w.p.Scale, w.d[bh*w.tq+i]) // Scale·∂L/∂logits
 	}
-	w.gemm(t, dvt[:wq*hs], pz, do, MatMulParams{M: wq, N: hs, K: bq, TransA: true, Accumulate: true})
-	w.gemm(t, dkt[:wq*hs], dp, q, MatMulParams{M: wq, N: hs, K: bq, TransA: true, Accumulate: true})
-	w.gemm(t, dq[i0*hs:(i0+bq)*hs], dp, k, MatMulParams{M: bq, N: hs, K: wq, Accumulate: true})
 }
 
 // addBias adds ds, the logits' gradient of query i and keys j0…, into the bias gradient.

@@ -1,15 +1,15 @@
 package tensor
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 )
 
-// BenchmarkAttention times causal attention at B = 1, NH = 4, HS = 64 in float32: the
-// fused op (Attention) beside the unfused composition that nn's attention used before it
-// (AttentionReference without its lse: scores, masked softmax, probabilities·v) at the
-// sizes where the latter's [T, T] scores still fit comfortably:
+// BenchmarkAttention times causal attention at NH = 4, HS = 64 in float32, at B = 1 and
+// at the shapes of megago bench's workloads W2 (B = 8, T = 256) and W3 (B = 2, T = 2048):
+// the fused op (Attention), and at B = 1 beside it the unfused composition that nn's
+// attention used before it (AttentionReference without its lse: scores, masked softmax,
+// probabilities·v) at the sizes where the latter's [T, T] scores still fit comfortably:
 //
 //	go test ./tensor -run '^$' -bench 'Attention/' -benchtime 3x
 //
@@ -17,25 +17,32 @@ import (
 // products of the full square, 4·B·NH·T²·HS, halved by the mask), backward 2.5 times that
 // (five products), for both paths (the unfused one computes the whole square).
 func BenchmarkAttention(b *testing.B) {
-	const batch, nh, hs = 1, 4, 64
-	for _, tlen := range []int{256, 1024, 2048, 4096} {
+	const nh, hs = 4, 64
+	type shape struct {
+		name     string
+		batch, t int
+		unfused  bool // also time the unfused composition
+	}
+	shapes := []shape{{"T=256", 1, 256, true}, {"T=1024", 1, 1024, true}, {"T=2048", 1, 2048, true}, {"T=4096", 1, 4096, false},
+		{"W2", 8, 256, false}, {"W3", 2, 2048, false}} // the attention of megago bench's workloads W2 and W3
+	for _, sh := range shapes {
 		for _, fused := range []bool{true, false} {
-			if !fused && tlen > 2048 {
+			if !fused && !sh.unfused {
 				continue
 			}
 			for _, backward := range []bool{false, true} {
-				name := fmt.Sprintf("T=%d/fused", tlen)
+				name := sh.name + "/fused"
 				if !fused {
-					name = fmt.Sprintf("T=%d/unfused", tlen)
+					name = sh.name + "/unfused"
 				}
-				flops := 2.0 * batch * nh * float64(tlen) * float64(tlen) * hs
+				flops := 2.0 * float64(sh.batch) * nh * float64(sh.t) * float64(sh.t) * hs
 				if backward {
 					name += "/forward+backward"
 					flops *= 3.5
 				} else {
 					name += "/forward"
 				}
-				b.Run(name, func(b *testing.B) { benchAttention(b, fused, backward, Shape{batch, nh, tlen, hs}, flops) })
+				b.Run(name, func(b *testing.B) { benchAttention(b, fused, backward, Shape{sh.batch, nh, sh.t, hs}, flops) })
 			}
 		}
 	}

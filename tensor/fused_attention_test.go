@@ -149,6 +149,31 @@ func TestAttentionMatchesReference(t *testing.T) {
 	}
 }
 
+// TestAttentionWideHeads: float32 at head sizes and lengths where the kernel's tile
+// products run whole SIMD panels, partial ones and edge panels, and skip what the causal
+// mask hides (several key tiles, causal with Tq < Tk and Tq > Tk), against the reference.
+func TestAttentionWideHeads(t *testing.T) {
+	dev := tensor.NewCPU()
+	for ci, c := range []attnCase{
+		{name: "causal_hs64", b: 1, nh: 2, g: 1, tq: 300, tk: 300, hs: 64, causal: true},
+		{name: "kv_cache_hs40", b: 1, nh: 2, g: 2, tq: 77, tk: 290, hs: 40, causal: true, pad: []int{6}},
+		{name: "tq_gt_tk_hs48", b: 1, nh: 1, g: 1, tq: 270, tk: 140, hs: 48, causal: true, fullyMasked: true},
+		{name: "bias_dropout_hs32", b: 1, nh: 2, g: 2, tq: 150, tk: 150, hs: 32, causal: true, bias: true, scale: 1, dropout: 0.2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := dev.NewScope()
+			defer s.Close()
+			in := newAttnInputs(dev, c, tensor.F32, uint64(100+ci))
+			want, got := attnRun(in, false), attnRun(in, true)
+			for name, w := range want {
+				require.NotNil(t, got[name], name)
+				// as in TestAttentionMatchesReference, over ≤ 300 terms
+				requireCloseScaled(t, tensor.ToSlice[float64](w), tensor.ToSlice[float64](got[name]), 3e-5, name)
+			}
+		})
+	}
+}
+
 // TestAttentionGradCheck checks Attention's gradients with respect to q, k, v and the
 // bias, through out and lse, against central differences in float64.
 func TestAttentionGradCheck(t *testing.T) {

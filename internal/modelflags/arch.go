@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"strings"
 
 	"megago/nn"
 )
@@ -143,4 +144,29 @@ func (a Arch) Apply(c *nn.TransformerConfig) {
 	c.Bias = !a.DisableBiasLinear
 	c.QKVBias = a.AddQKVBias
 	c.QKNorm = a.QKLayerNorm
+}
+
+// Describe returns the settings that differ from GPT-2's in a few words ("RMSNorm,
+// SwiGLU, RoPE, 2 query groups, no biases"), or "" for GPT-2.
+func (a Arch) Describe() string {
+	d := Defaults()
+	var w []string
+	add := func(on bool, format string, args ...any) {
+		if on {
+			w = append(w, fmt.Sprintf(format, args...))
+		}
+	}
+	add(a.Normalization != d.Normalization, "%s", a.Normalization)
+	add(a.NormEpsilon != d.NormEpsilon, "ε %g", a.NormEpsilon)
+	add(a.SwiGLU, "SwiGLU")
+	add(a.PositionEmbeddingType == "rope", "RoPE θ %d", a.RotaryBase)
+	add(a.PositionEmbeddingType == "rope" && a.RotaryPercent != 1, "on %g of each head", a.RotaryPercent)
+	add(a.PositionEmbeddingType == "rope" && a.UseRopeScaling, "Llama 3 scaling ×%g", a.RopeScalingFactor)
+	add(a.PositionEmbeddingType == "none", "no positions")
+	add(a.GroupQueryAttention && a.NumQueryGroups > 0, "%d query groups", a.NumQueryGroups)
+	add(a.KVChannels != 0, "%d channels per head", a.KVChannels)
+	add(a.DisableBiasLinear && !a.AddQKVBias, "no biases")
+	add(a.DisableBiasLinear && a.AddQKVBias, "biases in QKV only")
+	add(a.QKLayerNorm, "query/key norms")
+	return strings.Join(w, ", ")
 }

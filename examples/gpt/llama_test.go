@@ -63,10 +63,14 @@ func TestArchFlagsReachTheModel(t *testing.T) {
 		return func(t *testing.T, _ *nn.GPT, s map[string]tensor.Shape) { assert.NotContains(t, s, name) }
 	}
 	shape := func(name string, want ...int) func(*testing.T, *nn.GPT, map[string]tensor.Shape) {
-		return func(t *testing.T, _ *nn.GPT, s map[string]tensor.Shape) { assert.Equal(t, tensor.Shape(want), s[name], name) }
+		return func(t *testing.T, _ *nn.GPT, s map[string]tensor.Shape) {
+			assert.Equal(t, tensor.Shape(want), s[name], name)
+		}
 	}
 	config := func(check func(c nn.GPTConfig) bool) func(*testing.T, *nn.GPT, map[string]tensor.Shape) {
-		return func(t *testing.T, m *nn.GPT, _ map[string]tensor.Shape) { assert.True(t, check(m.Config), "%+v", m.Config) }
+		return func(t *testing.T, m *nn.GPT, _ map[string]tensor.Shape) {
+			assert.True(t, check(m.Config), "%+v", m.Config)
+		}
 	}
 	for _, tc := range []struct {
 		args  []string

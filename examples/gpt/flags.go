@@ -19,6 +19,9 @@ type config struct {
 	// Arch holds Megatron's architecture flags (--normalization, --swiglu,
 	// --position-embedding-type, --group-query-attention, ...): a Llama-style GPT.
 	Arch modelflags.Arch
+	// UseCheckpointArgs takes the model flags from --load's checkpoint
+	// (checkpoint_args.go).
+	UseCheckpointArgs bool
 
 	// Text generation at the end.
 	Prompt      string
@@ -36,6 +39,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.UntieEmbeddings, "untie-embeddings-and-output-weights", false, "give the output layer its own weight")
 	c.Arch = modelflags.Defaults()
 	c.Arch.Register(fs)
+	fs.BoolVar(&c.UseCheckpointArgs, "use-checkpoint-args", false, "take the model's settings (sizes, architecture flags) from --load's checkpoint")
 	fs.StringVar(&c.Prompt, "prompt", "func (b *Buffer) ", "text to continue after training")
 	fs.IntVar(&c.GenTokens, "gen-tokens", 100, "tokens to generate after training (0: none)")
 	fs.Float64Var(&c.Temperature, "temperature", 0.7, "sampling temperature (0: greedy)")
@@ -62,6 +66,11 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 	fs := newFlagSet(c)
 	if err := c.Parse(fs, args, usage, stdout); err != nil {
 		return nil, err
+	}
+	if c.UseCheckpointArgs {
+		if err := c.useCheckpointArgs(fs); err != nil {
+			return nil, err
+		}
 	}
 	if c.Arch.SwiGLU && c.FFNHiddenSize == 0 {
 		c.FFNHiddenSize = modelflags.SwiGLUFFN(c.HiddenSize) // as Megatron sizes it

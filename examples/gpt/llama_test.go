@@ -147,3 +147,28 @@ func TestArchFlagRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestUseCheckpointArgs: --use-checkpoint-args takes the Llama-style model of --load's
+// checkpoint without its flags, and refuses a model flag that contradicts it.
+func TestUseCheckpointArgs(t *testing.T) {
+	dir := t.TempDir()
+	saved, _ := runTiny(t, tinyArgs(t, append([]string{"--train-iters", "2", "--save", dir, "--gen-tokens", "0", "--eval-iters", "0"}, llamaFlags...)...))
+	eval, out := runTiny(t, tinyArgs(t, "--load", dir, "--use-checkpoint-args", "--eval-only", "--eval-iters", "1"))
+	assert.Contains(t, out, "model: GPT (RMSNorm, ε 1e-06, SwiGLU, RoPE θ 10000, 2 query groups, no biases, untied output layer)")
+	assert.Less(t, eval.ValidLoss, saved.Losses[0], "the loaded model is the trained one")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--load", dir, "--use-checkpoint-args", "--hidden-size", "64"}, "--hidden-size 64 differs from the checkpoint's 32"},
+		{[]string{"--load", dir, "--use-checkpoint-args", "--normalization", "LayerNorm"}, "--normalization LayerNorm differs from the checkpoint's RMSNorm"},
+		{[]string{"--use-checkpoint-args"}, "--use-checkpoint-args requires --load"},
+	} {
+		_, err := parseConfig(tinyArgs(t, tc.args...), 0, io.Discard)
+		require.Error(t, err, tc.args)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+	_, err := parseConfig(tinyArgs(t, "--load", dir, "--use-checkpoint-args", "--norm-epsilon", "1e-6", "--swiglu"), 0, io.Discard)
+	assert.NoError(t, err, "flags that agree with the checkpoint")
+}

@@ -67,11 +67,12 @@ type TransformerConfig struct {
 	// and high frequency factors 1 and 4, original context 8192). QKVBias gives the QKV
 	// projection a bias even without Bias (Qwen2's --add-qkv-bias). QKNorm normalizes each
 	// query and key head (over HS, with Norm and NormEps, weights [HS] shared by all heads)
-	// before RoPE (--qk-layernorm).
-	RotaryPercent float64
-	RoPEScaling   float64
-	QKVBias       bool
-	QKNorm        bool
+	// before RoPE (--qk-layernorm). Their zero values are left out of JSON, so a
+	// checkpoint's recorded configuration reads the same as before they existed.
+	RotaryPercent float64 `json:",omitempty"`
+	RoPEScaling   float64 `json:",omitempty"`
+	QKVBias       bool    `json:",omitempty"`
+	QKNorm        bool    `json:",omitempty"`
 
 	// Dropout on hidden states and AttnDropout on attention probabilities, in training.
 	Dropout, AttnDropout float64
@@ -105,9 +106,6 @@ func (c TransformerConfig) Defaults() TransformerConfig {
 	}
 	if c.RoPETheta == 0 {
 		c.RoPETheta = 10000
-	}
-	if c.RotaryPercent == 0 {
-		c.RotaryPercent = 1
 	}
 	if c.InitStd == 0 {
 		c.InitStd = 0.02
@@ -177,8 +175,8 @@ func (c TransformerConfig) Validate() error {
 	if c.Position == RoPE && c.HeadSize%2 != 0 {
 		bad("HeadSize = %d must be even with RoPE", c.HeadSize)
 	}
-	if c.RotaryPercent <= 0 || c.RotaryPercent > 1 {
-		bad("RotaryPercent = %v must be in (0, 1]", c.RotaryPercent)
+	if c.RotaryPercent < 0 || c.RotaryPercent > 1 || math.IsNaN(c.RotaryPercent) {
+		bad("RotaryPercent = %v must be in (0, 1] (0 means 1)", c.RotaryPercent)
 	} else if rot := c.rotaryDim(); c.Position == RoPE && (rot < 2 || rot%2 != 0) {
 		bad("RotaryPercent = %v rotates %d of HeadSize = %d channels: want an even number ≥ 2", c.RotaryPercent, rot, c.HeadSize)
 	}

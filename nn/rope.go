@@ -46,9 +46,9 @@ func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 }
 
 // rotaryDim returns the channels of a head that RoPE rotates: int(HS·RotaryPercent), as
-// Megatron truncates it (c after Defaults).
+// Megatron truncates it, or HS when RotaryPercent is 0 or 1 (c after Defaults).
 func (c TransformerConfig) rotaryDim() int {
-	if c.RotaryPercent >= 1 {
+	if c.RotaryPercent == 0 || c.RotaryPercent >= 1 {
 		return c.HeadSize
 	}
 	return int(float64(c.HeadSize) * c.RotaryPercent)

@@ -132,7 +132,10 @@ func (a Arch) Apply(c *nn.TransformerConfig) {
 		c.Position = nn.LearnedPositions
 	}
 	c.RoPETheta = float64(a.RotaryBase)
-	c.RotaryPercent = a.RotaryPercent
+	c.RotaryPercent = 0 // nn's "whole head", which keeps checkpoints' recorded configurations as they were
+	if a.RotaryPercent != 1 {
+		c.RotaryPercent = a.RotaryPercent
+	}
 	c.RoPEScaling = 0
 	if a.UseRopeScaling {
 		c.RoPEScaling = a.RopeScalingFactor

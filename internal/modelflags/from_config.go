@@ -41,7 +41,9 @@ func FromConfig(c nn.TransformerConfig) (Arch, error) {
 		return a, fmt.Errorf("the rotary base %v is not an integer (--rotary-base)", c.RoPETheta)
 	}
 	a.RotaryBase = int(c.RoPETheta)
-	a.RotaryPercent = c.RotaryPercent
+	if c.RotaryPercent != 0 {
+		a.RotaryPercent = c.RotaryPercent
+	}
 	if c.RoPEScaling != 0 {
 		a.UseRopeScaling, a.RopeScalingFactor = true, c.RoPEScaling
 	}

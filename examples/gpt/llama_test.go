@@ -96,6 +96,7 @@ func TestArchFlagsReachTheModel(t *testing.T) {
 		{[]string{"--group-query-attention", "--num-query-groups", "2"}, shape(l0+"attn.qkv.weight", 2*4*8, 32)},
 		{[]string{"--group-query-attention"}, shape(l0+"attn.qkv.weight", 3*32, 32)}, // groups default to the heads
 		{[]string{"--kv-channels", "16"}, shape(l0+"attn.proj.weight", 32, 4*16)},
+		{[]string{"--hidden-size", "30", "--kv-channels", "8"}, shape(l0+"attn.qkv.weight", 3*4*8, 30)}, // heads need not divide the hidden size
 		{[]string{"--disable-bias-linear"}, lacks(l0 + "attn.qkv.bias")},
 		{[]string{"--disable-bias-linear"}, lacks(l0 + "mlp.fc1.bias")},
 		{[]string{"--disable-bias-linear", "--add-qkv-bias"}, shape(l0+"attn.qkv.bias", 3*32)},

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestRoPEVariantsAgainstLoop(t *testing.T) {
 		{"whole-scaled", 1, 32, 8},
 	} {
 		for _, fused := range []bool{true, false} {
-			t.Run(tc.name, func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/fused=%v", tc.name, fused), func(t *testing.T) {
 				c := TransformerConfig{Hidden: hs * h, Heads: h, Position: RoPE, RotaryPercent: tc.percent, RoPEScaling: tc.scale,
 					RoPETheta: 50}.Defaults()
 				ops := fusedOps

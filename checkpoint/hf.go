@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"megago/internal/atomicfile"
 	"megago/nn"
@@ -247,6 +248,19 @@ func gptHFConfig(c nn.GPTConfig, cfg map[string]any) error {
 	gpt2 := c.Position == nn.LearnedPositions && c.Norm == nn.LayerNormKind && c.Bias && !c.PostLN &&
 		c.KVHeads == c.Heads && c.HeadSize*c.Heads == c.Hidden && (c.Activation == nn.GeLU || c.Activation == nn.GeLUErf)
 	llama := c.Position == nn.RoPE && c.Norm == nn.RMSNormKind && !c.Bias && !c.PostLN && c.Activation == nn.SwiGLU
+	var extra []string // Megatron variants the exported config would not describe
+	for _, v := range []struct {
+		on   bool
+		name string
+	}{{c.QKNorm, "query/key norms"}, {c.QKVBias && !c.Bias, "a QKV bias alone (Qwen2)"},
+		{c.RotaryPercent != 0 && c.RotaryPercent != 1, "partial rotary embeddings"}, {c.RoPEScaling != 0, "Llama 3.1 rope scaling"}} {
+		if v.on {
+			extra = append(extra, v.name)
+		}
+	}
+	if len(extra) > 0 {
+		return fmt.Errorf("checkpoint: Hugging Face export of a GPT with %s is not implemented", strings.Join(extra, ", "))
+	}
 	switch {
 	case gpt2:
 		if c.Activation == nn.GeLUErf {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -201,5 +202,22 @@ func TestHFConfigRejects(t *testing.T) {
 	c.Norm = nn.RMSNormKind
 	if err := ExportHF(t.TempDir(), GPTModel(c), nil); err == nil {
 		t.Error("exported a GPT-2 with RMSNorm")
+	}
+	// Nor one whose Megatron variants config.json would not describe.
+	for _, edit := range []func(c *nn.GPTConfig){
+		func(c *nn.GPTConfig) { c.QKNorm = true },
+		func(c *nn.GPTConfig) { c.QKVBias = true },
+		func(c *nn.GPTConfig) { c.RoPEScaling = 8 },
+		func(c *nn.GPTConfig) { c.RotaryPercent = 0.5 },
+	} {
+		c := nn.LlamaConfig(2, 16, 4, 2, 32, 50)
+		c.TransformerConfig = c.Defaults()
+		if err := gptHFConfig(c, map[string]any{}); err != nil {
+			t.Fatalf("Llama: %v", err)
+		}
+		edit(&c)
+		if err := gptHFConfig(c, map[string]any{}); err == nil || !strings.Contains(err.Error(), "is not implemented") {
+			t.Errorf("exported %+v: %v", c, err)
+		}
 	}
 }

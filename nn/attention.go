@@ -56,6 +56,9 @@ func (c *KVCache) Len() int {
 type SelfAttention struct {
 	QKV  *ColumnParallelLinear // [G·(NH/G+2)·HS/tp, C]
 	Proj *RowParallelLinear    // [C, NH·HS/tp]
+	// QNorm and KNorm normalize each query and key head over HS (weights [HS]), with
+	// QKNorm; else nil.
+	QNorm, KNorm *LayerNorm
 
 	cfg  TransformerConfig
 	tp   parallel.Comm
@@ -68,15 +71,37 @@ type SelfAttention struct {
 func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAttention {
 	cfg = cfg.Defaults()
 	qkvOut := cfg.KVHeads * (cfg.Heads/cfg.KVHeads + 2) * cfg.HeadSize
-	return &SelfAttention{
-		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias, Init: Normal(cfg.InitStd)}),
+	a := &SelfAttention{
+		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias || cfg.QKVBias, Init: Normal(cfg.InitStd)}),
 		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, outputProjection(cfg)),
 		cfg:  cfg, tp: b.TP, core: attentionCore(b), spec: newAttnSpec(b, name, cfg), rope: ropeFor(cfg, b.ops()),
 	}
+	if cfg.QKNorm {
+		a.QNorm, a.KNorm = newHeadNorm(b, name+".q_norm", cfg), newHeadNorm(b, name+".k_norm", cfg)
+	}
+	return a
 }
 
-// Params returns the projections' parameters.
-func (a *SelfAttention) Params() []*Param { return collect(a.QKV, a.Proj) }
+// newHeadNorm returns the norm of one head's HS channels that QKNorm applies to queries
+// or keys. Its weights are replicated over TP but each rank's gradient covers only its own
+// heads, so they are marked SequenceParallel: their gradients are summed over TP
+// (ReduceSequenceParallelGrads), with or without sequence parallelism.
+func newHeadNorm(b *Builder, name string, cfg TransformerConfig) *LayerNorm {
+	n := NewNorm(b, name, cfg.Norm, cfg.HeadSize, cfg.NormEps)
+	for _, p := range n.Params() {
+		p.SequenceParallel = b.TP.Size() > 1
+	}
+	return n
+}
+
+// Params returns the projections' parameters, then the query and key norms'.
+func (a *SelfAttention) Params() []*Param {
+	ps := collect(a.QKV, a.Proj)
+	if a.QNorm != nil {
+		ps = append(append(ps, a.QNorm.Params()...), a.KNorm.Params()...)
+	}
+	return ps
+}
 
 // Forward attends x [B, T, C] ([B, T/tp, C] under sequence parallelism) to itself and
 // returns the same shape. cache, if not nil, holds past keys and values: they are attended
@@ -103,6 +128,9 @@ func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	// The projection and its permuted copy are consumed (the parts are q, k and v, or views).
 	releaseDead(qkv, q, k, v)
 	releaseDead(heads, q, k, v)
+	if a.QNorm != nil {
+		q, k = a.QNorm.Forward(q), a.KNorm.Forward(k) // over HS, before RoPE as in Megatron
+	}
 	q, k = a.rope(q, k, m.Positions, cache.Len())
 	if cache != nil {
 		k, v = cache.append(k, v)

@@ -35,6 +35,7 @@ const (
 	LearnedPositions  Position = iota // an embedding table added to the input (GPT-2, BERT)
 	RoPE                              // rotary embeddings of q and k (Llama)
 	RelativePositions                 // T5's bucketed relative attention bias
+	NoPositions                       // no position information (Megatron's --position-embedding-type none)
 )
 
 // TransformerConfig describes a transformer. Zero values mean the documented defaults
@@ -56,6 +57,22 @@ type TransformerConfig struct {
 	Bias       bool    // biases in linear layers
 	NormEps    float64 // 0 means 1e-5
 	RoPETheta  float64 // 0 means 10000
+
+	// Megatron's Llama/Qwen variants (see rope.go and attention.go).
+	//
+	// RotaryPercent is the fraction of each head's HS channels that RoPE rotates (the
+	// first int(HS·RotaryPercent); the rest pass unchanged), Megatron's --rotary-percent;
+	// 0 means 1. RoPEScaling, if not 0, is Llama 3.1's rope-scaling factor applied to the
+	// rotary frequencies as Megatron's --use-rope-scaling --rope-scaling-factor does (low
+	// and high frequency factors 1 and 4, original context 8192). QKVBias gives the QKV
+	// projection a bias even without Bias (Qwen2's --add-qkv-bias). QKNorm normalizes each
+	// query and key head (over HS, with Norm and NormEps, weights [HS] shared by all heads)
+	// before RoPE (--qk-layernorm). Their zero values are left out of JSON, so a
+	// checkpoint's recorded configuration reads the same as before they existed.
+	RotaryPercent float64 `json:",omitempty"`
+	RoPEScaling   float64 `json:",omitempty"`
+	QKVBias       bool    `json:",omitempty"`
+	QKNorm        bool    `json:",omitempty"`
 
 	// Dropout on hidden states and AttnDropout on attention probabilities, in training.
 	Dropout, AttnDropout float64
@@ -152,8 +169,19 @@ func (c TransformerConfig) Validate() error {
 	if c.Activation > SwiGLU {
 		bad("Activation = %d is not one of GeLU, GeLUErf, ReLU, SwiGLU", c.Activation)
 	}
+	if c.Position > NoPositions {
+		bad("Position = %d is not one of LearnedPositions, RoPE, RelativePositions, NoPositions", c.Position)
+	}
 	if c.Position == RoPE && c.HeadSize%2 != 0 {
 		bad("HeadSize = %d must be even with RoPE", c.HeadSize)
+	}
+	if c.RotaryPercent < 0 || c.RotaryPercent > 1 || math.IsNaN(c.RotaryPercent) {
+		bad("RotaryPercent = %v must be in (0, 1] (0 means 1)", c.RotaryPercent)
+	} else if rot := c.rotaryDim(); c.Position == RoPE && (rot < 2 || rot%2 != 0) {
+		bad("RotaryPercent = %v rotates %d of HeadSize = %d channels: want an even number ≥ 2", c.RotaryPercent, rot, c.HeadSize)
+	}
+	if c.RoPEScaling < 0 || math.IsNaN(c.RoPEScaling) || math.IsInf(c.RoPEScaling, 0) {
+		bad("RoPEScaling = %v must be finite and ≥ 0", c.RoPEScaling)
 	}
 	if len(errs) > 0 {
 		return errors.New("nn: invalid TransformerConfig: " + strings.Join(errs, "; "))

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -35,6 +36,12 @@ func TestValidateRejects(t *testing.T) {
 		{"negative attention dropout", func(c *TransformerConfig) { c.AttnDropout = -0.1 }, []string{"AttnDropout = -0.1"}},
 		{"RoPE with odd head size", func(c *TransformerConfig) { c.Position, c.Hidden = RoPE, 20 },
 			[]string{"HeadSize = 5 must be even with RoPE"}},
+		{"rotary percent above 1", func(c *TransformerConfig) { c.Position, c.RotaryPercent = RoPE, 1.5 },
+			[]string{"RotaryPercent = 1.5 must be in (0, 1]"}},
+		{"rotary percent rotating an odd count", func(c *TransformerConfig) { c.Position, c.RotaryPercent = RoPE, 0.75 },
+			[]string{"rotates 3 of HeadSize = 4 channels"}},
+		{"negative rope scaling", func(c *TransformerConfig) { c.RoPEScaling = -1 }, []string{"RoPEScaling = -1"}},
+		{"unknown position kind", func(c *TransformerConfig) { c.Position = NoPositions + 1 }, []string{"Position = 4"}},
 		{"learned positions without a table", func(c *TransformerConfig) { c.MaxPosition = 0 },
 			[]string{"MaxPosition = 0"}},
 		{"missing sizes", func(c *TransformerConfig) { c.NumLayers, c.Vocab = 0, -1 },
@@ -81,6 +88,13 @@ func TestDefaults(t *testing.T) {
 		Vocab: 100, MaxPosition: 8, NormEps: 1e-5, RoPETheta: 10000, InitStd: 0.02, RelativeBuckets: 32,
 		RelativeMaxDistance: 128, TP: 1, CP: 1}, d)
 	require.Equal(t, d, d.Defaults(), "Defaults is idempotent")
+	// Megatron's later variants are left out of a default configuration's JSON, so
+	// checkpoints record GPT-2 and Llama as they did before the variants existed.
+	js, err := json.Marshal(LlamaConfig(2, 16, 4, 2, 24, 100).Defaults())
+	require.NoError(t, err)
+	for _, k := range []string{"RotaryPercent", "RoPEScaling", "QKVBias", "QKNorm"} {
+		require.NotContains(t, string(js), k)
+	}
 
 	set := TransformerConfig{NumLayers: 3, Hidden: 16, Heads: 4, KVHeads: 2, HeadSize: 8, FFNHidden: 40, NormEps: 1e-6,
 		RoPETheta: 5e5, InitStd: 0.01, RelativeBuckets: 8, RelativeMaxDistance: 16, TP: 2}

@@ -26,9 +26,13 @@
 //     TP, label smoothing over the global vocabulary; the per-row work in the backend's
 //     fused kernels) and MeanLoss.
 //   - norm.go: LayerNorm and RMSNorm, and the layout-independent dropout helpers.
-//   - rope.go: rotary position embeddings (Hugging Face's rotate_half form);
+//   - rope.go: rotary position embeddings (Hugging Face's rotate_half form), on a
+//     fraction of each head's channels (RotaryPercent) and with Llama 3.1's frequency
+//     scaling (RoPEScaling, unfused: tensor.RoPE has one θ), as Megatron applies them;
 //     relative_bias.go: T5's relative position bias.
-//   - attention.go: SelfAttention (multi-head or grouped-query, fused QKV), CrossAttention,
+//   - attention.go: SelfAttention (multi-head or grouped-query, fused QKV, optional QKV
+//     bias alone (Qwen2) and query/key norms over each head, whose replicated weights'
+//     gradients are summed over TP as sequence-parallel ones are), CrossAttention,
 //     AttentionMask, PaddingMask and KVCache.
 //   - mlp.go: the MLP (GeLU, erf GeLU, ReLU or SwiGLU).
 //   - layer.go: TransformerLayer (pre- or post-LN residual blocks) and Block, a stack of

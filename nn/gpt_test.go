@@ -80,6 +80,12 @@ func TestGPTTensorParallelEquivalence(t *testing.T) {
 	llama.VocabMultiple = 1
 	gqa := LlamaConfig(2, 16, 4, 2, 24, 100)
 	gqa.VocabMultiple = 1
+	// Megatron's variants: Qwen2's QKV bias, query/key norms, partial and Llama-3.1-scaled
+	// rotary embeddings, and no positions at all.
+	variants := gqa
+	variants.QKVBias, variants.QKNorm, variants.RotaryPercent, variants.RoPEScaling = true, true, 0.5, 8
+	noPos := gqa
+	noPos.Position, noPos.Norm, noPos.QKNorm = NoPositions, LayerNormKind, true
 	for _, tc := range []struct {
 		name  string
 		cfg   GPTConfig
@@ -92,6 +98,9 @@ func TestGPTTensorParallelEquivalence(t *testing.T) {
 		{"llama", llama, false, false},
 		{"llama-sp", llama, true, false},
 		{"llama-gqa", gqa, false, false},
+		{"llama-variants", variants, false, false},
+		{"llama-variants-sp", variants, true, false},
+		{"no-positions-qk-layernorm", noPos, false, false},
 	} {
 		ref := runGPT(t, tc.cfg, 1, false, tc.train)[0]
 		for _, tp := range []int{2, 4} {

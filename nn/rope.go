@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"math"
+
 	"megago/tensor"
 )
 
@@ -10,11 +12,27 @@ import (
 // ropeFor at construction.
 type ropeFunc func(q, k *tensor.Tensor, positions []int, past int) (*tensor.Tensor, *tensor.Tensor)
 
-// ropeFor returns the rotation of attention layers built with c: rotary embeddings with
-// c.Position RoPE, none otherwise.
+// ropeFor returns the rotation of attention layers built with c (after Defaults): rotary
+// embeddings with c.Position RoPE, none otherwise. With c.RotaryPercent < 1 only the
+// first rotaryDim channels of each head rotate, with frequencies over that dimension
+// (Megatron's RotaryEmbedding); with c.RoPEScaling the frequencies are Llama 3.1's
+// (ropeInvFreq), applied by the unfused ropeFreqs.
 func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 	if c.Position != RoPE {
 		return func(q, k *tensor.Tensor, _ []int, _ int) (*tensor.Tensor, *tensor.Tensor) { return q, k }
+	}
+	rot := c.rotaryDim()
+	rotate := func(x *tensor.Tensor, pos []int) *tensor.Tensor { return ops.rope(x, pos, c.RoPETheta) }
+	if c.RoPEScaling != 0 {
+		inv := ropeInvFreq(rot, c.RoPETheta, c.RoPEScaling)
+		rotate = func(x *tensor.Tensor, pos []int) *tensor.Tensor { return ropeFreqs(x, pos, inv) }
+	}
+	if rot < c.HeadSize {
+		whole := rotate
+		rotate = func(x *tensor.Tensor, pos []int) *tensor.Tensor {
+			parts := tensor.Split(x, -1, rot, c.HeadSize-rot) // [..., rot], [..., HS−rot]
+			return tensor.Concat(-1, whole(parts[0], pos), parts[1])
+		}
 	}
 	return func(q, k *tensor.Tensor, pos []int, past int) (*tensor.Tensor, *tensor.Tensor) {
 		if pos == nil {
@@ -23,6 +41,62 @@ func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 				pos[i] = past + i
 			}
 		}
-		return ops.rope(q, pos, c.RoPETheta), ops.rope(k, pos, c.RoPETheta)
+		return rotate(q, pos), rotate(k, pos)
 	}
+}
+
+// rotaryDim returns the channels of a head that RoPE rotates: int(HS·RotaryPercent), as
+// Megatron truncates it, or HS when RotaryPercent is 0 or 1 (c after Defaults).
+func (c TransformerConfig) rotaryDim() int {
+	if c.RotaryPercent == 0 || c.RotaryPercent >= 1 {
+		return c.HeadSize
+	}
+	return int(float64(c.HeadSize) * c.RotaryPercent)
+}
+
+// ropeInvFreq returns the rd/2 rotary frequencies theta^(−2j/rd) of a rotary dimension
+// rd, rescaled as Llama 3.1 (and Megatron's RotaryEmbedding._apply_scaling) do with
+// factor: frequencies whose wavelength 2π/f exceeds 8192 (the original context) are
+// divided by factor, those below 8192/4 kept, and those between interpolated smoothly
+// with s = (8192/wavelength − 1)/(4 − 1): (1−s)·f/factor + s·f.
+func ropeInvFreq(rd int, theta, factor float64) []float64 {
+	const oldContext, lowFreqFactor, highFreqFactor = 8192.0, 1.0, 4.0
+	lowWavelen, highWavelen := oldContext/lowFreqFactor, oldContext/highFreqFactor
+	inv := make([]float64, rd/2)
+	for j := range inv {
+		f := math.Pow(theta, -2*float64(j)/float64(rd))
+		switch wavelen := 2 * math.Pi / f; {
+		case wavelen < highWavelen:
+		case wavelen > lowWavelen:
+			f /= factor
+		default:
+			s := (oldContext/wavelen - lowFreqFactor) / (highFreqFactor - lowFreqFactor)
+			f = (1-s)*f/factor + s*f
+		}
+		inv[j] = f
+	}
+	return inv
+}
+
+// ropeFreqs rotates x [..., T, rd] as tensor.RoPEReference does (rotate_half form), with
+// the angle of pair j at position p being p·inv[j] for given frequencies inv [rd/2]:
+// Add(Mul(x, cos), Mul(rotate_half(x), sin)), cos and sin [T, rd] computed in float64.
+func ropeFreqs(x *tensor.Tensor, positions []int, inv []float64) *tensor.Tensor {
+	rd, t := x.Dim(-1), x.Dim(-2)
+	half := rd / 2
+	cos := make([]float64, t*rd)
+	sin := make([]float64, t*rd)
+	for i := 0; i < t; i++ {
+		for j := 0; j < half; j++ {
+			s, c := math.Sincos(float64(positions[i]) * inv[j])
+			cos[i*rd+j], cos[i*rd+j+half] = c, c
+			sin[i*rd+j], sin[i*rd+j+half] = s, s
+		}
+	}
+	dev := x.Device()
+	ct := tensor.FromSlice(dev, cos, t, rd).Cast(x.DType()) // [T, rd]
+	st := tensor.FromSlice(dev, sin, t, rd).Cast(x.DType())
+	parts := tensor.Split(x, -1, half, half)
+	rot := tensor.Concat(-1, tensor.Neg(parts[1]), parts[0]) // rotate_half(x)
+	return tensor.Add(tensor.Mul(x, ct), tensor.Mul(rot, st))
 }

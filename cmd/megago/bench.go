@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -18,6 +19,7 @@ import (
 
 	"megago"
 	"megago/internal/device"
+	"megago/internal/modelflags"
 	"megago/nn"
 	"megago/optim"
 	"megago/parallel"
@@ -48,6 +50,14 @@ over fp32 flat buffers, without gradient clipping. Model FLOPs per step are
 tokens × (6·N + 12·L·T·C) with N = 12·L·C² + Vp·C (BENCHMARKS.md); gflops is
 that divided by the median step time.
 
+Megatron's architecture flags make it Llama-style (N then counts the MLP as
+2C·F, not SwiGLU's 3C·F, nor grouped-query attention's smaller K and V):
+
+  megago bench gpt --layers 4 --dim 256 --heads 8 --vocab 8192 --seq 256 --batch 8 \
+    --normalization RMSNorm --norm-epsilon 1e-6 --swiglu --position-embedding-type rope \
+    --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights \
+    --disable-bias-linear
+
 The workloads of BENCHMARKS.md:
 
   megago bench gpt --layers 4 --dim 256 --heads 4 --vocab 8192 --seq 256 --batch 8 --steps 20   # W2
@@ -71,6 +81,13 @@ type benchConfig struct {
 	Device                                string // a registered tensor backend: cpu, cuda
 	BF16                                  bool   // bf16 weights and activations, fp32 masters
 	Unfused                               bool   // nn.Builder.Unfused: the reference compositions
+	// Megatron's architecture flags (a Llama-style GPT: --normalization RMSNorm --swiglu
+	// --position-embedding-type rope ...), with --ffn-hidden-size, --init-method-std and
+	// --untie-embeddings-and-output-weights.
+	Arch    modelflags.Arch
+	FFN     int
+	InitStd float64
+	Untied  bool
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -99,6 +116,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.Device, "device", "cpu", "tensor backend to run on: cpu or cuda")
 	fs.BoolVar(&c.BF16, "bf16", false, "bf16 weights, activations and gradients with fp32 master weights and optimizer state")
 	fs.BoolVar(&c.Unfused, "unfused", false, "build the model with the unfused reference compositions of the fused ops (attention through the whole [B, NH, T, T] score matrix), to compare")
+	c.Arch = modelflags.Defaults()
+	c.Arch.Register(fs)
+	fs.IntVar(&c.FFN, "ffn-hidden-size", 0, "MLP hidden size (0: 4 × dim, or Megatron's ⌊(8/3·dim)/64⌋·64 with --swiglu)")
+	fs.Float64Var(&c.InitStd, "init-method-std", 0.02, "std of the weight initialization")
+	fs.BoolVar(&c.Untied, "untie-embeddings-and-output-weights", false, "give the output layer its own weight")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -139,14 +161,36 @@ func (c benchConfig) validate() error {
 	switch {
 	case c.Warmup < 0:
 		return fmt.Errorf("gpt: --warmup %d must not be negative", c.Warmup)
-	case c.Dim%c.Heads != 0:
+	case c.Dim%c.Heads != 0 && c.Arch.KVChannels == 0:
 		return fmt.Errorf("gpt: --dim %d not divisible by --heads %d", c.Dim, c.Heads)
 	case c.Block != 0 && c.Block < c.Seq:
 		return fmt.Errorf("gpt: --block %d shorter than --seq %d", c.Block, c.Seq)
 	case !(c.LR > 0):
 		return fmt.Errorf("gpt: --lr %v must be positive", c.LR)
+	case c.FFN < 0 || !(c.InitStd > 0):
+		return fmt.Errorf("gpt: --ffn-hidden-size %d must not be negative and --init-method-std %v must be positive", c.FFN, c.InitStd)
+	}
+	if errs := c.Arch.Check(c.Heads, 1); len(errs) > 0 {
+		return fmt.Errorf("gpt: %s", strings.Join(errs, "; "))
+	}
+	if err := c.model().Validate(); err != nil {
+		return fmt.Errorf("gpt: %w", err)
 	}
 	return nil
+}
+
+// model returns the GPT the flags describe: GPT-2 unless the architecture flags say
+// otherwise.
+func (c benchConfig) model() nn.GPTConfig {
+	ffn := c.FFN
+	if ffn == 0 && c.Arch.SwiGLU {
+		ffn = modelflags.SwiGLUFFN(c.Dim) // as Megatron sizes it
+	}
+	cfg := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{NumLayers: c.Layers, Hidden: c.Dim, Heads: c.Heads,
+		FFNHidden: ffn, Vocab: c.Vocab, MaxPosition: cmp.Or(c.Block, c.Seq), InitStd: c.InitStd},
+		Untied: c.Untied, VocabMultiple: c.PadVocab}
+	c.Arch.Apply(&cfg.TransformerConfig)
+	return cfg
 }
 
 // benchResult is the JSON line of megago bench gpt: bench/torch_gpt.py's fields, with
@@ -185,12 +229,8 @@ type benchResult struct {
 
 // benchGPT builds the model and runs c.Warmup+c.Steps timed steps.
 func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult, error) {
-	block := c.Block
-	if block == 0 {
-		block = c.Seq
-	}
-	cfg := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{NumLayers: c.Layers, Hidden: c.Dim, Heads: c.Heads,
-		Vocab: c.Vocab, MaxPosition: block, Bias: true}, VocabMultiple: c.PadVocab}
+	cfg := c.model()
+	block := cfg.MaxPosition
 	dev, err := device.Open(c.Device) // a missing GPU said in at most three lines
 	if err != nil {
 		return nil, fmt.Errorf("gpt: %w", err)

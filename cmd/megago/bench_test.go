@@ -57,6 +57,29 @@ func TestBenchGPT(t *testing.T) {
 	}
 }
 
+// TestBenchLlamaStyle: Megatron's architecture flags reach the benchmarked model, seen in
+// its parameter count.
+func TestBenchLlamaStyle(t *testing.T) {
+	stdout, stderr, err := run(t, "bench", "gpt", "--layers", "2", "--dim", "16", "--heads", "2", "--vocab", "50",
+		"--seq", "8", "--batch", "2", "--steps", "1", "--warmup", "0", "--pad-vocab", "64",
+		"--normalization", "RMSNorm", "--swiglu", "--ffn-hidden-size", "24", "--position-embedding-type", "rope",
+		"--group-query-attention", "--num-query-groups", "1", "--untie-embeddings-and-output-weights", "--disable-bias-linear")
+	if err != nil {
+		t.Fatalf("megago bench gpt: %v\n%s", err, stderr)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout)
+	}
+	// Word embedding and untied output 2·Vp·C, no position table; per layer QKV of one
+	// group (2 query heads, a key and a value head of 8) 32·C, output projection C·C,
+	// gate, up and down projections 3·24·C, two RMSNorm weights; the final RMSNorm; no biases.
+	want := 2*64*16 + 2*(32*16+16*16+3*24*16+2*16) + 16
+	if got := res["params"]; got != float64(want) {
+		t.Errorf("params = %v, want %v", got, want)
+	}
+}
+
 func TestBenchUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench"},
@@ -64,6 +87,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "gpt", "--dim", "10", "--heads", "3"},
 		{"bench", "gpt", "--seq", "16", "--block", "8"},
 		{"bench", "gpt", "--steps", "0"},
+		{"bench", "gpt", "--heads", "12", "--group-query-attention", "--num-query-groups", "5"},
+		{"bench", "gpt", "--normalization", "rmsnorm"},
 	} {
 		if _, _, err := run(t, args...); err == nil {
 			t.Errorf("megago %s succeeded, want an error", strings.Join(args, " "))

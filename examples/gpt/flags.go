@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"megago/examples/internal/settings"
+	"megago/internal/modelflags"
 	"megago/nn"
 )
 
@@ -15,6 +16,12 @@ import (
 type config struct {
 	settings.Common
 	UntieEmbeddings bool
+	// Arch holds Megatron's architecture flags (--normalization, --swiglu,
+	// --position-embedding-type, --group-query-attention, ...): a Llama-style GPT.
+	Arch modelflags.Arch
+	// UseCheckpointArgs takes the model flags from --load's checkpoint
+	// (checkpoint_args.go).
+	UseCheckpointArgs bool
 
 	// Text generation at the end.
 	Prompt      string
@@ -30,6 +37,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	c.OutDir = "gpt.out"
 	c.Register(fs, "its validation loss and perplexity")
 	fs.BoolVar(&c.UntieEmbeddings, "untie-embeddings-and-output-weights", false, "give the output layer its own weight")
+	c.Arch = modelflags.Defaults()
+	c.Arch.Register(fs)
+	fs.BoolVar(&c.UseCheckpointArgs, "use-checkpoint-args", false, "take the model's settings (sizes, architecture flags) from --load's checkpoint")
 	fs.StringVar(&c.Prompt, "prompt", "func (b *Buffer) ", "text to continue after training")
 	fs.IntVar(&c.GenTokens, "gen-tokens", 100, "tokens to generate after training (0: none)")
 	fs.Float64Var(&c.Temperature, "temperature", 0.7, "sampling temperature (0: greedy)")
@@ -57,7 +67,19 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 	if err := c.Parse(fs, args, usage, stdout); err != nil {
 		return nil, err
 	}
-	errs := c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
+	if c.UseCheckpointArgs {
+		if err := c.useCheckpointArgs(fs); err != nil {
+			return nil, err
+		}
+	}
+	if c.Arch.SwiGLU && c.FFNHiddenSize == 0 {
+		c.FFNHiddenSize = modelflags.SwiGLUFFN(c.HiddenSize) // as Megatron sizes it
+	}
+	errs := c.Arch.Check(c.NumAttentionHeads, c.TP)
+	if len(errs) > 0 {
+		return nil, settings.Error(errs)
+	}
+	errs = c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
 	errs = append(errs, settings.NonNegative(map[string]int{"--gen-tokens": c.GenTokens, "--top-k": c.TopK})...)
 	errs = append(errs, settings.NonNegativeNumbers(map[string]float64{"--temperature": c.Temperature})...)
 	if err := settings.Error(errs); err != nil {

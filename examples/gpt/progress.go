@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"megago/examples/internal/report"
 	"megago/nn"
@@ -31,8 +32,15 @@ func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, p
 	r.Printf("data: %s\n", corp.about)
 	r.Printf("      training split: %s tokens; their unigram entropy is %.3f nats (the loss of a model that ignores context)\n",
 		report.Thousands(float64(corp.unigram.Total)), corp.entropy())
-	r.Printf("model: GPT, %d layers, hidden %d, %d heads, seq %d, vocab %d (padded to %d): %s parameters, %s on %s\n",
-		tc.NumLayers, tc.Hidden, tc.Heads, cfg.SeqLength, tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType(), dev)
+	arch := cfg.Arch.Describe()
+	if cfg.UntieEmbeddings {
+		arch = strings.TrimPrefix(arch+", untied output layer", ", ")
+	}
+	if arch != "" {
+		arch = " (" + arch + ")"
+	}
+	r.Printf("model: GPT%s, %d layers, hidden %d, %d heads, seq %d, vocab %d (padded to %d): %s parameters, %s on %s\n",
+		arch, tc.NumLayers, tc.Hidden, tc.Heads, cfg.SeqLength, tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType(), dev)
 	r.Printf("layout: %d rank(s) = TP %d × PP %d × DP %d; %v; %d micro-batch(es) of %d per DP rank; global batch %d (%s tokens)\n",
 		cfg.World, cfg.TP, cfg.PP, cfg.DP, cfg.Schedule(), cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
 		report.Thousands(float64(cfg.GlobalBatchSize*cfg.SeqLength)))

@@ -12,11 +12,13 @@ func (c *config) modelConfig(vocab int) nn.GPTConfig {
 	if vocab == 0 {
 		vocab = c.MakeVocabSizeDivisibleBy * c.TP // a placeholder for the checks
 	}
-	return nn.GPTConfig{TransformerConfig: nn.TransformerConfig{
+	m := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{
 		NumLayers: c.NumLayers, Hidden: c.HiddenSize, Heads: c.NumAttentionHeads, FFNHidden: c.FFNHiddenSize,
-		Vocab: vocab, MaxPosition: c.MaxPositionEmbeddings, Bias: true, InitStd: c.InitMethodStd,
+		Vocab: vocab, MaxPosition: c.MaxPositionEmbeddings, InitStd: c.InitMethodStd,
 		Dropout: c.HiddenDropout, AttnDropout: c.AttentionDropout,
 	}, Untied: c.UntieEmbeddings, VocabMultiple: c.MakeVocabSizeDivisibleBy}
+	c.Arch.Apply(&m.TransformerConfig) // GPT-2 with the flags' defaults: LayerNorm, GeLU, learned positions, biases
+	return m
 }
 
 // flopsPerIteration returns the model FLOPs of one iteration (settings.FLOPs).

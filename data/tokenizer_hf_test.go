@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -126,6 +127,88 @@ func TestHFTokenizerGolden(t *testing.T) {
 						}
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestHFTokenizerNewTokenizer loads the files by --tokenizer-type name (reading
+// tokenizer.json.gz) and checks the sizes and special ids tokenizer.json and
+// tokenizer_config.json give.
+func TestHFTokenizerNewTokenizer(t *testing.T) {
+	cases := []struct {
+		dir            string
+		vocab          int
+		bos, eos, pad  int32
+		withBOS, noBOS []int32 // Encode("Hello world") with and without special tokens
+	}{
+		{"gpt2", 50257, 50256, 50256, -1, []int32{15496, 995}, []int32{15496, 995}},
+		{"llama2", 32000, 1, 2, -1, []int32{1, 22557, 1526}, []int32{22557, 1526}},
+	}
+	for _, c := range cases {
+		for _, noSpecial := range []bool{false, true} {
+			tok, err := NewTokenizer(TokenizerConfig{Type: "HuggingFaceTokenizer", TokenizerModel: filepath.Join("testdata/hf", c.dir), HFNoSpecialTokens: noSpecial})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := tok.Special()
+			if tok.VocabSize() != c.vocab || s.BOS != c.bos || s.EOS != c.eos || s.EOD != c.eos || s.Pad != c.pad {
+				t.Errorf("%s: VocabSize %d, Special %+v; want %d, BOS %d, EOS = EOD %d, pad %d", c.dir, tok.VocabSize(), s, c.vocab, c.bos, c.eos, c.pad)
+			}
+			want := c.withBOS
+			if noSpecial {
+				want = c.noBOS
+			}
+			if got := tok.Encode("Hello world"); !slices.Equal(got, want) {
+				t.Errorf("%s no-special=%v: Encode = %v, want %v", c.dir, noSpecial, got, want)
+			}
+		}
+	}
+}
+
+// TestHFTokenizerSpecialLarge checks the Llama 3 and Qwen3 files' sizes and special ids.
+func TestHFTokenizerSpecialLarge(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		vocab         int
+		bos, eos, pad int32
+	}{{"llama3", 128256, 128000, 128001, -1}, {"qwen3", 151669, -1, 151645, 151643}} {
+		tok := loadTestHF(t, c.name, true)
+		s := tok.Special()
+		if tok.VocabSize() != c.vocab || s.BOS != c.bos || s.EOS != c.eos || s.EOD != c.eos || s.Pad != c.pad {
+			t.Errorf("%s: VocabSize %d, Special %+v; want %d, BOS %d, EOS = EOD %d, pad %d", c.name, tok.VocabSize(), s, c.vocab, c.bos, c.eos, c.pad)
+		}
+	}
+}
+
+// FuzzHFByteLevelRoundTrip checks that Llama 3's tokenizer (byte-level, no normalizer)
+// gives any text back, invalid UTF-8 included: its pre-tokenizer's words cover the text.
+func FuzzHFByteLevelRoundTrip(f *testing.F) {
+	for _, s := range readHFGolden(f).Texts {
+		f.Add(s)
+	}
+	tok := loadTestHF(f, "llama3", false)
+	f.Fuzz(func(t *testing.T, text string) {
+		if got := tok.Decode(tok.Encode(text)); got != text {
+			t.Errorf("Decode(Encode(%q)) = %q", text, got)
+		}
+	})
+}
+
+// BenchmarkHFEncode encodes BenchmarkGPT2Encode's input with each tokenizer.json.
+func BenchmarkHFEncode(b *testing.B) {
+	f, err := os.ReadFile("testdata/tokenizer/gpt2_cases.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Repeat(string(f), 20)
+	for _, name := range []string{"gpt2", "llama3", "qwen3", "llama2"} {
+		tok := loadTestHF(b, name, true)
+		b.Run(name, func(b *testing.B) {
+			tok.Encode(text)
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				tok.Encode(text)
 			}
 		})
 	}

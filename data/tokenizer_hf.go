@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -47,8 +48,11 @@ type HFTokenizer struct {
 	addedFirst [256][]int // added tokens by first byte, longest first
 
 	normalize []func(string) string
-	pretok    []func([]string, bool) []string // the bool: the segment starts the text
-	prefix    []int32                         // post-processor ids before and after
+	// pretok are the pre-tokenizers: each appends to dst the words of ws; first reports
+	// whether the segment starts the text.
+	pretok    []func(dst, ws []string, first bool) []string
+	wordBufs  sync.Pool // *[2][]string: scratch word lists
+	prefix    []int32   // post-processor ids before and after
 	suffix    []int32
 	withSpec  bool
 	stripLead int // decoder Strip/Metaspace: leading spaces removed from the text
@@ -208,18 +212,30 @@ func (t *HFTokenizer) encodeSegment(dst []int32, s string, first bool) []int32 {
 	for _, n := range t.normalize {
 		s = n(s)
 	}
-	words := []string{s}
+	if len(t.pretok) == 0 {
+		return t.appendWord(dst, s)
+	}
+	bufs, _ := t.wordBufs.Get().(*[2][]string)
+	if bufs == nil {
+		bufs = new([2][]string)
+	}
+	words := append(bufs[0][:0], s)
 	for _, p := range t.pretok {
-		words = p(words, first)
+		out := p(bufs[1][:0], words, first)
+		bufs[0], bufs[1] = out, words
+		words = out
 	}
 	for _, w := range words {
 		dst = t.appendWord(dst, w)
 	}
+	clear(bufs[0])
+	clear(bufs[1])
+	t.wordBufs.Put(bufs)
 	return dst
 }
 
 // hfCacheMax is the longest word (bytes) whose ids are cached.
-const hfCacheMax = 128
+const hfCacheMax = 1024
 
 // appendWord appends the BPE ids of one pre-tokenized word.
 func (t *HFTokenizer) appendWord(dst []int32, w string) []int32 {

@@ -177,11 +177,11 @@ func (t *HFTokenizer) addPreTokenizer(field string, raw json.RawMessage) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", field, err)
 		}
-		t.pretok = append(t.pretok, func(ws []string, _ bool) []string { return splitWords(ws, scan) })
+		t.pretok = append(t.pretok, func(dst, ws []string, _ bool) []string { return splitWords(dst, ws, scan) })
 	case "ByteLevel":
 		t.byteLvl = true
 		prefix, regex := c.AddPrefixSpace, c.UseRegex == nil || *c.UseRegex
-		t.pretok = append(t.pretok, func(ws []string, _ bool) []string {
+		t.pretok = append(t.pretok, func(dst, ws []string, _ bool) []string {
 			if prefix {
 				for i, w := range ws {
 					if !strings.HasPrefix(w, " ") {
@@ -190,16 +190,16 @@ func (t *HFTokenizer) addPreTokenizer(field string, raw json.RawMessage) error {
 				}
 			}
 			if regex {
-				return splitWords(ws, gpt2WordEnd)
+				return splitWords(dst, ws, gpt2WordEnd)
 			}
-			return ws
+			return append(dst, ws...)
 		})
 	case "Metaspace":
 		return t.addMetaspace(field, &c)
 	case "Digits":
 		single := c.IndividualDigits
-		t.pretok = append(t.pretok, func(ws []string, _ bool) []string {
-			return splitWords(ws, func(s string, i int) int { return digitsEnd(s, i, single) })
+		t.pretok = append(t.pretok, func(dst, ws []string, _ bool) []string {
+			return splitWords(dst, ws, func(s string, i int) int { return digitsEnd(s, i, single) })
 		})
 	default:
 		return fmt.Errorf("%s.type %q is not supported", field, c.Type)
@@ -217,8 +217,7 @@ func (t *HFTokenizer) addMetaspace(field string, c *hfComponent) error {
 		return fmt.Errorf("%s: Metaspace prepend_scheme %q is not supported", field, scheme)
 	}
 	split := c.Split == nil || *c.Split
-	t.pretok = append(t.pretok, func(ws []string, first bool) []string {
-		var out []string
+	t.pretok = append(t.pretok, func(out, ws []string, first bool) []string {
 		for i, w := range ws {
 			w = strings.ReplaceAll(w, " ", rep)
 			if (scheme == "always" || scheme == "first" && first && i == 0) && !strings.HasPrefix(w, rep) {
@@ -255,9 +254,9 @@ func metaspaceCut(w, rep string) int {
 	return len(w)
 }
 
-// splitWords cuts each word with scan (the end of the word starting at i).
-func splitWords(ws []string, scan func(string, int) int) []string {
-	out := make([]string, 0, len(ws))
+// splitWords appends to out each word of ws cut with scan (the end of the word starting
+// at i).
+func splitWords(out, ws []string, scan func(string, int) int) []string {
 	for _, w := range ws {
 		for i := 0; i < len(w); {
 			j := scan(w, i)
@@ -407,9 +406,15 @@ func byteFallbackPiece(s string) string {
 	return s
 }
 
-// finish sets the byte symbols of a byte-level model.
+// finish sets the byte symbols of a byte-level model, and the metaspace cut of a model
+// without a pre-tokenizer (see metaspaceCutExact).
 func (t *HFTokenizer) finish(*hfFile) error {
 	if !t.byteLvl {
+		if len(t.pretok) == 0 && !t.ignoreM && t.metaspaceCutExact() {
+			t.pretok = append(t.pretok, func(out, ws []string, _ bool) []string {
+				return splitWords(out, ws, func(s string, i int) int { return i + metaspaceCut(s[i:], "▁") })
+			})
+		}
 		return nil
 	}
 	for b := range 256 {
@@ -420,4 +425,20 @@ func (t *HFTokenizer) finish(*hfFile) error {
 		t.byteID[b] = id
 	}
 	return nil
+}
+
+// metaspaceCutExact reports whether cutting a word before each run of "▁" that follows
+// another character changes no BPE result, which holds when no token has "▁" after another
+// character: a merge across such a cut would make one. It lets a model without a
+// pre-tokenizer (Llama 2's SentencePiece-style BPE) merge and cache word by word instead
+// of over whole documents.
+func (t *HFTokenizer) metaspaceCutExact() bool {
+	for tok := range t.vocab {
+		for i := 1; i < len(tok); i++ {
+			if strings.HasPrefix(tok[i:], "▁") && !strings.HasSuffix(tok[:i], "▁") {
+				return false
+			}
+		}
+	}
+	return true
 }

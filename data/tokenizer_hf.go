@@ -309,14 +309,7 @@ func (t *HFTokenizer) charSymbols(w string) []int32 {
 // byte-level models, which are not valid UTF-8 where ids split a character). It panics if
 // an id is outside [0, VocabSize).
 func (t *HFTokenizer) Decode(ids []int32) string {
-	var b strings.Builder
-	for _, id := range ids {
-		if id < 0 || int(id) >= len(t.pieces) {
-			panic(fmt.Sprintf("data: HFTokenizer.Decode: id %d outside [0, %d)", id, len(t.pieces)))
-		}
-		b.WriteString(t.pieces[id])
-	}
-	s := b.String()
+	s := joinPieces("HFTokenizer", t.pieces, ids)
 	for k := 0; k < t.stripLead && strings.HasPrefix(s, " "); k++ {
 		s = s[1:]
 	}

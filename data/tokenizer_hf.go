@@ -42,7 +42,8 @@ type HFTokenizer struct {
 	byteID  [256]int32 // byte-level: each byte's id; byte fallback: <0xXX>'s id; -1 none
 	unk     int32      // -1: none
 	fuseUnk bool
-	ignoreM bool // ignore_merges: a word in the vocabulary is one token
+	ignoreM bool         // ignore_merges: a word in the vocabulary is one token
+	wp      *hfWordPiece // a WordPiece model instead of BPE
 
 	added      []hfAddedToken
 	addedFirst [256][]int // added tokens by first byte, longest first
@@ -56,6 +57,9 @@ type HFTokenizer struct {
 	suffix    []int32
 	withSpec  bool
 	stripLead int // decoder Strip/Metaspace: leading spaces removed from the text
+	// decodeAdded is the decoder's step on added tokens' text (WordPiece's space), if any.
+	decodeAdded func(string) string
+	cleanup     bool // WordPiece decoder: wordPieceDecodeCleanup on the text
 
 	special SpecialIDs
 	cache   wordCache
@@ -136,7 +140,8 @@ func (t *HFTokenizer) readConfig(r io.Reader) error {
 		field string
 		raw   json.RawMessage
 		id    *int32
-	}{{"bos_token", c.BOS, &t.special.BOS}, {"eos_token", c.EOS, &t.special.EOS}, {"pad_token", c.Pad, &t.special.Pad}} {
+	}{{"bos_token", c.BOS, &t.special.BOS}, {"eos_token", c.EOS, &t.special.EOS}, {"pad_token", c.Pad, &t.special.Pad},
+		{"cls_token", c.CLS, &t.special.CLS}, {"sep_token", c.SEP, &t.special.SEP}, {"mask_token", c.Mask, &t.special.Mask}} {
 		name, err := hfTokenName(e.field, e.raw)
 		if err != nil {
 			return err
@@ -248,7 +253,9 @@ func (t *HFTokenizer) appendWord(dst []int32, w string) []int32 {
 		}
 	}
 	var syms []int32
-	if t.byteLvl {
+	if t.wp != nil {
+		syms = wordPieces(nil, w, t.vocab, t.wp.prefix, t.wp.maxChars, t.unk)
+	} else if t.byteLvl {
 		if t.ignoreM {
 			if id, ok := t.vocab[gpt2EncodeBytes(w)]; ok {
 				syms = []int32{id}
@@ -312,6 +319,9 @@ func (t *HFTokenizer) Decode(ids []int32) string {
 	s := joinPieces("HFTokenizer", t.pieces, ids)
 	for k := 0; k < t.stripLead && strings.HasPrefix(s, " "); k++ {
 		s = s[1:]
+	}
+	if t.cleanup {
+		s = wordPieceDecodeCleanup.Replace(s)
 	}
 	return s
 }

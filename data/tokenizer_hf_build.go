@@ -19,34 +19,20 @@ import (
 func (t *HFTokenizer) buildModel(f *hfFile) error {
 	m := &f.Model
 	switch {
+	case m.Type == "WordPiece":
+		return t.buildWordPiece(f)
 	case m.Type != "BPE" && !(m.Type == "" && m.Merges != nil):
-		return fmt.Errorf("model.type %q is not supported (only BPE)", m.Type)
+		return fmt.Errorf("model.type %q is not supported (only BPE and WordPiece)", m.Type)
 	case m.Dropout != nil && *m.Dropout > 0:
 		return fmt.Errorf("model.dropout %g is not supported", *m.Dropout)
 	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
 		return fmt.Errorf("model.continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
 		return fmt.Errorf("model.end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
-	case len(m.Vocab) == 0:
-		return fmt.Errorf("model.vocab is empty or missing")
 	}
-	limit := int64(min(hfMaxVocab, len(m.Vocab)+len(f.AddedTokens)))
-	size := int64(0)
-	t.vocab = make(map[string]int32, len(m.Vocab))
-	for tok, id := range m.Vocab {
-		if id < 0 || id >= limit {
-			return fmt.Errorf("model.vocab: token %q has id %d outside [0, %d)", tok, id, limit)
-		}
-		t.vocab[tok] = int32(id)
-		size = max(size, id+1)
+	if err := t.readVocab(f); err != nil {
+		return err
 	}
-	for i, a := range f.AddedTokens {
-		if a.ID < 0 || a.ID >= limit {
-			return fmt.Errorf("added_tokens[%d]: %q has id %d outside [0, %d)", i, a.Content, a.ID, limit)
-		}
-		size = max(size, a.ID+1)
-	}
-	t.pieces = make([]string, size)
 	t.rules = make(bpeRules, len(m.Merges))
 	for rank, raw := range m.Merges {
 		a, b, err := hfMerge(raw)
@@ -83,6 +69,32 @@ func (t *HFTokenizer) buildModel(f *hfFile) error {
 			t.byteID[b] = id
 		}
 	}
+	return nil
+}
+
+// readVocab reads model.vocab and sizes the id table from it and the added tokens.
+func (t *HFTokenizer) readVocab(f *hfFile) error {
+	m := &f.Model
+	if len(m.Vocab) == 0 {
+		return fmt.Errorf("model.vocab is empty or missing")
+	}
+	limit := int64(min(hfMaxVocab, len(m.Vocab)+len(f.AddedTokens)))
+	size := int64(0)
+	t.vocab = make(map[string]int32, len(m.Vocab))
+	for tok, id := range m.Vocab {
+		if id < 0 || id >= limit {
+			return fmt.Errorf("model.vocab: token %q has id %d outside [0, %d)", tok, id, limit)
+		}
+		t.vocab[tok] = int32(id)
+		size = max(size, id+1)
+	}
+	for i, a := range f.AddedTokens {
+		if a.ID < 0 || a.ID >= limit {
+			return fmt.Errorf("added_tokens[%d]: %q has id %d outside [0, %d)", i, a.Content, a.ID, limit)
+		}
+		size = max(size, a.ID+1)
+	}
+	t.pieces = make([]string, size)
 	return nil
 }
 
@@ -133,6 +145,8 @@ func (t *HFTokenizer) addNormalizer(field string, raw json.RawMessage) error {
 		fn = norm.NFKD.String
 	case "Lowercase":
 		fn = strings.ToLower
+	case "BertNormalizer":
+		fn = bertNormalizer(&c)
 	case "Prepend":
 		p := c.Prepend
 		fn = func(s string) string { return p + s }
@@ -196,6 +210,8 @@ func (t *HFTokenizer) addPreTokenizer(field string, raw json.RawMessage) error {
 		})
 	case "Metaspace":
 		return t.addMetaspace(field, &c)
+	case "BertPreTokenizer":
+		t.pretok = append(t.pretok, bertPreTokenize)
 	case "Digits":
 		single := c.IndividualDigits
 		t.pretok = append(t.pretok, func(dst, ws []string, _ bool) []string {
@@ -349,6 +365,9 @@ func (t *HFTokenizer) buildDecoder(f *hfFile) error {
 	}
 	for _, a := range t.added {
 		t.pieces[a.ID] = a.Content
+		if t.decodeAdded != nil {
+			t.pieces[a.ID] = t.decodeAdded(a.Content)
+		}
 	}
 	return nil
 }
@@ -377,6 +396,8 @@ func (t *HFTokenizer) addDecoder(field string, raw json.RawMessage, steps *[]fun
 		*steps = append(*steps, func(s string) string { return strings.ReplaceAll(s, old, repl) })
 	case "ByteFallback":
 		*steps = append(*steps, byteFallbackPiece)
+	case "WordPiece":
+		t.addWordPieceDecoder(&c, steps)
 	case "Fuse":
 		*fused = true
 	case "Strip":

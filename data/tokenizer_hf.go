@@ -21,15 +21,16 @@ func init() {
 
 // HFTokenizer runs a Hugging Face tokenizer.json (Megatron's HuggingFaceTokenizer): added
 // tokens matched in the text first, then on the text between them the normalizer, the
-// pre-tokenizer and a BPE model, and the post-processor's special tokens (Llama 3's
-// <|begin_of_text|>, Llama 2's <s>) when includeSpecial. It covers what the GPT-2, Llama
-// 2/3, Mistral and Qwen files use: BPE (byte-level or character-level with byte_fallback,
-// unk and fuse_unk, ignore_merges, merges as "a b" or ["a", "b"]); the normalizers
-// Sequence, NFC, NFD, NFKC, NFKD, Lowercase, Replace (literal), Prepend; the
-// pre-tokenizers Sequence, Split (the GPT-2, Llama 3 and Qwen regexes, see
-// tokenizer_hf_split.go), ByteLevel, Metaspace, Digits; the post-processors ByteLevel,
-// TemplateProcessing and Sequence; the decoders ByteLevel, Replace, ByteFallback, Fuse,
-// Strip, Metaspace and Sequence. Anything else is refused with an error naming the field.
+// pre-tokenizer and the model, and the post-processor's special tokens (Llama 3's
+// <|begin_of_text|>, Llama 2's <s>, BERT's [CLS] and [SEP]) when includeSpecial. It
+// covers what the GPT-2, Llama 2/3, Mistral, Qwen and BERT files use: BPE (byte-level, or
+// character-level with byte_fallback, unk and fuse_unk; ignore_merges; merges as "a b" or
+// ["a", "b"]) and WordPiece models; the normalizers Sequence, NFC, NFD, NFKC, NFKD,
+// Lowercase, Replace (literal), Prepend, BertNormalizer; the pre-tokenizers Sequence,
+// Split (the GPT-2, Llama 3 and Qwen regexes, see tokenizer_hf_split.go), ByteLevel,
+// Metaspace, Digits, BertPreTokenizer; the post-processors ByteLevel, TemplateProcessing
+// and Sequence; the decoders ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace,
+// WordPiece and Sequence. Anything else is refused with an error naming the field.
 // Added tokens are matched on the raw text, leftmost-longest, also those marked
 // "normalized" (which Hugging Face matches after normalization).
 //

@@ -90,7 +90,7 @@ func TestHFTokenizerErrors(t *testing.T) {
 		{"added empty", set("added_tokens", []any{map[string]any{"id": 4, "content": ""}}), "", "added_tokens[0] (id 4): empty content"},
 		{"normalizer", set("normalizer", seq("normalizers", map[string]any{"type": "NFC"}, map[string]any{"type": "StripAccents"})), "", `normalizer.normalizers[1].type "StripAccents"`},
 		{"replace regex", set("normalizer", map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": " +"}, "content": " "}), "", "normalizer: Replace with a regex"},
-		{"split regex", set("pre_tokenizer", seq("pretokenizers", map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\w+(?=x)`}, "behavior": "Isolated"})), "", `pre_tokenizer.pretokenizers[0]: pre_tokenizer Split: regex "\\w+(?=x)"`},
+		{"split regex", set("pre_tokenizer", seq("pretokenizers", map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\w+(?=x)`}, "behavior": "Isolated"})), "", `pre_tokenizer.pretokenizers[0]: Split regex "\\w+(?=x)" is not one of the patterns megago knows`},
 		{"split behavior", set("pre_tokenizer", map[string]any{"type": "Split", "pattern": map[string]any{"Regex": "x"}, "behavior": "Removed"}), "", `Split behavior "Removed"`},
 		{"pre-tokenizer", set("pre_tokenizer", map[string]any{"type": "Whitespace"}), "", `pre_tokenizer.type "Whitespace"`},
 		{"byte-level bytes", set("pre_tokenizer", map[string]any{"type": "ByteLevel"}), "", "byte-level BPE has no token for the byte 0x00"},

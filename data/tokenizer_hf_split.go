@@ -30,7 +30,7 @@ func hfSplitScanner(pattern string) (func(string, int) int, error) {
 	if f, ok := hfSplitPatterns[pattern]; ok {
 		return f, nil
 	}
-	return nil, fmt.Errorf("pre_tokenizer Split: regex %q is not one of the patterns megago knows (GPT-2's, Llama 3's, Qwen's): Go's regexp cannot run Hugging Face's lookahead patterns", pattern)
+	return nil, fmt.Errorf("Split regex %q is not one of the patterns megago knows (GPT-2's, Llama 3's, Qwen's): Go's regexp cannot run Hugging Face's lookahead patterns", pattern)
 }
 
 // isCRLF reports whether r is '\r' or '\n'.

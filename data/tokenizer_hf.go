@@ -28,8 +28,8 @@ func init() {
 // ["a", "b"]) and WordPiece models; the normalizers Sequence, NFC, NFD, NFKC, NFKD,
 // Lowercase, Replace (literal), Prepend, BertNormalizer; the pre-tokenizers Sequence,
 // Split (the GPT-2, Llama 3 and Qwen regexes, see tokenizer_hf_split.go), ByteLevel,
-// Metaspace, Digits, BertPreTokenizer; the post-processors ByteLevel, TemplateProcessing
-// and Sequence; the decoders ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace,
+// Metaspace, Digits, BertPreTokenizer; the post-processors ByteLevel, TemplateProcessing,
+// BertProcessing, RobertaProcessing and Sequence; the decoders ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace,
 // WordPiece and Sequence. Anything else is refused with an error naming the field.
 // Added tokens are matched on the raw text, leftmost-longest, also those marked
 // "normalized" (which Hugging Face matches after normalization).

@@ -320,6 +320,16 @@ func (t *HFTokenizer) addPostProcessor(field string, raw json.RawMessage) error 
 				return err
 			}
 		}
+	case "BertProcessing", "RobertaProcessing":
+		cls, err := t.processorToken(field+".cls", c.Cls)
+		if err != nil {
+			return err
+		}
+		sep, err := t.processorToken(field+".sep", c.Sep)
+		if err != nil {
+			return err
+		}
+		t.prefix, t.suffix = append(t.prefix, cls), append(t.suffix, sep)
 	case "TemplateProcessing":
 		seen := false
 		for i, p := range c.Single {
@@ -349,6 +359,18 @@ func (t *HFTokenizer) addPostProcessor(field string, raw json.RawMessage) error 
 		return fmt.Errorf("%s.type %q is not supported", field, c.Type)
 	}
 	return nil
+}
+
+// processorToken reads a BertProcessing or RobertaProcessing token: [content, id].
+func (t *HFTokenizer) processorToken(field string, raw []json.RawMessage) (int32, error) {
+	var id int64
+	if len(raw) != 2 || json.Unmarshal(raw[1], &id) != nil {
+		return -1, fmt.Errorf("%s: want [token, id]", field)
+	}
+	if id < 0 || id >= int64(len(t.pieces)) {
+		return -1, fmt.Errorf("%s: id %d outside [0, %d)", field, id, len(t.pieces))
+	}
+	return int32(id), nil
 }
 
 // buildDecoder reads decoder and sets each id's text.

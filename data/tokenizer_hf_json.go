@@ -76,6 +76,9 @@ type hfComponent struct {
 	Prefix             string `json:"prefix"` // WordPiece decoder
 	Cleanup            *bool  `json:"cleanup"`
 
+	Sep []json.RawMessage `json:"sep"` // BertProcessing, RobertaProcessing: [token, id]
+	Cls []json.RawMessage `json:"cls"`
+
 	Single        []hfTemplatePiece            `json:"single"` // TemplateProcessing
 	SpecialTokens map[string]hfTemplateSpecial `json:"special_tokens"`
 }

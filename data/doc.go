@@ -56,7 +56,12 @@
 // (GPT2BPE: GPT-2's byte-level BPE from vocab.json + merges.txt, its pre-tokenizer and
 // merge rules reproduced exactly and checked id for id against tiktoken-go), "gpt2"
 // (BuiltinGPT2: GPT-2's vocabulary with no files, recovered from tiktoken-go's embedded
-// r50k_base ranks), BertWordPieceLowerCase and BertWordPieceCase (BertWordPiece, with
+// r50k_base ranks), HuggingFaceTokenizer (HFTokenizer: a tokenizer.json directory given
+// as --tokenizer-model; BPE, byte-level as in GPT-2, Llama 3 and Qwen or with byte
+// fallback as in Llama 2 and Mistral, and BERT's WordPiece; the Split regexes run as
+// hand-written scanners, Go's regexp having no lookahead; the post-processor's BOS
+// included unless HFNoSpecialTokens; checked id for id against @huggingface/tokenizers in
+// testdata/hf), BertWordPieceLowerCase and BertWordPieceCase (BertWordPiece, with
 // Megatron's added [BOS], [EOS] and <extra_id_N>), SentencePieceTokenizer (unigram
 // SentencePiece .model files such as T5's: the model's own normalization charsmap and
 // SentencePiece's Viterbi, checked against python3-sentencepiece), NullTokenizer, and

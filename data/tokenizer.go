@@ -36,13 +36,19 @@ func NoSpecial() SpecialIDs {
 // TokenizerConfig names a tokenizer the way Megatron's flags do.
 type TokenizerConfig struct {
 	// Type is Megatron's --tokenizer-type: GPT2BPETokenizer, BertWordPieceLowerCase,
-	// BertWordPieceCase, SentencePieceTokenizer, NullTokenizer; or "gpt2" for the
+	// BertWordPieceCase, SentencePieceTokenizer, HuggingFaceTokenizer, NullTokenizer; or "gpt2" for the
 	// built-in GPT-2 vocabulary and "gosource-bpe" for megago's example vocabulary, which
 	// need no files.
 	Type      string
 	VocabFile string // vocab.json, vocab.txt or a SentencePiece .model
 	MergeFile string // merges.txt (GPT-2 BPE)
 	VocabSize int    // NullTokenizer's vocabulary size
+	// TokenizerModel is Megatron's --tokenizer-model: HuggingFaceTokenizer's directory
+	// holding tokenizer.json and tokenizer_config.json.
+	TokenizerModel string
+	// HFNoSpecialTokens is Megatron's --tokenizer-hf-no-include-special-tokens:
+	// HuggingFaceTokenizer leaves out its post-processor's special tokens (BOS).
+	HFNoSpecialTokens bool
 	// VocabExtraIDs is Megatron's --vocab-extra-ids: the number of T5 sentinels
 	// <extra_id_0>, <extra_id_1>, ... added after a WordPiece or SentencePiece vocabulary
 	// (T5 uses 100). Other tokenizers, which Megatron does not extend, get ForT5's

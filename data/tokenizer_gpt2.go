@@ -163,13 +163,17 @@ func (t *GPT2BPE) appendWord(dst []int32, w string) []int32 {
 // Decode returns the bytes the ids stand for, concatenated. The result is not valid UTF-8
 // where ids split a character (Megatron's decode would write U+FFFD there; apply
 // strings.ToValidUTF8 for that). It panics if an id is outside [0, VocabSize).
-func (t *GPT2BPE) Decode(ids []int32) string {
+func (t *GPT2BPE) Decode(ids []int32) string { return joinPieces("GPT2BPE", t.pieces, ids) }
+
+// joinPieces returns the pieces of ids concatenated; it panics, naming the tokenizer, if
+// an id is outside [0, len(pieces)).
+func joinPieces(tokenizer string, pieces []string, ids []int32) string {
 	var b strings.Builder
 	for _, id := range ids {
-		if id < 0 || int(id) >= len(t.pieces) {
-			panic(fmt.Sprintf("data: GPT2BPE.Decode: id %d outside [0, %d)", id, len(t.pieces)))
+		if id < 0 || int(id) >= len(pieces) {
+			panic(fmt.Sprintf("data: %s.Decode: id %d outside [0, %d)", tokenizer, id, len(pieces)))
 		}
-		b.WriteString(t.pieces[id])
+		b.WriteString(pieces[id])
 	}
 	return b.String()
 }

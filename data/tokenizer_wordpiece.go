@@ -129,31 +129,7 @@ func (t *BertWordPiece) Tokens(text string) []string {
 
 // appendWordPieces appends the greedy longest-match-first WordPiece ids of word.
 func (t *BertWordPiece) appendWordPieces(dst []int32, word string) []int32 {
-	if utf8.RuneCountInString(word) > wordPieceMaxChars {
-		return append(dst, t.unk)
-	}
-	n := len(dst)
-	for start := 0; start < len(word); {
-		end, found := len(word), int32(-1)
-		for end > start {
-			sub := word[start:end]
-			if start > 0 {
-				sub = "##" + sub
-			}
-			if id, ok := t.ids[sub]; ok {
-				found = id
-				break
-			}
-			_, size := utf8.DecodeLastRuneInString(word[start:end])
-			end -= size
-		}
-		if found < 0 {
-			return append(dst[:n], t.unk)
-		}
-		dst = append(dst, found)
-		start = end
-	}
-	return dst
+	return wordPieces(dst, word, t.ids, "##", wordPieceMaxChars, t.unk)
 }
 
 // Decode joins the tokens with spaces and glues "##" pieces to the token before them,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -169,5 +170,41 @@ func TestPreprocessCommandAllLinesBad(t *testing.T) {
 	want := "preprocess: data: preprocess: all 2 lines of " + input + " are bad, nothing written; the first: data: " + input + ":1: invalid JSON"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("megago preprocess: %v\nwant %s...", err, want)
+	}
+}
+
+// TestPreprocessCommandHuggingFace tokenizes with a tokenizer.json directory, with and
+// without the post-processor's BOS; the ids of "Hello world" are @huggingface/tokenizers'
+// (data/testdata/hf/golden.json), then the EOD (</s>, 2).
+func TestPreprocessCommandHuggingFace(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte("{\"text\": \"Hello world\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flags []string
+		want  []uint16
+	}{
+		{nil, []uint16{1, 22557, 1526, 2}},
+		{[]string{"-tokenizer-hf-no-include-special-tokens"}, []uint16{22557, 1526, 2}},
+	} {
+		prefix := filepath.Join(dir, "out")
+		args := append([]string{"preprocess", "-input", input, "-output-prefix", prefix, "-append-eod",
+			"-tokenizer-type", "HuggingFaceTokenizer", "-tokenizer-model", "../../data/testdata/hf/llama2"}, c.flags...)
+		if _, stderr, err := run(t, args...); err != nil {
+			t.Fatalf("megago %v: %v\n%s", args, err, stderr)
+		}
+		b, err := os.ReadFile(prefix + "_text_document.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]uint16, len(b)/2)
+		for i := range got {
+			got[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%v: tokens %v, want %v", c.flags, got, c.want)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func (d *bertData) Close() {
 // newTokenizer returns --tokenizer-type's tokenizer with whichever of [CLS], [SEP],
 // [MASK] and [PAD] it lacks appended, in that order (data.AddSpecialTokens).
 func newTokenizer(c *config) (data.Tokenizer, error) {
-	tok, err := data.NewTokenizer(data.TokenizerConfig{Type: c.TokenizerType, VocabFile: c.VocabFile, MergeFile: c.MergeFile})
+	tok, err := data.NewTokenizer(c.Tokenizer())
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
 	}

@@ -34,7 +34,7 @@ func (c *trainingData) Close() {
 // one rank per host that may write the cache; the others wait for its files. It checks
 // that every token id fits the tokenizer's vocabulary.
 func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*trainingData, error) {
-	tok, err := data.NewTokenizer(data.TokenizerConfig{Type: c.TokenizerType, VocabFile: c.VocabFile, MergeFile: c.MergeFile})
+	tok, err := data.NewTokenizer(c.Tokenizer())
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
 	}

@@ -36,7 +36,7 @@ func (c *trainingData) Close() {
 // run. builder is true on the one rank per host that may write the cache; the others
 // wait for its files. It checks that every token id fits the tokenizer's vocabulary.
 func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*trainingData, error) {
-	tc := data.TokenizerConfig{Type: c.TokenizerType, VocabFile: c.VocabFile, MergeFile: c.MergeFile}
+	tc := c.Tokenizer()
 	text, err := data.NewTokenizer(tc) // the corpus is tokenized without the added ids
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)

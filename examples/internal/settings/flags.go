@@ -66,6 +66,10 @@ type Common struct {
 	CacheDir                            string
 	Seed                                uint64
 
+	// Hugging Face tokenizer (--tokenizer-model, --tokenizer-hf-no-include-special-tokens).
+	TokenizerModel    string
+	HFNoSpecialTokens bool
+
 	// Logging and evaluation.
 	EvalInterval, EvalIters, LogInterval int
 	TensorboardDir, OutDir               string
@@ -158,6 +162,9 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.TokenizerType, "tokenizer-type", c.TokenizerType, "gosource-bpe, gpt2, GPT2BPETokenizer, NullTokenizer, ...")
 	fs.StringVar(&c.VocabFile, "vocab-file", c.VocabFile, "vocabulary file of the tokenizer")
 	fs.StringVar(&c.MergeFile, "merge-file", c.MergeFile, "BPE merges file of the tokenizer")
+
+	c.registerHFTokenizer(fs)
+
 	fs.StringVar(&c.CacheDir, "cache-dir", c.CacheDir, "where the default corpus and dataset indices are cached (default: the user cache dir/megago)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed (initialization, dropout, data order)")
 

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -189,9 +187,10 @@ func indices(s Span) []int {
 }
 
 // parallelFor runs body over [0, n) split into contiguous chunks on up to GOMAXPROCS
-// goroutines, when each chunk would hold at least grain items' worth of work. Each index
-// is handled by exactly one chunk, so results do not depend on the split. A panic in body
-// is re-raised on the caller's goroutine.
+// goroutines, when each chunk would hold at least grain items' worth of work: up to
+// parallelForChunks chunks a goroutine, which they pull (runChunks). Each index is
+// handled by exactly one chunk, so results do not depend on the split. A panic in body is
+// re-raised on the caller's goroutine.
 func parallelFor(n, grain int, body func(lo, hi int)) {
 	workers := runtime.GOMAXPROCS(0)
 	if grain < 1 {
@@ -204,38 +203,25 @@ func parallelFor(n, grain int, body func(lo, hi int)) {
 		body(0, n)
 		return
 	}
-	runChunks(n, (n+workers-1)/workers, workers, body)
+	chunks := min(n/grain, parallelForChunks*workers)
+	runChunks(n, (n+chunks-1)/chunks, workers, body)
 }
 
-// runChunks runs body over [0, n) in chunks of chunk contiguous items on workers
-// goroutines, each taking the next chunk from a shared counter (a goroutine slowed down by
-// other load takes fewer). A panic in body is re-raised on the caller's goroutine, where
-// it can be recovered.
+// parallelForChunks is how many chunks (of at least grain items) parallelFor cuts its
+// range into per goroutine, so that one the OS runs late or slowly (other processes on
+// the CPUs, waking an idle CPU) holds the others up by a small chunk, not half the work.
+// On a loaded 2-CPU VM, 4 ran 4 row ops of 512K floats in 1.18 ms (median) against 1.35 ms
+// for 1 (the halves a goroutine), and as fast at 64K and 4M floats.
+const parallelForChunks = 4
+
+// runChunks runs body over [0, n) in chunks of chunk contiguous items on up to workers
+// goroutines, the caller included, each taking the next chunk from a shared counter (a
+// goroutine slowed down by other load takes fewer; see pullItems). A panic in body is
+// re-raised on the caller's goroutine, where it can be recovered.
 func runChunks(n, chunk, workers int, body func(lo, hi int)) {
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		panicked any
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					once.Do(func() { panicked = r })
-				}
-			}()
-			for lo := int(next.Add(int64(chunk)) - int64(chunk)); lo < n; lo = int(next.Add(int64(chunk)) - int64(chunk)) {
-				body(lo, min(lo+chunk, n))
-			}
-		}()
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
-	}
+	pullItems((n+chunk-1)/chunk, workers, func(int) (func(int), func()) {
+		return func(i int) { body(i*chunk, min(n, (i+1)*chunk)) }, nil
+	})
 }
 
 func (cpuBackend) WriteHost(dst Span, src []byte) { copy(rawBytes(dst), src) }

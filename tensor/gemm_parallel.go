@@ -1,13 +1,10 @@
 package tensor
 
-import (
-	"runtime"
-	"sync"
-	"sync/atomic"
-)
+import "runtime"
 
 // Splitting one SGEMM (gemm.go) across goroutines: bands of C, the operand they share
-// packed where first needed (sharedPack), and the fork they run on.
+// packed where first needed (sharedPack), and the fork they run on (gemmParallel, over
+// pullItems in cpu_fork.go).
 
 // gemmRowBandPanels is the fewest mr-row panels a row band must hold for sgemmSplit to cut
 // C into row bands (sharing B's packed panels) rather than column bands (reading A in
@@ -78,50 +75,13 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 }
 
 // gemmParallel runs work(w, i) for each i in [0, n) on up to workers goroutines, the
-// calling one included, each pulling the next i from a counter and passing its own
-// gemmWorker (w.first set from its rank). It returns once every work(i) has returned,
-// re-panicking on the caller a panic of any; a goroutine that starts after all i are
-// taken finds none and is not waited for. Waking an idle CPU took 20-30 µs in a 2-CPU VM,
-// as long as a small product: the caller starts at once and the others join when they
-// can (a fork that waited for them ran attention's batched products ~10% slower).
+// calling one included, which pull items (pullItems), each passing its own gemmWorker
+// (w.first set from its rank).
 func gemmParallel(n, workers int, work func(w *gemmWorker, i int)) {
 	workers = min(workers, n, runtime.GOMAXPROCS(0))
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		panicked any
-	)
-	wg.Add(n)
-	item := func(w *gemmWorker, i int) {
-		defer func() {
-			if r := recover(); r != nil {
-				once.Do(func() { panicked = r })
-			}
-			wg.Done()
-		}()
-		work(w, i)
-	}
-	loop := func(id int) {
+	pullItems(n, workers, func(id int) (func(int), func()) {
 		w := gemmWorkers.Get().(*gemmWorker)
 		w.first = float64(id) / float64(max(1, workers))
-		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-			item(w, i)
-		}
-		gemmWorkers.Put(w)
-	}
-	for id := 1; id < workers; id++ {
-		go loop(id)
-	}
-	if workers > 1 {
-		// The last goroutine started waits in its P's runnext slot, which an idle P
-		// does not take at once; starting another moves it to the stealable queue
-		// (without, attention's 64×64 products ran 25% slower).
-		go func() {}()
-	}
-	loop(0)
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
-	}
+		return func(i int) { work(w, i) }, func() { gemmWorkers.Put(w) }
+	})
 }

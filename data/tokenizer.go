@@ -87,7 +87,7 @@ type NullTokenizer struct{ vocab int }
 // NewNullTokenizer returns a NullTokenizer for a vocabulary of vocabSize ids.
 func NewNullTokenizer(vocabSize int) (*NullTokenizer, error) {
 	if vocabSize < 1 {
-		return nil, fmt.Errorf("data: NullTokenizer needs a vocabulary size ≥ 1, got %d", vocabSize)
+		return nil, fmt.Errorf("data: NullTokenizer needs a vocabulary size (--vocab-size) ≥ 1, got %d", vocabSize)
 	}
 	return &NullTokenizer{vocab: vocabSize}, nil
 }

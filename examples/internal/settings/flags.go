@@ -69,6 +69,7 @@ type Common struct {
 	// Hugging Face tokenizer (--tokenizer-model, --tokenizer-hf-no-include-special-tokens).
 	TokenizerModel    string
 	HFNoSpecialTokens bool
+	NullVocabSize     int // NullTokenizer's --vocab-size
 
 	// Logging and evaluation.
 	EvalInterval, EvalIters, LogInterval int

@@ -16,7 +16,7 @@ type ropeFunc func(q, k *tensor.Tensor, positions []int, past int) (*tensor.Tens
 // embeddings with c.Position RoPE, none otherwise. With c.RotaryPercent < 1 only the
 // first rotaryDim channels of each head rotate, with frequencies over that dimension
 // (Megatron's RotaryEmbedding); with c.RoPEScaling the frequencies are Llama 3.1's
-// (ropeInvFreq), applied by the unfused ropeFreqs.
+// (ropeInvFreq), applied by the unfused tensor.RoPEFreqs.
 func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 	if c.Position != RoPE {
 		return func(q, k *tensor.Tensor, _ []int, _ int) (*tensor.Tensor, *tensor.Tensor) { return q, k }
@@ -25,7 +25,7 @@ func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 	rotate := func(x *tensor.Tensor, pos []int) *tensor.Tensor { return ops.rope(x, pos, c.RoPETheta) }
 	if c.RoPEScaling != 0 {
 		inv := ropeInvFreq(rot, c.RoPETheta, c.RoPEScaling)
-		rotate = func(x *tensor.Tensor, pos []int) *tensor.Tensor { return ropeFreqs(x, pos, inv) }
+		rotate = func(x *tensor.Tensor, pos []int) *tensor.Tensor { return tensor.RoPEFreqs(x, pos, inv) }
 	}
 	if rot < c.HeadSize {
 		whole := rotate
@@ -76,27 +76,4 @@ func ropeInvFreq(rd int, theta, factor float64) []float64 {
 		inv[j] = f
 	}
 	return inv
-}
-
-// ropeFreqs rotates x [..., T, rd] as tensor.RoPEReference does (rotate_half form), with
-// the angle of pair j at position p being p·inv[j] for given frequencies inv [rd/2]:
-// Add(Mul(x, cos), Mul(rotate_half(x), sin)), cos and sin [T, rd] computed in float64.
-func ropeFreqs(x *tensor.Tensor, positions []int, inv []float64) *tensor.Tensor {
-	rd, t := x.Dim(-1), x.Dim(-2)
-	half := rd / 2
-	cos := make([]float64, t*rd)
-	sin := make([]float64, t*rd)
-	for i := 0; i < t; i++ {
-		for j := 0; j < half; j++ {
-			s, c := math.Sincos(float64(positions[i]) * inv[j])
-			cos[i*rd+j], cos[i*rd+j+half] = c, c
-			sin[i*rd+j], sin[i*rd+j+half] = s, s
-		}
-	}
-	dev := x.Device()
-	ct := tensor.FromSlice(dev, cos, t, rd).Cast(x.DType()) // [T, rd]
-	st := tensor.FromSlice(dev, sin, t, rd).Cast(x.DType())
-	parts := tensor.Split(x, -1, half, half)
-	rot := tensor.Concat(-1, tensor.Neg(parts[1]), parts[0]) // rotate_half(x)
-	return tensor.Add(tensor.Mul(x, ct), tensor.Mul(rot, st))
 }

@@ -30,16 +30,35 @@ func RoPE(x *Tensor, positions []int, theta float64) *Tensor {
 
 // RoPEReference is RoPE's unfused composition, which defines its result (nn's applyRoPE):
 // Add(Mul(x, cos), Mul(rotate_half(x), sin)) with rotate_half(x) = Concat(−x2, x1) and
-// cos, sin [T, HS] computed in float64 and cast to x's dtype.
+// cos, sin [T, HS] computed in float64 and cast to x's dtype: RoPEFreqs with the
+// frequencies theta^(−2j/HS).
 func RoPEReference(x *Tensor, positions []int, theta float64) *Tensor {
 	checkRoPE("RoPEReference", x, positions)
+	hs := x.Dim(-1)
+	inv := make([]float64, hs/2)
+	for j := range inv {
+		inv[j] = math.Pow(theta, -2*float64(j)/float64(hs))
+	}
+	return RoPEFreqs(x, positions, inv)
+}
+
+// RoPEFreqs rotates x [..., T, HS] as RoPEReference does, with the frequencies given: the
+// angle of pair j at position positions[t] is positions[t]·inv[j], for variants whose
+// frequencies are not theta^(−2j/HS) (Llama 3.1's rescaled ones). It is unfused. It
+// panics if HS is odd, len(positions) is not T or len(inv) is not HS/2.
+func RoPEFreqs(x *Tensor, positions []int, inv []float64) *Tensor {
+	checkRoPE("RoPEFreqs", x, positions)
 	hs, t := x.Dim(-1), x.Dim(-2)
 	half := hs / 2
+	if len(inv) != half {
+		panic(fmt.Sprintf("tensor: RoPEFreqs: %d frequencies for a head of %d", len(inv), hs))
+	}
 	cos := make([]float64, t*hs)
 	sin := make([]float64, t*hs)
 	for i := 0; i < t; i++ {
-		for j := 0; j < half; j++ {
-			c, s := ropeCosSin(positions[i], j, hs, theta)
+		for j, f := range inv {
+			a := float64(positions[i]) * f
+			c, s := math.Cos(a), math.Sin(a)
 			cos[i*hs+j], cos[i*hs+j+half] = c, c
 			sin[i*hs+j], sin[i*hs+j+half] = s, s
 		}

@@ -272,15 +272,8 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 	var tot, fwd, bwd, upd []float64
 	var losses []float64
 	for s := range n {
-		if s == c.Warmup && c.CPUProfile != "" {
-			stop, err := startCPUProfile(c.CPUProfile)
-			if err != nil {
-				return nil, err
-			}
-			defer stop()
-		}
-		if s == c.Warmup && c.Trace != "" {
-			stop, err := startTrace(c.Trace)
+		if s == c.Warmup {
+			stop, err := startRecording(c.CPUProfile, c.Trace)
 			if err != nil {
 				return nil, err
 			}
@@ -352,30 +345,36 @@ func phase(ctx context.Context, name string, f func(context.Context)) {
 	})
 }
 
-// startCPUProfile starts a pprof CPU profile written to path by the returned stop.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("gpt: %w", err)
+// startRecording starts a pprof CPU profile written to cpuPath and an execution trace
+// written to tracePath (each unless its path is ""); the returned stop ends both.
+func startRecording(cpuPath, tracePath string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range stops {
+			f()
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("gpt: %w", err)
+	for _, r := range []struct {
+		path        string
+		start       func(io.Writer) error
+		stopWriting func()
+	}{{cpuPath, pprof.StartCPUProfile, pprof.StopCPUProfile}, {tracePath, trace.Start, trace.Stop}} {
+		if r.path == "" {
+			continue
+		}
+		f, err := os.Create(r.path)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("gpt: %w", err)
+		}
+		if err := r.start(f); err != nil {
+			f.Close()
+			stop()
+			return nil, fmt.Errorf("gpt: %w", err)
+		}
+		stops = append(stops, func() { r.stopWriting(); f.Close() })
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-// startTrace starts an execution trace written to path by the returned stop.
-func startTrace(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("gpt: %w", err)
-	}
-	if err := trace.Start(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("gpt: %w", err)
-	}
-	return func() { trace.Stop(); f.Close() }, nil
+	return stop, nil
 }
 
 func mb(bytes int64) float64 { return float64(bytes) / (1 << 20) }

@@ -73,13 +73,13 @@ MEGAGO_REQUIRE_GPU=1 timeout 170 "$BIN/cuda.test" -test.v -test.timeout 165s \
 test_rc=$?
 log "   tests exit status $test_rc"
 
-# The gpt example: 4 layers, hidden 256, 60 iterations on the corpus build.sh prepared, TP=2
+# The gpt example: 4 layers, hidden 256, 40 iterations (45 s at most each) on the corpus build.sh prepared, TP=2
 # as two goroutine ranks (on the GPU both share it, each with its own stream; NCCL refuses
 # two ranks of one communicator on one GPU, so they talk through the in-process transport).
 data=$(ls "$BIN"/data/*/*.idx 2>/dev/null | head -n 1)
 gpt_args=(--data-path "${data%.idx}" --cache-dir "$OUT/gpt-cache" --num-layers 4 --hidden-size 256
-	--num-attention-heads 4 --seq-length 256 --micro-batch-size 8 --global-batch-size 16 --train-iters 60
-	--lr 3e-4 --lr-warmup-iters 10 --eval-interval 60 --eval-iters 4 --log-interval 10 --gen-tokens 32
+	--num-attention-heads 4 --seq-length 256 --micro-batch-size 8 --global-batch-size 16 --train-iters 40
+	--lr 3e-4 --lr-warmup-iters 10 --eval-interval 40 --eval-iters 4 --log-interval 10 --gen-tokens 32
 	--tensor-model-parallel-size 2 --ranks 2)
 for run in cpu cuda-fp32 cuda-bf16; do
 	log "3. gpt example: $run"
@@ -88,7 +88,7 @@ for run in cpu cuda-fp32 cuda-bf16; do
 	cuda-fp32) flags=(--device cuda) ;;
 	cuda-bf16) flags=(--device cuda --bf16) ;;
 	esac
-	timeout 90 "$BIN/gpt" "${gpt_args[@]}" "${flags[@]}" --out-dir "$OUT/gpt-$run" >"$OUT/gpt-$run.log" 2>&1
+	timeout 45 "$BIN/gpt" "${gpt_args[@]}" "${flags[@]}" --out-dir "$OUT/gpt-$run" >"$OUT/gpt-$run.log" 2>&1
 	echo "exit $?" >>"$OUT/gpt-$run.log"
 done
 

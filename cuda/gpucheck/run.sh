@@ -73,8 +73,8 @@ MEGAGO_REQUIRE_GPU=1 timeout 170 "$BIN/cuda.test" -test.v -test.timeout 165s \
 test_rc=$?
 log "   tests exit status $test_rc"
 
-# The gpt example: 4 layers, hidden 256, 40 iterations (45 s at most each) on the corpus build.sh prepared, TP=2
-# as two goroutine ranks (on the GPU both share it, each with its own stream; NCCL refuses
+# The gpt example: 4 layers, hidden 256, 40 iterations (45 s at most each) on the corpus
+# build.sh prepared, TP=2 as two goroutine ranks (on the GPU both share it, each with its own stream; NCCL refuses
 # two ranks of one communicator on one GPU, so they talk through the in-process transport).
 data=$(ls "$BIN"/data/*/*.idx 2>/dev/null | head -n 1)
 gpt_args=(--data-path "${data%.idx}" --cache-dir "$OUT/gpt-cache" --num-layers 4 --hidden-size 256

@@ -36,16 +36,24 @@ func NoSpecial() SpecialIDs {
 // TokenizerConfig names a tokenizer the way Megatron's flags do.
 type TokenizerConfig struct {
 	// Type is Megatron's --tokenizer-type: GPT2BPETokenizer, BertWordPieceLowerCase,
-	// BertWordPieceCase, SentencePieceTokenizer, HuggingFaceTokenizer, NullTokenizer; or "gpt2" for the
-	// built-in GPT-2 vocabulary and "gosource-bpe" for megago's example vocabulary, which
-	// need no files.
+	// BertWordPieceCase, SentencePieceTokenizer, HuggingFaceTokenizer, TikTokenizer,
+	// NullTokenizer; or "gpt2" for the built-in GPT-2 vocabulary and "gosource-bpe" for
+	// megago's example vocabulary, which need no files.
 	Type      string
 	VocabFile string // vocab.json, vocab.txt or a SentencePiece .model
 	MergeFile string // merges.txt (GPT-2 BPE)
-	VocabSize int    // NullTokenizer's vocabulary size
+	// VocabSize is Megatron's --vocab-size: NullTokenizer's vocabulary size, and
+	// TikTokenizer's number of ids (0: 131072).
+	VocabSize int
 	// TokenizerModel is Megatron's --tokenizer-model: HuggingFaceTokenizer's directory
-	// holding tokenizer.json and tokenizer_config.json.
+	// holding tokenizer.json and tokenizer_config.json, or TikTokenizer's JSON vocabulary.
 	TokenizerModel string
+	// TiktokenPattern, TiktokenNumSpecialTokens and SpecialTokens are TikTokenizer's
+	// --tiktoken-pattern, --tiktoken-num-special-tokens and --tokenizer-special-tokens
+	// (see TikTokenConfig; zero values are Megatron's defaults).
+	TiktokenPattern          string
+	TiktokenNumSpecialTokens int
+	SpecialTokens            []string
 	// HFNoSpecialTokens is Megatron's --tokenizer-hf-no-include-special-tokens:
 	// HuggingFaceTokenizer leaves out its post-processor's special tokens (BOS).
 	HFNoSpecialTokens bool

@@ -41,8 +41,14 @@ func isCRLF(r rune) bool { return r == '\r' || r == '\n' }
 //
 //	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 func llama3WordEnd(text string, i, maxDigits int) int {
+	return cl100kWordEnd(text, i, maxDigits, true)
+}
+
+// cl100kWordEnd is llama3WordEnd, without the contractions alternative unless
+// contractions is set (Megatron's tiktoken v1 pattern has none).
+func cl100kWordEnd(text string, i, maxDigits int, contractions bool) int {
 	r, n := utf8.DecodeRuneInString(text[i:])
-	if r == '\'' {
+	if contractions && r == '\'' {
 		if e := contractionEndFold(text, i+n); e > 0 {
 			return e
 		}
@@ -84,6 +90,12 @@ func llama3WordEnd(text string, i, maxDigits int) int {
 		}
 		return j
 	}
+	return spaceWordEnd(text, i)
+}
+
+// spaceWordEnd returns the end of the word at the whitespace text[i] under the
+// alternatives \s*[\r\n]+|\s+(?!\S)|\s+ (\s*[\r\n] ends at the same place).
+func spaceWordEnd(text string, i int) int {
 	// A whitespace run from i to j; lastNL is the end of its last '\r' or '\n'.
 	lastNL, last, j := -1, i, i
 	for j < len(text) {

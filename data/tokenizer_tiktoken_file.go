@@ -63,8 +63,11 @@ func ReadTikTokenizer(r io.Reader, c TikTokenConfig) (*TikTokenizer, error) {
 // whole of r is one JSON list.
 func readTikTokenRanks(r io.Reader, n int) (tokens []string, total int, err error) {
 	dec := json.NewDecoder(r)
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return nil, 0, fmt.Errorf("not a JSON list of {rank, token_bytes, token_str} (starts with %v, %v)", tok, err)
+	const want = "a JSON list of {rank, token_bytes, token_str}"
+	if tok, err := dec.Token(); err != nil {
+		return nil, 0, fmt.Errorf("not %s: %w", want, err)
+	} else if tok != json.Delim('[') {
+		return nil, 0, fmt.Errorf("not %s: starts with %v", want, tok)
 	}
 	tokens = make([]string, 0, min(n, 1<<16))
 	seen := make(map[string]int, min(n, 1<<16))

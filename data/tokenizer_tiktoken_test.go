@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -71,5 +72,40 @@ func TestTikTokenizerGolden(t *testing.T) {
 	}
 	if len(toks) != 4 {
 		t.Errorf("golden.json has %d settings, want 4", len(toks))
+	}
+}
+
+// BenchmarkTikTokenizerEncode encodes two inputs, BenchmarkGPT2Encode's and the golden
+// texts (multilingual), with GPT-2's BPE and with the test vocabulary under each pattern,
+// for comparing their MB/s.
+func BenchmarkTikTokenizerEncode(b *testing.B) {
+	f, err := os.ReadFile("testdata/tokenizer/gpt2_cases.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var golden []string
+	for _, c := range readTikGolden(b).Cases {
+		if c.Name == "full-v1" {
+			golden = append(golden, c.Text)
+		}
+	}
+	inputs := []struct{ name, text string }{{"gpt2_cases", strings.Repeat(string(f), 20)},
+		{"multilingual", strings.Repeat(strings.Join(golden, "\n"), 20)}}
+	toks := []struct {
+		name string
+		tok  Tokenizer
+	}{{"gpt2", BuiltinGPT2()}, {"tiktoken-v1", loadTestTik(b, TikTokenConfig{Pattern: "v1", VocabSize: 9000})},
+		{"tiktoken-v2", loadTestTik(b, TikTokenConfig{Pattern: "v2", VocabSize: 9000})}}
+	for _, in := range inputs {
+		for _, c := range toks {
+			b.Run(in.name+"/"+c.name, func(b *testing.B) {
+				ntok := len(c.tok.Encode(in.text))
+				b.SetBytes(int64(len(in.text)))
+				for b.Loop() {
+					c.tok.Encode(in.text)
+				}
+				b.ReportMetric(float64(ntok)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
 	}
 }

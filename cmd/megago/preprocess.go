@@ -42,12 +42,20 @@ at the end.`,
 type tokenizerFlags struct{ cfg data.TokenizerConfig }
 
 func (t *tokenizerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.cfg.Type, "tokenizer-type", "", "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, SentencePieceTokenizer, HuggingFaceTokenizer, NullTokenizer or gpt2")
+	fs.StringVar(&t.cfg.Type, "tokenizer-type", "", "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, SentencePieceTokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer or gpt2")
 	fs.StringVar(&t.cfg.VocabFile, "vocab-file", "", "vocabulary file (vocab.json, vocab.txt or a SentencePiece .model)")
 	fs.StringVar(&t.cfg.MergeFile, "merge-file", "", "BPE merges file (merges.txt)")
-	fs.IntVar(&t.cfg.VocabSize, "vocab-size", 0, "vocabulary size of the NullTokenizer (its EOD is vocab-size - 1)")
-	fs.StringVar(&t.cfg.TokenizerModel, "tokenizer-model", "", "HuggingFaceTokenizer: directory holding tokenizer.json and tokenizer_config.json")
+	fs.IntVar(&t.cfg.VocabSize, "vocab-size", 0, "vocabulary size of the NullTokenizer (its EOD is vocab-size - 1); TikTokenizer: number of ids, special tokens included (0: 131072)")
+	fs.StringVar(&t.cfg.TokenizerModel, "tokenizer-model", "", "HuggingFaceTokenizer: directory holding tokenizer.json and tokenizer_config.json; TikTokenizer: its JSON vocabulary")
 	fs.BoolVar(&t.cfg.HFNoSpecialTokens, "tokenizer-hf-no-include-special-tokens", false, "HuggingFaceTokenizer: leave out the post-processor's special tokens (BOS)")
+	fs.StringVar(&t.cfg.TiktokenPattern, "tiktoken-pattern", "v2", "TikTokenizer: pre-tokenizer pattern, v1 or v2")
+	fs.IntVar(&t.cfg.TiktokenNumSpecialTokens, "tiktoken-num-special-tokens", data.DefaultTikTokenNumSpecial, "TikTokenizer: number of special tokens, the first ids")
+	special := func(s string) error {
+		t.cfg.SpecialTokens = append(t.cfg.SpecialTokens, strings.Fields(s)...)
+		return nil
+	}
+	fs.Func("tokenizer-special-tokens", "TikTokenizer: special tokens in id order, separated by spaces (one value or the flag repeated); they must include <unk> <s> </s> <mask> <pad> <cls> <sep> (the default)", special)
+	fs.Func("tiktoken-special-tokens", "TikTokenizer: Megatron's older name of -tokenizer-special-tokens", special)
 }
 
 // maxBadLinesShown is how many bad lines preprocess prints before only counting them.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -205,6 +206,67 @@ func TestPreprocessCommandHuggingFace(t *testing.T) {
 		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%v: tokens %v, want %v", c.flags, got, c.want)
+		}
+	}
+}
+
+// TestPreprocessCommandTikToken tokenizes with Megatron's TikTokenizer flags; the ids
+// are npm tiktoken's (data/testdata/tiktoken/golden.json), then the EOD (</s>, 2).
+func TestPreprocessCommandTikToken(t *testing.T) {
+	b, err := os.ReadFile("../../data/testdata/tiktoken/golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Name, Text string
+			IDs        []uint16
+		}
+	}
+	if err := json.Unmarshal(b, &golden); err != nil {
+		t.Fatal(err)
+	}
+	goldenIDs := func(name, text string) []uint16 {
+		for _, c := range golden.Cases {
+			if c.Name == name && c.Text == text {
+				return c.IDs
+			}
+		}
+		t.Fatalf("golden.json has no case %s %q", name, text)
+		return nil
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		golden, text string
+		flags        []string
+	}{
+		{"full-v1", "Hello, world! How are you?", []string{"-tiktoken-pattern", "v1", "-vocab-size", "9000"}},
+		{"cut-v2", "<s> and </s> and <unk>", []string{"-vocab-size", "4000"}},
+		{"custom-special-v1", "x<|im_start|>user\nhi<|im_end|>", []string{"-tiktoken-pattern", "v1", "-vocab-size", "5016",
+			"-tiktoken-num-special-tokens", "16", "-tokenizer-special-tokens", "<unk> <s> </s> <mask> <pad> <cls> <sep>",
+			"-tiktoken-special-tokens", "<|im_start|> <|im_end|>"}},
+	} {
+		input := filepath.Join(dir, "in.jsonl")
+		line, _ := json.Marshal(map[string]string{"text": c.text})
+		if err := os.WriteFile(input, append(line, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prefix := filepath.Join(dir, "out")
+		args := append([]string{"preprocess", "-input", input, "-output-prefix", prefix, "-append-eod",
+			"-tokenizer-type", "TikTokenizer", "-tokenizer-model", "../../data/testdata/tiktoken/o200k_8000.json.gz"}, c.flags...)
+		if _, stderr, err := run(t, args...); err != nil {
+			t.Fatalf("megago %v: %v\n%s", args, err, stderr)
+		}
+		b, err := os.ReadFile(prefix + "_text_document.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]uint16, len(b)/2)
+		for i := range got {
+			got[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+		}
+		if want := append(goldenIDs(c.golden, c.text), 2); !slices.Equal(got, want) {
+			t.Errorf("%s %q: tokens %v, want %v", c.golden, c.text, got, want)
 		}
 	}
 }

@@ -69,7 +69,13 @@ type Common struct {
 	// Hugging Face tokenizer (--tokenizer-model, --tokenizer-hf-no-include-special-tokens).
 	TokenizerModel    string
 	HFNoSpecialTokens bool
-	NullVocabSize     int // NullTokenizer's --vocab-size
+	NullVocabSize     int // NullTokenizer's and TikTokenizer's --vocab-size
+
+	// TikTokenizer (--tiktoken-pattern, --tiktoken-num-special-tokens,
+	// --tokenizer-special-tokens alias --tiktoken-special-tokens).
+	TiktokenPattern          string
+	TiktokenNumSpecialTokens int
+	SpecialTokens            []string
 
 	// Logging and evaluation.
 	EvalInterval, EvalIters, LogInterval int
@@ -103,6 +109,7 @@ func Defaults() Common {
 		LossScaleWindow: 1000, Hysteresis: 2,
 		TP: 1, PP: 1, DistributedBackend: "tcp", Ranks: 1,
 		Split: data.DefaultSplit, TokenizerType: "gosource-bpe", Seed: 1234,
+		TiktokenPattern: "v2", TiktokenNumSpecialTokens: data.DefaultTikTokenNumSpecial,
 		EvalInterval: 200, EvalIters: 20, LogInterval: 50, OutDir: "out",
 		Device: "cpu"}
 }
@@ -206,7 +213,9 @@ func (c *Common) Parse(fs *flag.FlagSet, args []string, usage string, stdout io.
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	args = splitListArgs(args, "data-path")
+	for _, name := range []string{"data-path", "tokenizer-special-tokens", "tiktoken-special-tokens"} {
+		args = splitListArgs(args, name)
+	}
 	if file := configFileArg(args); file != "" {
 		if err := loadConfigFile(fs, file); err != nil {
 			return err

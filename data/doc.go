@@ -75,6 +75,28 @@
 // extend (GPT-2 BPE, gosource-bpe, NullTokenizer). Tokenizers are immutable after
 // construction and safe for concurrent use.
 //
+// TikTokenizer (tokenizer_tiktoken*.go) is Megatron-core's TikTokenTokenizer. Its
+// --tokenizer-model is a JSON list of {rank, token_bytes (base64), token_str} (read
+// through gzip if the name ends in ".gz"), checked as reload_mergeable_ranks does: entry i
+// has rank i, ranks 0..255 are the single bytes, no bytes twice, exactly those fields.
+// --tiktoken-num-special-tokens n (default 1000) special tokens take ids 0..n−1: <unk> <s>
+// </s> <mask> <pad> <cls> <sep> (or --tokenizer-special-tokens, which must hold them),
+// then <SPECIAL_i>; rank r is id n + r, and only the first --vocab-size − n ranks are
+// used (--vocab-size defaults to 131072; as in Megatron, the file must have that many).
+// Decisions: special tokens found in the text are encoded as their ids, as Megatron-core
+// does (allowed_special="all"; the legacy CustomTikTokenizer, since removed, used
+// encode_ordinary and had only <unk> <s> </s>); the pattern defaults to v2, as in core;
+// EOD = EOS = </s>; there are no T5 sentinels (--vocab-extra-ids appends ForT5's); Decode
+// returns raw bytes (tiktoken's decode writes U+FFFD where ids split a character). The
+// BPE is GPT2BPE's merge code with a rule for every split of a token into two tokens,
+// ranked by that token, as tiktoken ranks a pair by its concatenation, after tiktoken's
+// look-up of the whole word; merging every pair of the lowest rank in one pass gave
+// tiktoken's (leftmost pair first) ids on 2.5 MB of code and multilingual text with the
+// full cl100k_base and o200k_base vocabularies, and the tests check a cut o200k vocabulary
+// against npm tiktoken's ids (testdata/tiktoken). The patterns v1 (cl100k_base's without
+// contractions, one digit a word) and v2 (o200k_base's likewise) run as hand-written
+// scanners; characters newer than Go's Unicode tables may be classed differently.
+//
 // # Datasets
 //
 // GPTDataset (gpt_dataset*.go) serves Megatron's GPT samples from one split of a

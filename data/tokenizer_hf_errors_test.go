@@ -165,12 +165,18 @@ func FuzzReadHFTokenizer(f *testing.F) {
 		if err != nil {
 			return
 		}
-		ids := tok.Encode(text)
-		for _, id := range ids {
-			if id < 0 || int(id) >= tok.VocabSize() {
-				t.Fatalf("Encode(%q) gave id %d outside [0, %d)", text, id, tok.VocabSize())
-			}
-		}
-		tok.Decode(ids)
+		tok.Decode(encodeInRange(t, tok, text))
 	})
+}
+
+// encodeInRange returns tok.Encode(text), failing t if an id is outside [0, VocabSize).
+func encodeInRange(t *testing.T, tok Tokenizer, text string) []int32 {
+	t.Helper()
+	ids := tok.Encode(text)
+	for _, id := range ids {
+		if id < 0 || int(id) >= tok.VocabSize() {
+			t.Fatalf("Encode(%q) gave id %d outside [0, %d)", text, id, tok.VocabSize())
+		}
+	}
+	return ids
 }

@@ -196,14 +196,7 @@ func TestPreprocessCommandHuggingFace(t *testing.T) {
 		if _, stderr, err := run(t, args...); err != nil {
 			t.Fatalf("megago %v: %v\n%s", args, err, stderr)
 		}
-		b, err := os.ReadFile(prefix + "_text_document.bin")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]uint16, len(b)/2)
-		for i := range got {
-			got[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
-		}
+		got := readUint16Tokens(t, prefix+"_text_document.bin")
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%v: tokens %v, want %v", c.flags, got, c.want)
 		}
@@ -257,16 +250,23 @@ func TestPreprocessCommandTikToken(t *testing.T) {
 		if _, stderr, err := run(t, args...); err != nil {
 			t.Fatalf("megago %v: %v\n%s", args, err, stderr)
 		}
-		b, err := os.ReadFile(prefix + "_text_document.bin")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]uint16, len(b)/2)
-		for i := range got {
-			got[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
-		}
+		got := readUint16Tokens(t, prefix+"_text_document.bin")
 		if want := append(goldenIDs(c.golden, c.text), 2); !slices.Equal(got, want) {
 			t.Errorf("%s %q: tokens %v, want %v", c.golden, c.text, got, want)
 		}
 	}
+}
+
+// readUint16Tokens returns the tokens of a uint16 indexed dataset's .bin file.
+func readUint16Tokens(t *testing.T, bin string) []uint16 {
+	t.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]uint16, len(b)/2)
+	for i := range got {
+		got[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+	}
+	return got
 }

@@ -96,7 +96,7 @@ func loadData(ctx context.Context, c *config, builder bool, log io.Writer) (*ber
 			return data.NewBERTDataset(ctx, src, part, n, bc)
 		}
 	}
-	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize
+	nTrain, nValid := c.TrainSamplesNeeded(), c.EvalIters*c.GlobalBatchSize
 	d.train, err = corpus.Blend(sources, weights, nTrain, build(data.SplitTrain))
 	if err == nil && nValid > 0 {
 		d.valid, err = corpus.Blend(sources, weights, nValid, build(data.SplitValid))

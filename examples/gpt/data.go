@@ -47,7 +47,7 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 	_, weights, _ := c.Blend()
 	gc := data.GPTConfig{SeqLen: c.SeqLength, Seed: c.Seed, Split: c.Split, EOD: tok.Special().EOD,
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}
-	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize
+	nTrain, nValid := c.TrainSamplesNeeded(), c.EvalIters*c.GlobalBatchSize
 	corp.train, err = corp.split(ctx, data.SplitTrain, nTrain, weights, gc)
 	if err == nil && nValid > 0 {
 		corp.valid, err = corp.split(ctx, data.SplitValid, nValid, weights, gc)

@@ -73,7 +73,7 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 		corp.Close()
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
 	}
-	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize
+	nTrain, nValid := c.TrainSamplesNeeded(), c.EvalIters*c.GlobalBatchSize
 	corp.train, err = corp.split(ctx, data.SplitTrain, nTrain, weights, dc)
 	if err == nil && nValid > 0 {
 		corp.valid, err = corp.split(ctx, data.SplitValid, nValid, weights, dc)

@@ -78,6 +78,10 @@ type Common struct {
 	// Checkpoints.
 	ckpt.Flags
 
+	// Megatron's further training flags (megatron_flags.go): --train-samples,
+	// --rampup-batch-size, --mock-data, the recomputation shorthands, per-split paths.
+	MegatronFlags
+
 	// Planned exits: on SIGTERM (with ExitSignalHandler), every ExitInterval iterations,
 	// after ExitDurationInMins minutes; each saves the iteration when --save is set.
 	ExitSignalHandler  bool
@@ -122,7 +126,6 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.Float64Var(&c.InitMethodStd, "init-method-std", c.InitMethodStd, "std of the weight initialization")
 
 	fs.IntVar(&c.MicroBatchSize, "micro-batch-size", c.MicroBatchSize, "samples per micro-batch per data-parallel rank (B)")
-	fs.IntVar(&c.MicroBatchSize, "batch-size", c.MicroBatchSize, "alias of --micro-batch-size")
 	fs.IntVar(&c.GlobalBatchSize, "global-batch-size", c.GlobalBatchSize, "samples per iteration over all ranks (0: micro-batch size × DP)")
 	fs.IntVar(&c.TrainIters, "train-iters", c.TrainIters, "iterations (optimizer steps)")
 
@@ -166,7 +169,6 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 
 	c.registerHFTokenizer(fs)
 
-	fs.StringVar(&c.CacheDir, "cache-dir", c.CacheDir, "where the default corpus and dataset indices are cached (default: the user cache dir/megago)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed (initialization, dropout, data order)")
 
 	fs.IntVar(&c.EvalInterval, "eval-interval", c.EvalInterval, "iterations between validation runs (0: only at the end)")
@@ -176,6 +178,7 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.OutDir, "out-dir", c.OutDir, "where metrics.jsonl, loss.png and the TensorBoard files go")
 
 	c.Flags.Register(fs, evalOnly)
+	c.registerMegatron(fs) // megatron_flags.go
 	fs.BoolVar(&c.ExitSignalHandler, "exit-signal-handler", c.ExitSignalHandler, "on SIGTERM (or Ctrl-C), save the iteration every rank stops after (with --save); under megago launch give --grace the time of an iteration and a save")
 	fs.IntVar(&c.ExitInterval, "exit-interval", c.ExitInterval, "exit after iterations that are a multiple of this, saving them with --save (0: never)")
 	fs.Float64Var(&c.ExitDurationInMins, "exit-duration-in-mins", c.ExitDurationInMins, "exit after the iteration that ends this many minutes into the run, saving it with --save (0: never)")
@@ -206,7 +209,12 @@ func (c *Common) Parse(fs *flag.FlagSet, args []string, usage string, stdout io.
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	args = splitListArgs(args, "data-path")
+	for _, name := range listFlags {
+		args = splitListArgs(args, name)
+	}
+	if err := refuseRemoved(fs, args); err != nil {
+		return err
+	}
 	if file := configFileArg(args); file != "" {
 		if err := loadConfigFile(fs, file); err != nil {
 			return err
@@ -285,6 +293,9 @@ func loadConfigFile(fs *flag.FlagSet, file string) error {
 	}
 	for key, raw := range m {
 		name := strings.ReplaceAll(key, "_", "-")
+		if err := removedFlag(fs, name); err != nil {
+			return fmt.Errorf("--config %s: key %q: %w", file, key, err)
+		}
 		f := fs.Lookup(name)
 		if f == nil || name == "config" {
 			return fmt.Errorf("--config %s: unknown key %q (keys are flag names, e.g. \"num-layers\")", file, key)

@@ -264,7 +264,7 @@ func (c *Common) ScalerConfig() optim.DynamicScalerConfig {
 // Blend returns the --data-path prefixes and their weights (nil when none are given:
 // the datasets are then blended by their sizes).
 func (c *Common) Blend() (prefixes []string, weights []float64, err error) {
-	return parseBlend(c.DataPath)
+	return ParseBlend(c.DataPath)
 }
 
 // Cache returns --data-cache-path (alias --cache-dir) or the user cache directory's

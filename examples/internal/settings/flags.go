@@ -12,6 +12,7 @@ import (
 
 	"megago/data"
 	"megago/examples/internal/ckpt"
+	"megago/internal/listargs"
 )
 
 // Common holds the settings every example shares, named after Megatron's flags. Flags
@@ -187,7 +188,7 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 
 // dataPath is --data-path: Megatron takes a list ("--data-path 0.3 A 0.7 B"); here the
 // flag may be repeated, hold several space-separated words, or be followed by words
-// that do not start with "-" (see splitListArgs).
+// that do not start with "-" (see listargs.Join).
 type dataPath []string
 
 func (d *dataPath) String() string { return strings.Join(*d, " ") }
@@ -209,9 +210,7 @@ func (c *Common) Parse(fs *flag.FlagSet, args []string, usage string, stdout io.
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	for _, name := range listFlags {
-		args = splitListArgs(args, name)
-	}
+	args = listargs.Join(args, listFlags...)
 	if err := refuseRemoved(fs, args); err != nil {
 		return err
 	}
@@ -235,29 +234,6 @@ func (c *Common) Parse(fs *flag.FlagSet, args []string, usage string, stdout io.
 	c.Set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.Set[f.Name] = true })
 	return nil
-}
-
-// splitListArgs rewrites "--name a b c" (Megatron's nargs='*') into "--name=a b c".
-func splitListArgs(args []string, name string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a != "-"+name && a != "--"+name {
-			out = append(out, a)
-			continue
-		}
-		var words []string
-		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			i++
-			words = append(words, args[i])
-		}
-		if len(words) == 0 {
-			out = append(out, a) // let the flag package report the missing value
-			continue
-		}
-		out = append(out, "--"+name+"="+strings.Join(words, " "))
-	}
-	return out
 }
 
 // configFileArg returns the value of --config in args, or "".

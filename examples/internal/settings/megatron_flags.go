@@ -105,6 +105,15 @@ func (c *Common) checkMegatron() []string {
 	return errs
 }
 
+// NoMockData refuses --mock-data in an example (named example) that has no mock
+// dataset: Megatron's mock data is GPT's (MockGPTDataset).
+func (c *Common) NoMockData(example string) []string {
+	if !c.MockData {
+		return nil
+	}
+	return []string{fmt.Sprintf("--mock-data: Megatron's mock dataset is GPT's (MockGPTDataset); the %s example trains on --data-path or its default corpus", example)}
+}
+
 // checkDataSources checks that at most one source of data is given, as Megatron does:
 // --mock-data, --data-path, or the per-split paths (which need a training path).
 func (c *Common) checkDataSources() []string {
@@ -123,8 +132,11 @@ func (c *Common) checkDataSources() []string {
 	if perSplit && len(m.TrainDataPath) == 0 {
 		errs = append(errs, "--valid-data-path and --test-data-path need --train-data-path")
 	}
+	if len(m.TrainDataPath) > 0 && len(m.ValidDataPath) == 0 && c.EvalIters > 0 {
+		errs = append(errs, "--train-data-path without --valid-data-path: give --valid-data-path, or --eval-iters 0 to train without validation")
+	}
 	for name, words := range map[string][]string{"--train-data-path": m.TrainDataPath, "--valid-data-path": m.ValidDataPath, "--test-data-path": m.TestDataPath} {
-		if _, _, err := parseBlend(words); err != nil {
+		if _, _, err := ParseBlend(words); err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
 		}
 	}
@@ -185,8 +197,9 @@ func (c *Common) checkRecomputeLayers() []string {
 	return nil
 }
 
-// parseBlend parses a --data-path list: prefixes only, or weight-prefix pairs.
-func parseBlend(words []string) (prefixes []string, weights []float64, err error) {
+// ParseBlend parses a --data-path list (also --train-data-path, ...): prefixes only
+// (weights nil), or weight-prefix pairs.
+func ParseBlend(words []string) (prefixes []string, weights []float64, err error) {
 	if len(words) == 0 {
 		return nil, nil, nil
 	}

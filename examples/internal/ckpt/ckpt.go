@@ -116,7 +116,7 @@ func (c *Checkpointer) Load(ctx context.Context, samples int) (int, error) {
 	case weightsOnly:
 		what = "loaded the weights of"
 		c.State.Iteration, c.State.ConsumedSamples = 0, 0
-	case m.Seed != c.State.Seed && !c.f.NoLoadRNG:
+	case m.Seed != seed && !c.f.NoLoadRNG:
 		return 0, fmt.Errorf("--load %s was trained with --seed %d; resume it with the same seed, or give --no-load-rng", c.f.Load, m.Seed)
 	case c.State.ConsumedSamples > samples:
 		return 0, fmt.Errorf("--load %s has consumed %d samples, more than the %d of the training split", c.f.Load, c.State.ConsumedSamples, samples)

@@ -5,39 +5,41 @@ import (
 	"math/rand/v2"
 )
 
-// Mock is Megatron's MockGPTLowLevelDataset, the documents of --mock-data: MockDocuments
-// documents, one sequence each, of lengths drawn uniformly from [1, MockMaxLength)
-// (seed 0), document i holding the ids 1, 2, ..., L_i − 1 and then EOD. The lengths come
-// from Go's PCG generator rather than NumPy's, so they are Megatron's in distribution,
-// not one by one; ids wrap below the vocabulary when it has fewer than MockMaxLength
-// ids. Nothing is read or written: the tokens are computed when read.
+// Mock is Megatron's MockGPTLowLevelDataset, the documents of --mock-data: documents of
+// one sequence each, of lengths drawn uniformly from [1, MockMaxLength) (seed 0),
+// document i holding the ids 1, 2, ..., L_i − 1 and then EOD. The lengths come from Go's
+// PCG generator rather than NumPy's, so they are Megatron's in distribution, not one by
+// one; ids wrap below the vocabulary when it has fewer than MockMaxLength ids. Nothing is
+// read or written: the tokens are computed when read.
 type Mock struct {
 	lengths []int32
 	vocab   int32 // ids 1 … vocab−1 (then 1 again); vocab ≥ 2
 	eod     int32
 }
 
-// Megatron's MockGPTLowLevelDataset sizes.
+// Megatron's MockGPTLowLevelDataset sizes: MockDocuments documents of fewer than
+// MockMaxLength tokens.
 const (
 	MockDocuments = 100_000
 	MockMaxLength = 4096
 )
 
-// NewMock returns the mock documents for a vocabulary of vocab ids whose end-of-document
-// id is eod. It panics if vocab < 2 or eod is outside it.
-func NewMock(vocab int, eod int32) *Mock {
-	if vocab < 2 || eod < 0 || int(eod) >= vocab {
-		panic(fmt.Sprintf("corpus: NewMock: vocab %d, eod %d", vocab, eod))
+// NewMock returns docs mock documents (Megatron has MockDocuments; the first docs of
+// them are the same whatever docs is) for a vocabulary of vocab ids whose
+// end-of-document id is eod. It panics if docs < 1, vocab < 2 or eod is outside it.
+func NewMock(docs, vocab int, eod int32) *Mock {
+	if docs < 1 || vocab < 2 || eod < 0 || int(eod) >= vocab {
+		panic(fmt.Sprintf("corpus: NewMock: %d documents, vocab %d, eod %d", docs, vocab, eod))
 	}
 	r := rand.New(rand.NewPCG(0, 0))
-	m := &Mock{lengths: make([]int32, MockDocuments), vocab: int32(vocab), eod: eod}
+	m := &Mock{lengths: make([]int32, docs), vocab: int32(vocab), eod: eod}
 	for i := range m.lengths {
 		m.lengths[i] = 1 + r.Int32N(MockMaxLength-1)
 	}
 	return m
 }
 
-// NumSequences returns MockDocuments.
+// NumSequences returns the number of documents.
 func (m *Mock) NumSequences() int { return len(m.lengths) }
 
 // SequenceLen returns the length of document i.
@@ -68,7 +70,7 @@ func (m *Mock) ReadTokens(dst []int32, i, offset, n int) ([]int32, error) {
 	return m.AppendTokens(dst, i, offset, n), nil
 }
 
-// NumDocuments returns MockDocuments: one sequence per document.
+// NumDocuments returns the number of documents: one sequence each.
 func (m *Mock) NumDocuments() int { return len(m.lengths) }
 
 // Document returns [j, j+1).

@@ -80,11 +80,11 @@ func TestSampleScheduleEqualsIterations(t *testing.T) {
 	assert.Equal(t, 10, samples.TrainIters)
 	oi, err := iters.OptimConfig()
 	require.NoError(t, err)
-	os, err := samples.OptimConfig()
+	osamp, err := samples.OptimConfig()
 	require.NoError(t, err)
 	for it := 0; it <= 10; it++ {
 		assert.Equal(t, 1, iters.ScheduleIncrement(it))
-		assert.InDelta(t, oi.Schedule.LRAt(it), os.Schedule.LRAt(samples.ConsumedAt(it)), 1e-15, "iteration %d", it) // the same ratios, in float64
+		assert.InDelta(t, oi.Schedule.LRAt(it), osamp.Schedule.LRAt(samples.ConsumedAt(it)), 1e-15, "iteration %d", it) // the same ratios, in float64
 	}
 	assert.Equal(t, 2, samples.WarmupIters())
 }

@@ -138,12 +138,18 @@ func (c *Common) ConsumedAt(it int) int {
 
 // MicrobatchesAt returns the micro-batches per DP rank of iteration it (0-based).
 func (c *Common) MicrobatchesAt(it int) int {
-	return c.GlobalBatchAt(it) / (c.MicroBatchSize * c.DP)
+	if it < len(c.ramp.batches) {
+		return c.ramp.batches[it] / (c.MicroBatchSize * c.DP)
+	}
+	return c.Microbatches
 }
 
 // ScheduleAt returns the pipeline schedule of iteration it (0-based): Schedule with
 // that iteration's micro-batches.
 func (c *Common) ScheduleAt(it int) parallel.Schedule {
+	if it >= len(c.ramp.batches) {
+		return c.Schedule()
+	}
 	saved := *c
 	saved.Microbatches = c.MicrobatchesAt(it)
 	return saved.Schedule()

@@ -81,7 +81,8 @@
 // the fused update on each shard with the gradients multiplied by 1/loss-scale times the
 // clipping coefficient max/(norm + 1e-6) when that is below 1 (no separate unscale or
 // clip pass); (6) under the distributed optimizer all-gathers each bucket's parameters
-// over DP; (7) advances the Schedule by one. The gradient norm is computed every step,
+// over DP; (7) advances the Schedule by one (by SetScheduleIncrement's n: Megatron's
+// sample-counting schedule advances by the global batch). The gradient norm is computed every step,
 // clipping or not: it is the inf/nan check and Megatron's logged grad norm.
 //
 // Rules follow PyTorch: torch.optim.AdamW (decoupled decay p·(1 − lr·wd)), Adam (L2
@@ -92,7 +93,8 @@
 // 1-D parameter) get none, as in Megatron. The fused kernels take the shard's list of
 // per-parameter segments, so each element is read and written once per step.
 //
-// Schedules are Megatron's OptimizerParamScheduler counted in optimizer steps: the first
+// Schedules are Megatron's OptimizerParamScheduler counted in optimizer steps (or in
+// samples, with SetScheduleIncrement): the first
 // update uses the learning rate at step 0 (InitLR when warming up), and a skipped step
 // does not advance the schedule.
 //

@@ -37,6 +37,7 @@ type Optimizer struct {
 	states  [][]*tensor.Tensor // per buffer, per state name: this rank's state
 	reduced [][]bool           // per buffer, per bucket: reduced since ZeroGrad
 	steps   int                // updates made
+	incr    int                // how far a successful step advances the Schedule (0: 1)
 	gather  *paramGather       // the all-gather of updated parameters under Distributed
 }
 
@@ -274,9 +275,20 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 		return res, err
 	}
 	if s := o.cfg.Schedule; s != nil {
-		s.Step(1)
+		s.Step(max(o.incr, 1))
 	}
 	return res, nil
+}
+
+// SetScheduleIncrement sets how far each successful Step advances the Schedule from now
+// on: 1 (the default) counts optimizer steps; Megatron counts samples when training by
+// samples, advancing its schedule by each step's global batch, which grows under a
+// batch-size ramp-up. A skipped step advances nothing. It panics if n < 1.
+func (o *Optimizer) SetScheduleIncrement(n int) {
+	if n < 1 {
+		panic(fmt.Sprintf("optim: SetScheduleIncrement(%d): want at least 1", n))
+	}
+	o.incr = n
 }
 
 // reduceStat all-reduces one number over the groups whose ranks hold different parts of

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"megago/data"
+	"megago/internal/listargs"
 )
 
 func init() {
@@ -68,13 +69,14 @@ func runPreprocess(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var keys, dtype string
 	fs.StringVar(&cfg.Input, "input", "", "JSON-lines input file (required)")
 	fs.StringVar(&cfg.OutputPrefix, "output-prefix", "", "path prefix of the outputs (required)")
-	fs.StringVar(&keys, "json-keys", "text", "JSON keys to tokenize, separated by commas or spaces; one dataset each")
+	fs.StringVar(&keys, "json-keys", "text", "JSON keys to tokenize (Megatron's list: --json-keys text title; commas work too), one dataset each: PREFIX_KEY_document.{bin,idx} (_sentence with -split-sentences)")
 	fs.BoolVar(&cfg.AppendEOD, "append-eod", false, "append the EOD token to the last sequence of each non-empty document")
 	fs.BoolVar(&cfg.SplitSentences, "split-sentences", false, "split strings into sentences (Punkt, English), one sequence each")
 	fs.IntVar(&cfg.Workers, "workers", runtime.GOMAXPROCS(0), "goroutines tokenizing in parallel")
 	fs.BoolVar(&cfg.Strict, "strict", false, "stop at the first bad line instead of skipping it")
 	fs.StringVar(&dtype, "dtype", "", "token dtype (uint16, int32, ...); default uint16 if the vocabulary is under 65500 ids, else int32")
 	tf.register(fs)
+	args = listargs.Join(args, "json-keys") // Megatron's nargs='+'
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}

@@ -17,12 +17,20 @@ const (
 )
 
 // TestPreprocessCommandGolden runs megago preprocess with the NullTokenizer and -append-eod
-// on the committed JSONL file and compares the bytes with the Python script's.
+// on the committed JSONL file and compares the bytes with the Python script's, which
+// names the outputs as Megatron's tools/preprocess_data.py does: PREFIX_KEY_document.
+// The keys are given as a comma-separated value and as Megatron's list.
 func TestPreprocessCommandGolden(t *testing.T) {
+	for _, keys := range [][]string{{"-json-keys", "text,title"}, {"--json-keys", "text", "title"}} {
+		t.Run(strings.Join(keys, " "), func(t *testing.T) { testPreprocessGolden(t, keys) })
+	}
+}
+
+func testPreprocessGolden(t *testing.T, keys []string) {
 	dir := t.TempDir()
-	stdout, stderr, err := run(t, "preprocess", "-input", filepath.Join(preprocessTestdata, "input.jsonl"),
-		"-output-prefix", filepath.Join(dir, "u16_eod"), "-json-keys", "text,title", "-append-eod",
-		"-tokenizer-type", "NullTokenizer", "-vocab-size", "1000", "-workers", "2")
+	args := append([]string{"preprocess", "-input", filepath.Join(preprocessTestdata, "input.jsonl"),
+		"-output-prefix", filepath.Join(dir, "u16_eod")}, keys...)
+	stdout, stderr, err := run(t, append(args, "-append-eod", "-tokenizer-type", "NullTokenizer", "-vocab-size", "1000", "-workers", "2")...)
 	if err != nil {
 		t.Fatalf("megago preprocess: %v\n%s", err, stderr)
 	}

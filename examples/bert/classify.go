@@ -169,7 +169,7 @@ func (c *classifier) forward(pass func(int) *nn.Pass, batch func(micro int) []sn
 func (c *classifier) microBatches(samples []snippet, it int) func(micro int) []snippet {
 	cfg := c.cfg
 	return func(micro int) []snippet {
-		start := it*cfg.GlobalBatchSize + c.mesh.SampleOffset(cfg.MicroBatchSize, micro)
+		start := cfg.ConsumedAt(it) + c.mesh.SampleOffset(cfg.MicroBatchSize, micro)
 		return samples[start : start+cfg.MicroBatchSize]
 	}
 }

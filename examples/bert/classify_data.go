@@ -113,7 +113,7 @@ func loadClassify(ctx context.Context, c *config, builder bool, log io.Writer) (
 			return nil, fmt.Errorf("--classify-packages: %s has no training or no validation snippets", d.classes[k])
 		}
 	}
-	d.train = balanced(train, c.TrainIters*c.GlobalBatchSize, c.Seed, 1)
+	d.train = balanced(train, c.TrainSamplesNeeded(), c.Seed, 1)
 	d.valid = balanced(valid, min(len(d.classes)*fewest, c.EvalIters*c.GlobalBatchSize), c.Seed, 2)
 	return d, nil
 }

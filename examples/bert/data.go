@@ -85,21 +85,22 @@ func loadData(ctx context.Context, c *config, builder bool, log io.Writer) (*ber
 	bc := data.BERTConfig{SeqLen: c.SeqLength, Seed: c.Seed, Split: c.Split, MaskProb: c.MaskProb, MaxNgram: c.MaskingMaxNgram,
 		ShortSeqProb: c.ShortSeqProb, Special: tok.Special(), VocabSize: tok.VocabSize(),
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}
-	_, weights, _ := c.Blend()
-	build := func(part data.Split) func(i int, src *data.IndexedDataset, n int) (data.Dataset[data.BERTSample], error) {
-		return func(_ int, src *data.IndexedDataset, n int) (data.Dataset[data.BERTSample], error) {
+	build := func(part data.Split) func(src *data.IndexedDataset, split string, n int) (data.Dataset[data.BERTSample], error) {
+		return func(src *data.IndexedDataset, split string, n int) (data.Dataset[data.BERTSample], error) {
 			if part == data.SplitTrain {
-				if err := d.countTokens(src, c.Split); err != nil {
+				if err := d.countTokens(src, split); err != nil {
 					return nil, err
 				}
 			}
+			bc := bc
+			bc.Split = split
 			return data.NewBERTDataset(ctx, src, part, n, bc)
 		}
 	}
-	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize
-	d.train, err = corpus.Blend(sources, weights, nTrain, build(data.SplitTrain))
+	nTrain, nValid := c.TrainSamplesNeeded(), c.EvalIters*c.GlobalBatchSize
+	d.train, err = corpus.BlendSplit(&c.Common, sources, data.SplitTrain, nTrain, build(data.SplitTrain))
 	if err == nil && nValid > 0 {
-		d.valid, err = corpus.Blend(sources, weights, nValid, build(data.SplitValid))
+		d.valid, err = corpus.BlendSplit(&c.Common, sources, data.SplitValid, nValid, build(data.SplitValid))
 	}
 	if err != nil {
 		d.Close()

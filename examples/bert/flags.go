@@ -106,6 +106,7 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 		c.classifyDefaults()
 	}
 	errs := c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
+	errs = append(errs, c.NoMockData("bert")...)
 	if !(c.MaskProb > 0 && c.MaskProb <= 1) {
 		errs = append(errs, fmt.Sprintf("--mask-prob %g is outside (0, 1]", c.MaskProb))
 	}

@@ -188,7 +188,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	}
 
 	// Checkpoint: resume from --load (any layout), or take its weights.
-	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.BERTModel(model), parts, trainer, cfg.Seed, cfg.GlobalBatchSize)
+	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.BERTModel(model), parts, trainer, cfg.Seed, cfg.GlobalBatchAt)
 	first, err := saver.Load(work, corp.train.Len())
 	if err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
 		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
-			batches, err := loop.Batches(loader, cfg.Microbatches)
+			batches, err := loop.Batches(loader, cfg.MicrobatchesAt(it))
 			return train.BERTForward(chunks, pass, bertBatches(batches).tensors(dev, model.NoBinaryHead)), err
 		},
 		Eval: func(it int) (err error) {

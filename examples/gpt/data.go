@@ -21,6 +21,7 @@ type trainingData struct {
 	about        string         // one line: where the tokens come from
 	unigram      corpus.Unigram // of the training split
 	sources      []*data.IndexedDataset
+	mock         *corpus.Mock // --mock-data's documents, instead of sources
 }
 
 func (c *trainingData) Close() {
@@ -39,18 +40,22 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
 	}
 	corp := &trainingData{tok: tok}
-	corp.sources, corp.about, _, err = corpus.Sources(ctx, &c.Common, corpus.Spec{Tokenizer: tok}, tok.VocabSize(), builder, log)
+	if !c.MockData { // --mock-data: mock.go
+		corp.sources, corp.about, _, err = corpus.Sources(ctx, &c.Common, corpus.Spec{Tokenizer: tok}, tok.VocabSize(), builder, log)
+		if err != nil {
+			return nil, err
+		}
+	}
+	cache, err := c.Cache()
 	if err != nil {
 		return nil, err
 	}
-	cache, _ := c.Cache() // checked by corpus.Sources
-	_, weights, _ := c.Blend()
 	gc := data.GPTConfig{SeqLen: c.SeqLength, Seed: c.Seed, Split: c.Split, EOD: tok.Special().EOD,
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}
-	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize
-	corp.train, err = corp.split(ctx, data.SplitTrain, nTrain, weights, gc)
+	nTrain, nValid := c.TrainSamplesNeeded(), c.EvalIters*c.GlobalBatchSize
+	corp.train, err = corp.split(ctx, c, data.SplitTrain, nTrain, gc)
 	if err == nil && nValid > 0 {
-		corp.valid, err = corp.split(ctx, data.SplitValid, nValid, weights, gc)
+		corp.valid, err = corp.split(ctx, c, data.SplitValid, nValid, gc)
 	}
 	if err != nil {
 		corp.Close()
@@ -59,9 +64,14 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 	return corp, nil
 }
 
-// split builds the samples of one split: one dataset, or a blend of several.
-func (corp *trainingData) split(ctx context.Context, part data.Split, n int, w []float64, gc data.GPTConfig) (data.Dataset[data.GPTSample], error) {
-	return corpus.Blend(corp.sources, w, n, func(_ int, src *data.IndexedDataset, count int) (data.Dataset[data.GPTSample], error) {
+// split builds the samples of one split: one dataset, or a blend of several
+// (corpus.BlendSplit: --data-path cut by --split, or the split's own path).
+func (corp *trainingData) split(ctx context.Context, c *config, part data.Split, n int, gc data.GPTConfig) (data.Dataset[data.GPTSample], error) {
+	if c.MockData {
+		return corp.mockSplit(ctx, part, n, gc)
+	}
+	return corpus.BlendSplit(&c.Common, corp.sources, part, n, func(src *data.IndexedDataset, split string, count int) (data.Dataset[data.GPTSample], error) {
+		gc.Split = split
 		ds, err := data.NewGPTDataset(ctx, src, part, count, gc)
 		if err != nil {
 			return nil, fmt.Errorf("%s samples of %s: %w", part, src.Prefix(), err)

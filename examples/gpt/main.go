@@ -152,7 +152,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	}
 
 	// Checkpoint: resume from --load (any layout), or take its weights.
-	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.GPTModel(model), train.GPTParts(chunks), trainer, cfg.Seed, cfg.GlobalBatchSize)
+	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.GPTModel(model), train.GPTParts(chunks), trainer, cfg.Seed, cfg.GlobalBatchAt)
 	first, err := saver.Load(work, corp.train.Len())
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
 		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
-			batches, err := loop.Batches(loader, cfg.Microbatches)
+			batches, err := loop.Batches(loader, cfg.MicrobatchesAt(it))
 			return train.GPTForward(chunks, pass, gptBatches(batches).tensors(dev)), err
 		},
 		Eval: func(it int) (err error) {

@@ -65,7 +65,6 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 		return nil, err
 	}
 	cache, _ := c.Cache() // checked by corpus.Sources
-	_, weights, _ := c.Blend()
 	dc := data.T5Config{EncSeqLen: c.SeqLength, DecSeqLen: c.DecoderSeqLength, Seed: c.Seed, Split: c.Split,
 		MaskProb: c.MaskProb, ShortSeqProb: c.ShortSeqProb, Special: corp.special,
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}
@@ -73,10 +72,10 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 		corp.Close()
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
 	}
-	nTrain, nValid := c.TrainIters*c.GlobalBatchSize, c.EvalIters*c.GlobalBatchSize
-	corp.train, err = corp.split(ctx, data.SplitTrain, nTrain, weights, dc)
+	nTrain, nValid := c.TrainSamplesNeeded(), c.EvalIters*c.GlobalBatchSize
+	corp.train, err = corp.split(ctx, c, data.SplitTrain, nTrain, dc)
 	if err == nil && nValid > 0 {
-		corp.valid, err = corp.split(ctx, data.SplitValid, nValid, weights, dc)
+		corp.valid, err = corp.split(ctx, c, data.SplitValid, nValid, dc)
 	}
 	if err != nil {
 		corp.Close()
@@ -85,9 +84,11 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 	return corp, nil
 }
 
-// split builds the samples of one split: one dataset, or a blend of several.
-func (corp *trainingData) split(ctx context.Context, part data.Split, n int, w []float64, dc data.T5Config) (data.Dataset[data.T5Sample], error) {
-	return corpus.Blend(corp.sources, w, n, func(_ int, src *data.IndexedDataset, count int) (data.Dataset[data.T5Sample], error) {
+// split builds the samples of one split: one dataset, or a blend of several
+// (corpus.BlendSplit: --data-path cut by --split, or the split's own path).
+func (corp *trainingData) split(ctx context.Context, c *config, part data.Split, n int, dc data.T5Config) (data.Dataset[data.T5Sample], error) {
+	return corpus.BlendSplit(&c.Common, corp.sources, part, n, func(src *data.IndexedDataset, split string, count int) (data.Dataset[data.T5Sample], error) {
+		dc.Split = split
 		ds, err := data.NewT5Dataset(ctx, src, part, count, dc)
 		if err != nil {
 			return nil, fmt.Errorf("%s samples of %s: %w", part, src.Prefix(), err)

@@ -83,6 +83,7 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 			"(megago does not split its encoder and decoder into pipeline stages); use --tensor-model-parallel-size and more ranks for DP", c.PP)
 	}
 	errs := c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
+	errs = append(errs, c.NoMockData("t5")...)
 	errs = append(errs, settings.NonNegative(map[string]int{"--encoder-num-layers": c.EncoderNumLayers,
 		"--decoder-num-layers": c.DecoderNumLayers, "--kv-channels": c.KVChannels, "--vocab-extra-ids": c.VocabExtraIDs})...)
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }

@@ -174,7 +174,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	}
 
 	// Checkpoint: resume from --load (any TP and DP), or take its weights.
-	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.T5Model(model), parts, trainer, cfg.Seed, cfg.GlobalBatchSize)
+	saver := ckpt.New(&cfg.Flags, mesh, checkpoint.T5Model(model), parts, trainer, cfg.Seed, cfg.GlobalBatchAt)
 	first, err := saver.Load(work, corp.train.Len())
 	if err != nil {
 		return nil, err
@@ -216,7 +216,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
 		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
-			batches, err := loop.Batches(loader, cfg.Microbatches)
+			batches, err := loop.Batches(loader, cfg.MicrobatchesAt(it))
 			return t5Forward(m, pass, batches, dev), err
 		},
 		Eval: func(it int) (err error) {

@@ -18,6 +18,12 @@ type Flags struct {
 	Load         string
 	Finetune     bool
 	EvalOnly     bool
+	// NoLoadOptim resumes --load's weights, iteration and data position with a new
+	// optimizer (state and learning-rate schedule from step 0), as Megatron's
+	// --no-load-optim; NoLoadRNG resumes without its random state: with this run's
+	// --seed (megago's dropout and data order are keyed by the seed, which is all the
+	// random state a checkpoint holds).
+	NoLoadOptim, NoLoadRNG bool
 }
 
 // Register adds the flags to fs; evalOnly says what --eval-only reports.
@@ -27,6 +33,8 @@ func (c *Flags) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.Load, "load", "", "directory of a checkpoint to resume from (any TP, PP and DP)")
 	fs.BoolVar(&c.Finetune, "finetune", false, "load only the weights of --load and start at iteration 0 with a new optimizer")
 	fs.BoolVar(&c.EvalOnly, "eval-only", false, "load --load, report "+evalOnly+", and stop")
+	fs.BoolVar(&c.NoLoadOptim, "no-load-optim", false, "resume --load's weights, iteration and data position with a new optimizer: its state and the learning-rate schedule (warmup included) start again")
+	fs.BoolVar(&c.NoLoadRNG, "no-load-rng", false, "resume --load with this run's --seed (dropout, and the data order of the datasets built) instead of the checkpoint's")
 }
 
 // Check reports settings that cannot work together.
@@ -40,6 +48,9 @@ func (c *Flags) Check() []string {
 	}
 	if (c.Finetune || c.EvalOnly) && c.Load == "" {
 		errs = append(errs, "--finetune and --eval-only need --load")
+	}
+	if (c.NoLoadOptim || c.NoLoadRNG) && c.Load == "" {
+		errs = append(errs, "--no-load-optim and --no-load-rng need --load")
 	}
 	return errs
 }
@@ -63,7 +74,7 @@ func (c *Flags) LockSave(rank0 bool) (unlock func() error, err error) {
 type Checkpointer struct {
 	f           *Flags
 	mesh        *parallel.Mesh
-	globalBatch int
+	globalBatch func(it int) int
 	// State is what is saved: its ConsumedSamples is where the data loader starts.
 	State *checkpoint.State
 	// Loaded is the iteration of the checkpoint loaded (0: none).
@@ -73,9 +84,9 @@ type Checkpointer struct {
 }
 
 // New returns the Checkpointer of a model (model names its architecture and
-// configuration) trained by trainer with parts, seed and globalBatch samples per
-// iteration.
-func New(f *Flags, mesh *parallel.Mesh, model checkpoint.Model, parts train.Parts, trainer *train.Trainer, seed uint64, globalBatch int) *Checkpointer {
+// configuration) trained by trainer with parts and seed; globalBatch(it) is the number of
+// samples iteration it (0-based) consumes (settings.Common.GlobalBatchAt).
+func New(f *Flags, mesh *parallel.Mesh, model checkpoint.Model, parts train.Parts, trainer *train.Trainer, seed uint64, globalBatch func(it int) int) *Checkpointer {
 	return &Checkpointer{f: f, mesh: mesh, globalBatch: globalBatch, State: &checkpoint.State{Model: model,
 		Params: parts.Params(), Optimizer: trainer.Optimizer(), Seed: seed}}
 }
@@ -87,18 +98,26 @@ func (c *Checkpointer) Load(ctx context.Context, samples int) (int, error) {
 		return 0, nil
 	}
 	weightsOnly := c.f.Finetune || c.f.EvalOnly
-	m, err := checkpoint.Load(ctx, c.f.Load, c.mesh, c.State, checkpoint.LoadOptions{WeightsOnly: weightsOnly})
+	seed := c.State.Seed
+	m, err := checkpoint.Load(ctx, c.f.Load, c.mesh, c.State, checkpoint.LoadOptions{WeightsOnly: weightsOnly || c.f.NoLoadOptim})
 	if err != nil {
 		return 0, err
 	}
 	c.Loaded = m.Iteration
 	what := "resumed from"
+	if c.f.NoLoadOptim && !weightsOnly { // the weights only were loaded: take the position too
+		what = "resumed (with a new optimizer, --no-load-optim) from"
+		c.State.Iteration, c.State.ConsumedSamples, c.State.Extra = m.Iteration, m.ConsumedSamples, m.Extra
+	}
+	if c.f.NoLoadRNG {
+		c.State.Seed = seed
+	}
 	switch {
 	case weightsOnly:
 		what = "loaded the weights of"
 		c.State.Iteration, c.State.ConsumedSamples = 0, 0
-	case m.Seed != c.State.Seed:
-		return 0, fmt.Errorf("--load %s was trained with --seed %d; resume it with the same seed", c.f.Load, m.Seed)
+	case m.Seed != seed && !c.f.NoLoadRNG:
+		return 0, fmt.Errorf("--load %s was trained with --seed %d; resume it with the same seed, or give --no-load-rng", c.f.Load, m.Seed)
 	case c.State.ConsumedSamples > samples:
 		return 0, fmt.Errorf("--load %s has consumed %d samples, more than the %d of the training split", c.f.Load, c.State.ConsumedSamples, samples)
 	}
@@ -120,7 +139,7 @@ func (c *Checkpointer) Report(rep *report.Report) {
 // checkpoint stays the one before.
 func (c *Checkpointer) Saved(ctx context.Context, it int, last bool, rep *report.Report) error {
 	c.State.Iteration = it
-	c.State.ConsumedSamples += c.globalBatch
+	c.State.ConsumedSamples += c.globalBatch(it - 1)
 	if c.f.Save == "" || !last && (c.f.SaveInterval == 0 || it%c.f.SaveInterval != 0) {
 		return nil
 	}

@@ -2,7 +2,9 @@
 // flags: --save and --save-interval write the whole training state (model, optimizer,
 // schedule, loss scaler, data position) every so many iterations and at the end;
 // --load resumes from it — at any TP, PP and DP, the checkpoint is resharded on
-// loading — --finetune takes only its weights, and --eval-only has the example report
+// loading; --no-load-optim leaves out the optimizer and its schedule, --no-load-rng takes
+// this run's --seed instead of refusing another — --finetune takes only its weights (and
+// starts at iteration 0), and --eval-only has the example report
 // the loaded model's validation numbers. A run stopped by Ctrl-C or SIGTERM is saved
 // only with --exit-signal-handler (package loop decides when to save); otherwise its
 // last --save-interval checkpoint is the one to resume. Weights holding a NaN or an

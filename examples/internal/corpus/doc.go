@@ -12,7 +12,12 @@
 //     sequence per document (GPT), or documents of sentences (BERT, T5) split by
 //     Spec.Documents and Spec.Sentences (Declarations splits Go source into top-level
 //     declarations, Lines into lines).
-//   - open.go: Sources (--data-path or the default corpus, as the examples' flags say),
+//   - blend.go: Blend, Megatron's blend of several sources: by their weights, or without
+//     weights by their sizes (the samples of one epoch of each).
+//   - splits.go: BlendSplit, a split's samples from --data-path cut by --split or from
+//     the split's own path (--train-data-path, --valid-data-path).
+//   - mock.go: Mock, the documents of --mock-data (Megatron's MockGPTLowLevelDataset).
+//   - open.go: Sources (--data-path, the per-split paths or the default corpus, as the examples' flags say),
 //     Open (indexed datasets checked against the vocabulary), Unigram, WaitForFile.
 //
 // # Invariants

@@ -13,8 +13,9 @@ import (
 	"megago/examples/internal/settings"
 )
 
-// Sources opens an example's token sources: the datasets of --data-path, or without it
-// the default corpus s describes (GoSource, built on first use; s's cache and tokenizer
+// Sources opens an example's token sources: the datasets of --data-path, those of
+// --train-data-path followed by those of --valid-data-path (BlendSplit picks them), or
+// without them the default corpus s describes (GoSource, built on first use; s's cache and tokenizer
 // names are taken from c), checked against a vocabulary of vocab ids (Open). about says
 // in one line where the tokens come from; files, for the default corpus only, is the
 // file of each document. builder and log are GoSource's.
@@ -24,7 +25,10 @@ func Sources(ctx context.Context, c *settings.Common, s Spec, vocab int, builder
 	}
 	s.TokenizerType, s.VocabFile, s.MergeFile = c.TokenizerType, c.VocabFile, c.MergeFile
 	prefixes, _, _ := c.Blend() // checked with the flags
-	if len(prefixes) == 0 {
+	if perSplit := splitPrefixes(c); perSplit != nil {
+		prefixes = append(perSplit[data.SplitTrain], perSplit[data.SplitValid]...)
+		about = splitAbout(c)
+	} else if len(prefixes) == 0 {
 		src, err := GoSource(ctx, s, builder, log)
 		if err != nil {
 			return nil, "", nil, err

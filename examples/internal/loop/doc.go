@@ -1,7 +1,10 @@
 // Package loop is the training loop that megago's example programs share. Before the
-// first iteration it prints the settings' warnings (settings.Common.Warnings); then each
-// iteration is one optimizer step over the global batch (train.Trainer.Step, each
-// micro-batch with its dropout pass from train.PassFor), its progress line and metrics
+// first iteration it prints the settings that differ from Megatron-LM's defaults
+// (settings.Common.MegatronDefaults) and the settings' warnings (Warnings); then each
+// iteration is one optimizer step over the iteration's global batch (train.Trainer.Step,
+// each micro-batch with its dropout pass from train.PassFor; the batch grows under
+// --rampup-batch-size, settings.Common.MicrobatchesAt, and under --train-samples the
+// learning-rate schedule advances by it), its progress line and metrics
 // on rank 0, the checks that stop a diverging run, the decision whether to stop, the
 // checkpoint's bookkeeping with a save at --save-interval, after the last iteration and
 // when stopping, and a validation at --eval-interval and after the last iteration.

@@ -26,8 +26,9 @@ type Loop struct {
 	// means when Run is called.
 	Start time.Time
 	// Forward returns the forward step of iteration it (0-based, counted from the start
-	// of training, not of this run) over this rank's micro-batches of it; pass(micro) is
-	// micro-batch micro's training pass, with its dropout.
+	// of training, not of this run) over this rank's Settings.MicrobatchesAt(it)
+	// micro-batches of it; pass(micro) is micro-batch micro's training pass, with its
+	// dropout.
 	Forward func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error)
 	// Eval validates the model after iteration it (1-based) and reports the result; Run
 	// calls it when Settings.EvalAfter(it). Nil: no validation.
@@ -73,6 +74,7 @@ func (l *Loop) run(ctx context.Context, first int) (Result, error) {
 	if start.IsZero() {
 		start = time.Now()
 	}
+	l.Report.Printf("%s", l.Settings.MegatronDefaults())
 	for _, w := range l.Settings.Warnings() {
 		l.Report.Printf("warning: %s\n", w)
 	}
@@ -102,14 +104,16 @@ func (l *Loop) run(ctx context.Context, first int) (Result, error) {
 func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *health, res *Result) (bool, error) {
 	cfg := l.Settings
 	t0 := time.Now()
+	m := cfg.MicrobatchesAt(it) // grows under --rampup-batch-size
 	pass := func(micro int) *nn.Pass {
-		return train.PassFor(work, l.Mesh, l.Dropout, it, micro, cfg.MicroBatchSize, cfg.Microbatches)
+		return train.PassFor(work, l.Mesh, l.Dropout, it, micro, cfg.MicroBatchSize, m)
 	}
 	fwd, err := l.Forward(it, pass)
 	if err != nil {
 		return false, err
 	}
-	step, err := l.Trainer.Step(work, cfg.Schedule(), fwd)
+	l.Trainer.Optimizer().SetScheduleIncrement(cfg.ScheduleIncrement(it)) // samples under --train-samples
+	step, err := l.Trainer.Step(work, cfg.ScheduleAt(it), fwd)
 	if err == nil {
 		err = l.Report.Step(it+1, step, time.Since(t0))
 	}

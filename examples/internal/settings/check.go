@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"megago/data"
@@ -47,6 +46,7 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 		"--num-layers-per-virtual-pipeline-stage": c.LayersPerVirtualStage,
 		"--max-position-embeddings":               c.MaxPositionEmbeddings, "--exit-interval": c.ExitInterval})...)
 	errs = append(errs, c.checkNumbers()...)
+	errs = append(errs, c.checkMegatron()...)
 	if len(errs) > 0 { // the rest divides by these or hands them on to checks of its own
 		return errs
 	}
@@ -56,7 +56,11 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 	if c.MaxPositionEmbeddings < c.SeqLength {
 		bad("--max-position-embeddings %d is less than --seq-length %d", c.MaxPositionEmbeddings, c.SeqLength)
 	}
-	errs = append(errs, c.checkLayout(world)...)
+	layout := c.checkLayout(world)
+	errs = append(errs, layout...)
+	if len(layout) == 0 {
+		errs = append(errs, c.checkSamples()...) // --train-samples, --rampup-batch-size
+	}
 	errs = append(errs, c.checkOptimizer()...)
 	errs = append(errs, c.checkOverlap()...)
 	errs = append(errs, c.checkModel(model)...)
@@ -132,9 +136,6 @@ func (c *Common) checkOptimizer() []string {
 	}
 	if c.Set["lr-warmup-iters"] && c.Set["lr-warmup-fraction"] {
 		errs = append(errs, "--lr-warmup-iters and --lr-warmup-fraction are exclusive")
-	}
-	if c.Set["micro-batch-size"] && c.Set["batch-size"] {
-		errs = append(errs, "--batch-size is an alias of --micro-batch-size: give one of them")
 	}
 	if c.FP16 && c.LossScale == 0 && c.MinLossScale > c.InitialLossScale {
 		errs = append(errs, fmt.Sprintf("--min-loss-scale %g is above --initial-loss-scale %g", c.MinLossScale, c.InitialLossScale))
@@ -235,11 +236,7 @@ func (c *Common) OptimConfig() (optim.Config, error) {
 	if !ok {
 		return optim.Config{}, fmt.Errorf("--lr-decay-style %q: want constant, linear, cosine or inverse-square-root", c.LRDecayStyle)
 	}
-	decayIters := c.LRDecayIters
-	if decayIters == 0 {
-		decayIters = c.TrainIters
-	}
-	warmup := c.WarmupIters()
+	warmup, decayIters := c.scheduleSteps() // iterations, or samples with --train-samples
 	sched, err := optim.NewSchedule(optim.ScheduleConfig{MaxLR: c.LR, MinLR: c.MinLR, WarmupSteps: warmup,
 		DecaySteps: decayIters, Decay: style, StartWD: c.WeightDecay, EndWD: c.WeightDecay})
 	if err != nil {
@@ -264,37 +261,21 @@ func (c *Common) ScalerConfig() optim.DynamicScalerConfig {
 		GrowthInterval: c.LossScaleWindow, Hysteresis: c.Hysteresis}
 }
 
-// Blend returns the --data-path prefixes and their weights (all 1 when none are given).
+// Blend returns the --data-path prefixes and their weights (nil when none are given:
+// the datasets are then blended by their sizes).
 func (c *Common) Blend() (prefixes []string, weights []float64, err error) {
-	words := c.DataPath
-	if len(words) == 0 {
-		return nil, nil, nil
-	}
-	if _, err := strconv.ParseFloat(words[0], 64); err != nil { // prefixes only
-		return words, nil, nil
-	}
-	if len(words)%2 != 0 {
-		return nil, nil, fmt.Errorf("%q: want weight-prefix pairs", strings.Join(words, " "))
-	}
-	for i := 0; i < len(words); i += 2 {
-		w, err := strconv.ParseFloat(words[i], 64)
-		if err != nil || !(w > 0) || math.IsInf(w, 0) {
-			return nil, nil, fmt.Errorf("weight %q of %s: want a positive number", words[i], words[i+1])
-		}
-		weights = append(weights, w)
-		prefixes = append(prefixes, words[i+1])
-	}
-	return prefixes, weights, nil
+	return ParseBlend(c.DataPath)
 }
 
-// Cache returns --cache-dir or the user cache directory's megago folder.
+// Cache returns --data-cache-path (alias --cache-dir) or the user cache directory's
+// megago folder.
 func (c *Common) Cache() (string, error) {
 	if c.CacheDir != "" {
 		return c.CacheDir, nil
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no cache directory (%v): set --cache-dir", err)
+		return "", fmt.Errorf("no cache directory (%v): set --data-cache-path", err)
 	}
 	return filepath.Join(d, "megago"), nil
 }
@@ -318,8 +299,13 @@ func (c *Common) DType() tensor.DType {
 	return tensor.F32
 }
 
-// WarmupIters returns the learning-rate warmup in iterations.
+// WarmupIters returns the learning-rate warmup in iterations (under --train-samples,
+// the warmup samples in whole global batches).
 func (c *Common) WarmupIters() int {
+	if c.SampleBased() {
+		w, _ := c.scheduleSteps()
+		return w / max(c.GlobalBatchSize, 1)
+	}
 	if c.Set["lr-warmup-iters"] {
 		return c.LRWarmupIters
 	}

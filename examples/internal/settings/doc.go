@@ -5,17 +5,38 @@
 // override the file), checks them before any work starts, and derives what a run needs
 // from them: the world layout (DP, micro-batches per step, model chunks per pipeline
 // rank), the pipeline schedule, the optimizer with Megatron's learning-rate schedule,
-// the dtype, the device, the data blend and the cache directory.
+// the dtype, the device, the data blend and the cache directory. A script ported from
+// Megatron runs with its flags, and never differs silently: Megatron's removed flags are
+// refused, and a run prints every setting whose value differs from Megatron's default.
 //
 // # Reading order
 //
 //   - flags.go: Common, Defaults, Register and Parse; --data-path takes Megatron's list of
-//     words ("--data-path 0.3 A 0.7 B").
+//     words ("--data-path 0.3 A 0.7 B"), and so do the other list flags
+//     (internal/listargs).
 //   - check.go: Check, Error and NonNegative, then what the settings derive.
 //   - device.go: the checks of --device and --distributed-backend (NCCL needs cuda).
 //   - numbers.go: the checks of float settings (NonNegativeNumbers, PositiveNumbers,
 //     Fractions: NaN and infinities are refused too) and Warnings.
 //   - writable.go: CheckWritable, which probes --save and --out-dir before any work.
+//   - megatron_flags.go: MegatronFlags, Megatron's further training flags and their
+//     checks: --train-samples with --lr-decay-samples and --lr-warmup-samples (exclusive
+//     with the iteration forms, as Megatron's validate_args asserts),
+//     --rampup-batch-size, --mock-data (NoMockData for examples without one),
+//     --recompute-activations (selective) and --recompute-method with
+//     --recompute-num-layers (mapped to what nn recomputes, the rest refused),
+//     --use-flash-attn (accepted: attention is fused), the per-split data paths, and
+//     --data-cache-path with its alias --cache-dir; ParseBlend reads a --data-path list.
+//   - samples.go: what they derive, as Megatron computes it: the iterations of
+//     --train-samples (update_train_iters), the global batch and micro-batches of each
+//     iteration of a ramp-up (RampupBatchsizeNumMicroBatchesCalculator: GlobalBatchAt,
+//     MicrobatchesAt, ScheduleAt, ConsumedAt), the samples to build, and the
+//     learning-rate schedule in samples (ScheduleIncrement: the schedule advances by
+//     each iteration's global batch).
+//   - removed.go: the flags Megatron removed (--warmup, --batch-size, ...), refused on the
+//     command line and in --config files with their replacement.
+//   - megatron_defaults.go: MegatronDefaults, the block the training loop prints at
+//     start-up naming every setting that differs from Megatron's default.
 //   - overlap.go: Megatron's data-parallel overlap flags (--overlap-grad-reduce,
 //     --ddp-bucket-size, --overlap-param-gather), their checks, BucketSize and
 //     TrainConfig. As on Megatron's command line, nothing overlaps by default (package

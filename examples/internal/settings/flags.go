@@ -12,6 +12,7 @@ import (
 
 	"megago/data"
 	"megago/examples/internal/ckpt"
+	"megago/internal/listargs"
 )
 
 // Common holds the settings every example shares, named after Megatron's flags. Flags
@@ -84,6 +85,10 @@ type Common struct {
 	// Checkpoints.
 	ckpt.Flags
 
+	// Megatron's further training flags (megatron_flags.go): --train-samples,
+	// --rampup-batch-size, --mock-data, the recomputation shorthands, per-split paths.
+	MegatronFlags
+
 	// Planned exits: on SIGTERM (with ExitSignalHandler), every ExitInterval iterations,
 	// after ExitDurationInMins minutes; each saves the iteration when --save is set.
 	ExitSignalHandler  bool
@@ -129,7 +134,6 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.Float64Var(&c.InitMethodStd, "init-method-std", c.InitMethodStd, "std of the weight initialization")
 
 	fs.IntVar(&c.MicroBatchSize, "micro-batch-size", c.MicroBatchSize, "samples per micro-batch per data-parallel rank (B)")
-	fs.IntVar(&c.MicroBatchSize, "batch-size", c.MicroBatchSize, "alias of --micro-batch-size")
 	fs.IntVar(&c.GlobalBatchSize, "global-batch-size", c.GlobalBatchSize, "samples per iteration over all ranks (0: micro-batch size × DP)")
 	fs.IntVar(&c.TrainIters, "train-iters", c.TrainIters, "iterations (optimizer steps)")
 
@@ -173,7 +177,6 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 
 	c.registerHFTokenizer(fs)
 
-	fs.StringVar(&c.CacheDir, "cache-dir", c.CacheDir, "where the default corpus and dataset indices are cached (default: the user cache dir/megago)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed (initialization, dropout, data order)")
 
 	fs.IntVar(&c.EvalInterval, "eval-interval", c.EvalInterval, "iterations between validation runs (0: only at the end)")
@@ -183,6 +186,7 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.OutDir, "out-dir", c.OutDir, "where metrics.jsonl, loss.png and the TensorBoard files go")
 
 	c.Flags.Register(fs, evalOnly)
+	c.registerMegatron(fs) // megatron_flags.go
 	fs.BoolVar(&c.ExitSignalHandler, "exit-signal-handler", c.ExitSignalHandler, "on SIGTERM (or Ctrl-C), save the iteration every rank stops after (with --save); under megago launch give --grace the time of an iteration and a save")
 	fs.IntVar(&c.ExitInterval, "exit-interval", c.ExitInterval, "exit after iterations that are a multiple of this, saving them with --save (0: never)")
 	fs.Float64Var(&c.ExitDurationInMins, "exit-duration-in-mins", c.ExitDurationInMins, "exit after the iteration that ends this many minutes into the run, saving it with --save (0: never)")
@@ -191,7 +195,7 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 
 // dataPath is --data-path: Megatron takes a list ("--data-path 0.3 A 0.7 B"); here the
 // flag may be repeated, hold several space-separated words, or be followed by words
-// that do not start with "-" (see splitListArgs).
+// that do not start with "-" (see listargs.Join).
 type dataPath []string
 
 func (d *dataPath) String() string { return strings.Join(*d, " ") }
@@ -213,8 +217,9 @@ func (c *Common) Parse(fs *flag.FlagSet, args []string, usage string, stdout io.
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	for _, name := range []string{"data-path", "tokenizer-special-tokens", "tiktoken-special-tokens"} {
-		args = splitListArgs(args, name)
+	args = listargs.Join(args, listFlags...)
+	if err := refuseRemoved(fs, args); err != nil {
+		return err
 	}
 	if file := configFileArg(args); file != "" {
 		if err := loadConfigFile(fs, file); err != nil {
@@ -236,29 +241,6 @@ func (c *Common) Parse(fs *flag.FlagSet, args []string, usage string, stdout io.
 	c.Set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.Set[f.Name] = true })
 	return nil
-}
-
-// splitListArgs rewrites "--name a b c" (Megatron's nargs='*') into "--name=a b c".
-func splitListArgs(args []string, name string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a != "-"+name && a != "--"+name {
-			out = append(out, a)
-			continue
-		}
-		var words []string
-		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			i++
-			words = append(words, args[i])
-		}
-		if len(words) == 0 {
-			out = append(out, a) // let the flag package report the missing value
-			continue
-		}
-		out = append(out, "--"+name+"="+strings.Join(words, " "))
-	}
-	return out
 }
 
 // configFileArg returns the value of --config in args, or "".
@@ -294,6 +276,9 @@ func loadConfigFile(fs *flag.FlagSet, file string) error {
 	}
 	for key, raw := range m {
 		name := strings.ReplaceAll(key, "_", "-")
+		if err := removedFlag(fs, name); err != nil {
+			return fmt.Errorf("--config %s: key %q: %w", file, key, err)
+		}
 		f := fs.Lookup(name)
 		if f == nil || name == "config" {
 			return fmt.Errorf("--config %s: unknown key %q (keys are flag names, e.g. \"num-layers\")", file, key)

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,6 +47,8 @@ func megatronName(name string, swiglu bool) (string, tpSplit, error) {
 			{"self_attention.linear_qkv.", "attn.qkv.", tpColumn},
 			{"self_attention.linear_proj.weight", "attn.proj.weight", tpRow},
 			{"self_attention.linear_proj.bias", "attn.proj.bias", tpReplicated},
+			{"self_attention.q_layernorm.", "attn.q_norm.", tpReplicated},
+			{"self_attention.k_layernorm.", "attn.k_norm.", tpReplicated},
 			{"pre_mlp_layernorm.", "norm2.", tpReplicated},
 			{"mlp.linear_fc1.layer_norm_", "norm2.", tpReplicated},
 			{"mlp.linear_fc1.", "mlp.fc1.", tpColumn},
@@ -123,6 +126,9 @@ func mergeMegatron(shards []megatronShard, cfg nn.GPTConfig, info *MegatronInfo)
 		}
 		switch split {
 		case tpReplicated:
+			if w := replicaDiffers(name, parts[name]); w != "" {
+				info.Warnings = append(info.Warnings, w)
+			}
 			out[mg] = ts[0]
 		case tpColumn:
 			out[mg] = tensor.Concat(0, ts...)
@@ -156,7 +162,44 @@ func mergeMegatron(shards []megatronShard, cfg nn.GPTConfig, info *MegatronInfo)
 		vp := nn.PaddedVocab(cfg.Vocab, cfg.VocabMultiple, 1)
 		out[name] = padRowsTo(t.Narrow(0, 0, cfg.Vocab), vp)
 	}
-	return out, checkComplete(GPTModel(cfg), out)
+	if err := checkComplete(GPTModel(cfg), out); err != nil {
+		return nil, fmt.Errorf("%w%s", err, megatronShapeHint(err, cfg))
+	}
+	return out, nil
+}
+
+// replicaDiffers returns a warning naming the TP ranks whose copy of the replicated
+// tensor name differs from rank 0's, or "".
+func replicaDiffers(name string, parts []*torchTensor) string {
+	var ranks []string
+	for r, p := range parts[1:] {
+		if !bytes.Equal(p.Data, parts[0].Data) {
+			ranks = append(ranks, strconv.Itoa(r+1))
+		}
+	}
+	if len(ranks) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s is replicated over TP but differs between ranks: rank(s) %s differ from rank 0, whose copy is used", name, strings.Join(ranks, ", "))
+}
+
+// megatronShapeHint explains, for a shape error of checkComplete, which Megatron
+// arguments gave the size megago expected.
+func megatronShapeHint(err error, c nn.GPTConfig) string {
+	c.TransformerConfig = c.TransformerConfig.Defaults()
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "attn.qkv."):
+		return fmt.Sprintf(" (num_query_groups %d × (num_attention_heads %d / num_query_groups + 2) × kv_channels %d = %d rows; group_query_attention %v)",
+			c.KVHeads, c.Heads, c.HeadSize, c.KVHeads*(c.Heads/c.KVHeads+2)*c.HeadSize, c.KVHeads != c.Heads)
+	case strings.Contains(msg, "attn.proj."):
+		return fmt.Sprintf(" (num_attention_heads %d × kv_channels %d = %d columns)", c.Heads, c.HeadSize, c.Heads*c.HeadSize)
+	case strings.Contains(msg, "attn.q_norm.") || strings.Contains(msg, "attn.k_norm."):
+		return fmt.Sprintf(" (qk_layernorm normalizes each head: kv_channels %d)", c.HeadSize)
+	case strings.Contains(msg, "mlp."):
+		return fmt.Sprintf(" (ffn_hidden_size %d, swiglu %v)", c.FFNHidden, c.Activation == nn.SwiGLU)
+	}
+	return ""
 }
 
 // padRowsTo returns t [n, ...] with zero rows appended up to rows.

@@ -164,7 +164,7 @@ func megatronExportable(c nn.GPTConfig, tp, pp int) error {
 		bad = append(bad, "unscaled attention")
 	}
 	for _, d := range []struct {
-		what string
+		what  string
 		n, by int
 	}{{"layers", c.NumLayers, pp}, {"heads", c.Heads, tp}, {"query groups", c.KVHeads, tp}, {"MLP hidden size", c.FFNHidden, tp}} {
 		if d.n%d.by != 0 {

@@ -93,23 +93,7 @@ func ExportMegatron(dir string, m Model, global map[string]*tensor.Tensor, opts 
 		return nil, fmt.Errorf("checkpoint: Megatron export of %v tensors: want F32, BF16, F16 or F64", dtype)
 	}
 	layout := megatronLayout(cfg, !opts.Local)
-	whole := map[string]*tensor.Tensor{} // by Megatron name, vocabulary padded for Megatron
-	for _, e := range layout {
-		if e.extraState {
-			continue
-		}
-		ts := make([]*tensor.Tensor, len(e.from))
-		for i, name := range e.from {
-			ts[i] = global[name].Detach().Cast(dtype)
-			if e.vocab {
-				ts[i] = padRowsTo(ts[i].Narrow(0, 0, cfg.Vocab), padded)
-			}
-		}
-		whole[e.name] = ts[0]
-		if len(ts) == 2 { // SwiGLU: gate, up
-			whole[e.name] = tensor.Concat(0, ts...)
-		}
-	}
+	whole := megatronWhole(layout, global, cfg.Vocab, padded, dtype)
 	idirName := "release"
 	if opts.Iteration > 0 {
 		idirName = IterDir(opts.Iteration)
@@ -145,6 +129,26 @@ func ExportMegatron(dir string, m Model, global map[string]*tensor.Tensor, opts 
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	return megatronLoadNotes(cfg, opts), nil
+}
+
+// megatronWhole returns the whole tensors of layout by Megatron name, from megago's
+// global tensors in dtype, the vocabulary rows padded with zeros to padded.
+func megatronWhole(layout []megatronEntry, global map[string]*tensor.Tensor, vocab, padded int, dtype tensor.DType) map[string]*tensor.Tensor {
+	whole := map[string]*tensor.Tensor{}
+	for _, e := range layout {
+		if e.extraState {
+			continue
+		}
+		ts := make([]*tensor.Tensor, len(e.from))
+		for i, name := range e.from {
+			ts[i] = global[name].Detach().Cast(dtype)
+			if e.vocab {
+				ts[i] = padRowsTo(ts[i].Narrow(0, 0, vocab), padded)
+			}
+		}
+		whole[e.name] = tensor.Concat(0, ts...) // SwiGLU's fc1: [gate; up]
+	}
+	return whole
 }
 
 // megatronExportable returns an error naming what of cfg Megatron-core's GPT cannot

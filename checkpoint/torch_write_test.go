@@ -103,3 +103,35 @@ func TestTorchZipRoundTrip(t *testing.T) {
 		t.Errorf("single is a %T", single)
 	}
 }
+
+// Empty tensors (Transformer Engine's _extra_state) read whatever their storage, within
+// bounds on their dims; a state dict nested too deep is refused.
+func TestTorchEmptyTensorsAndNesting(t *testing.T) {
+	read := func(v any) (any, error) {
+		var buf bytes.Buffer
+		must(t, writeTorchZip(&buf, "x", v))
+		return readTorchZip(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	}
+	for _, tc := range []struct {
+		shape []int
+		ok    bool
+	}{{[]int{0}, true}, {[]int{4, 0}, true}, {[]int{0, 1 << 20}, true}, {[]int{0, 1 << 40}, false}} {
+		v, err := read(pickleDict{{"e", &pickleTensor{Storage: "ByteStorage", Shape: tc.shape}}})
+		if tc.ok != (err == nil) {
+			t.Errorf("empty tensor of shape %v: %v", tc.shape, err)
+			continue
+		}
+		if e, _ := attr(v, "e"); tc.ok && !e.(*torchTensor).Shape.Equal(tc.shape) {
+			t.Errorf("empty tensor of shape %v read as %v", tc.shape, e)
+		}
+	}
+	var nested any = pickleDict{{"w", &pickleTensor{Storage: "FloatStorage", Shape: []int{1}, Data: make([]byte, 4)}}}
+	for range maxStateDictDepth + 1 {
+		nested = pickleDict{{"m", nested}}
+	}
+	v, err := read(pickleDict{{"model", nested}})
+	must(t, err)
+	if _, err := megatronStateDict(v, "deep.pt", &MegatronInfo{}, true); err == nil || !strings.Contains(err.Error(), "nests deeper than") {
+		t.Errorf("a state dict nested %d deep: %v", maxStateDictDepth+2, err)
+	}
+}

@@ -21,8 +21,8 @@ hf/<model>/               gpt2, bert, llama, t5 (T5 v1.0)
         the inputs (int64) and the float32 outputs of the reference forward pass:
         logits [B, T, V] (BERT: the masked-LM scores) and, for BERT, seq_relationship [B, 2]
 
-megatron/<model>/         a Megatron-LM legacy checkpoint of a Megatron-core GPT with local
-                          (non-Transformer-Engine) layers
+megatron/<model>/         a Megatron-LM legacy checkpoint of a GPT (Megatron-core names with
+                          local or Transformer Engine layers, or the legacy model's)
     latest_checkpointed_iteration.txt
     iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt
         torch.save of {"args": argparse.Namespace, "checkpoint_version", "iteration",
@@ -36,6 +36,24 @@ megatron/<model>/         a Megatron-LM legacy checkpoint of a Megatron-core GPT
   llama_tp2_pp2  TP=2, PP=2, bfloat16: RoPE, RMSNorm, SwiGLU, no biases, untied output,
                grouped-query attention (4 heads in 2 groups), vocabulary 61 padded to 64.
                The reference logits use the bfloat16-rounded weights in float32.
+  gpt2_te_tp2_pp2  gpt2_tp2's model at TP=2, PP=2 under Transformer Engine's names (the
+               norms fused into linear_qkv and linear_fc1 as layer_norm_weight/_bias) with
+               an empty uint8 _extra_state per TE module (te_state); no reference of its
+               own: it gives gpt2_tp2's logits.
+  gpt2_legacy_tp2_pp2  gpt2_tp2's model at TP=2, PP=2 as the legacy (pre-core) GPTModel
+               saved it (legacy_model: language_model.{embedding,encoder},
+               word_embeddings_for_head), --openai-gelu with the bias-GeLU fusion off:
+               gpt2_tp2's logits.
+  llama3_te_tp2_pp2  TP=2, PP=2, bfloat16, Transformer Engine's names: RoPE with base
+               500000, Llama 3.1 rope scaling and rotary_percent 0.5, GQA with kv_channels 8
+               (heads × kv_channels ≠ hidden), qk_layernorm, a QKV bias alone, RMSNorm,
+               SwiGLU, untied. Its weights are drawn in Megatron's layout and its reference
+               logits computed by megatron_reference.forward (Megatron's semantics) on the
+               whole state.
+
+megatron_reference.py, beside this file, reads any of these checkpoints (or one megago
+exported) as Megatron does and computes its logits; run on a fixture with the fixture's
+reference.safetensors it checks them.
 
 Megatron-core layouts: linear_qkv.weight is [G*(NH/G + 2)*HS, C], per query group g its
 NH/G query heads, then its key head, then its value head; TP ranks hold whole groups

@@ -29,10 +29,6 @@ type megatronEntry struct {
 // pre_mlp_layernorm.
 func megatronLayout(c nn.GPTConfig, te bool) []megatronEntry {
 	var out []megatronEntry
-	norm := []string{"weight"}
-	if c.Norm == nn.LayerNormKind {
-		norm = append(norm, "bias")
-	}
 	top := func(name string, split tpSplit, vocab bool, from string) {
 		out = append(out, megatronEntry{name: name, layer: -1, from: []string{from}, split: split, vocab: vocab})
 	}
@@ -41,77 +37,79 @@ func megatronLayout(c nn.GPTConfig, te bool) []megatronEntry {
 		top("embedding.position_embeddings.weight", tpReplicated, false, "embedding.position.weight")
 	}
 	for i := range c.NumLayers {
-		l := fmt.Sprintf("layers.%d.", i)
-		add := func(sub string, split tpSplit, from ...string) {
-			for j := range from {
-				from[j] = l + from[j]
-			}
-			out = append(out, megatronEntry{name: fmt.Sprintf("decoder.layers.%d.%s", i, sub), layer: i, sub: sub, from: from, split: split,
-				extraState: len(from) == 0})
-		}
-		extra := func(sub string) { add(sub+"._extra_state", tpReplicated) }
-		linear := func(megatron, megago string, weight, bias tpSplit, withBias bool) {
-			add(megatron+".weight", weight, megago+".weight")
-			if withBias {
-				add(megatron+".bias", bias, megago+".bias")
-			}
-		}
-		for _, n := range norm {
-			if !te {
-				add("input_layernorm."+n, tpReplicated, "norm1."+n)
-			}
-		}
-		if te {
-			extra("self_attention.core_attention")
-		}
-		linear("self_attention.linear_proj", "attn.proj", tpRow, tpReplicated, c.Bias)
-		if te {
-			extra("self_attention.linear_proj")
-			for _, n := range norm {
-				add("self_attention.linear_qkv.layer_norm_"+n, tpReplicated, "norm1."+n)
-			}
-		}
-		linear("self_attention.linear_qkv", "attn.qkv", tpColumn, tpColumn, c.Bias || c.QKVBias)
-		if te {
-			extra("self_attention.linear_qkv")
-		}
-		if c.QKNorm {
-			for _, n := range norm {
-				add("self_attention.q_layernorm."+n, tpReplicated, "attn.q_norm."+n)
-			}
-			for _, n := range norm {
-				add("self_attention.k_layernorm."+n, tpReplicated, "attn.k_norm."+n)
-			}
-		}
-		for _, n := range norm {
-			if te {
-				add("mlp.linear_fc1.layer_norm_"+n, tpReplicated, "norm2."+n)
-			} else {
-				add("pre_mlp_layernorm."+n, tpReplicated, "norm2."+n)
-			}
-		}
-		if c.Activation == nn.SwiGLU {
-			add("mlp.linear_fc1.weight", tpGateUp, "mlp.gate.weight", "mlp.fc1.weight")
-			if c.Bias {
-				add("mlp.linear_fc1.bias", tpGateUp, "mlp.gate.bias", "mlp.fc1.bias")
-			}
-		} else {
-			linear("mlp.linear_fc1", "mlp.fc1", tpColumn, tpColumn, c.Bias)
-		}
-		if te {
-			extra("mlp.linear_fc1")
-		}
-		linear("mlp.linear_fc2", "mlp.fc2", tpRow, tpReplicated, c.Bias)
-		if te {
-			extra("mlp.linear_fc2")
-		}
+		out = append(out, megatronLayerLayout(c, i, te)...)
 	}
-	for _, n := range norm {
+	for _, n := range normParams(c) {
 		top("decoder.final_layernorm."+n, tpReplicated, false, "final_norm."+n)
 	}
 	if c.Untied {
 		top("output_layer.weight", tpColumn, true, "output.weight")
 	}
+	return out
+}
+
+// normParams returns the parameters of c's norms: weight, and bias for LayerNorm.
+func normParams(c nn.GPTConfig) []string {
+	if c.Norm == nn.LayerNormKind {
+		return []string{"weight", "bias"}
+	}
+	return []string{"weight"}
+}
+
+// megatronLayerLayout lists the tensors of layer i (see megatronLayout).
+func megatronLayerLayout(c nn.GPTConfig, i int, te bool) []megatronEntry {
+	var out []megatronEntry
+	l := fmt.Sprintf("layers.%d.", i)
+	add := func(sub string, split tpSplit, from ...string) {
+		for j := range from {
+			from[j] = l + from[j]
+		}
+		out = append(out, megatronEntry{name: fmt.Sprintf("decoder.layers.%d.%s", i, sub), layer: i, sub: sub, from: from,
+			split: split, extraState: len(from) == 0})
+	}
+	norm := func(megatron, megago string) {
+		for _, n := range normParams(c) {
+			add(megatron+n, tpReplicated, megago+n)
+		}
+	}
+	// linear adds a linear layer (and with te its _extra_state, after the norm fused
+	// into it, fusedNorm, if not "").
+	linear := func(megatron, megago string, weight, bias tpSplit, withBias bool, fusedNorm string) {
+		if te && fusedNorm != "" {
+			norm(megatron+".layer_norm_", fusedNorm)
+		}
+		switch {
+		case megago == "mlp.fc1" && c.Activation == nn.SwiGLU: // each rank: its gate rows, its up rows
+			add(megatron+".weight", tpGateUp, "mlp.gate.weight", "mlp.fc1.weight")
+			if withBias {
+				add(megatron+".bias", tpGateUp, "mlp.gate.bias", "mlp.fc1.bias")
+			}
+		default:
+			add(megatron+".weight", weight, megago+".weight")
+			if withBias {
+				add(megatron+".bias", bias, megago+".bias")
+			}
+		}
+		if te {
+			add(megatron+"._extra_state", tpReplicated)
+		}
+	}
+	if te {
+		add("self_attention.core_attention._extra_state", tpReplicated)
+	} else {
+		norm("input_layernorm.", "norm1.")
+	}
+	linear("self_attention.linear_proj", "attn.proj", tpRow, tpReplicated, c.Bias, "")
+	linear("self_attention.linear_qkv", "attn.qkv", tpColumn, tpColumn, c.Bias || c.QKVBias, "norm1.")
+	if c.QKNorm {
+		norm("self_attention.q_layernorm.", "attn.q_norm.")
+		norm("self_attention.k_layernorm.", "attn.k_norm.")
+	}
+	if !te {
+		norm("pre_mlp_layernorm.", "norm2.")
+	}
+	linear("mlp.linear_fc1", "mlp.fc1", tpColumn, tpColumn, c.Bias, "norm2.")
+	linear("mlp.linear_fc2", "mlp.fc2", tpRow, tpReplicated, c.Bias, "")
 	return out
 }
 

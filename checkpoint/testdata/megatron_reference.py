@@ -63,22 +63,6 @@ def read_safetensors(path):
     return out
 
 
-def write_safetensors(path, tensors):
-    """tensors: {name: float32 or int64 tensor}, written in name order as gen.py writes them."""
-    names = {torch.float32: "F32", torch.int64: "I64"}
-    header, data, at = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        b = t.numpy().tobytes()
-        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
-        data.append(b)
-        at += len(b)
-    js = json.dumps(header, separators=(",", ":")).encode()
-    js += b" " * (-len(js) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(js)) + js + b"".join(data))
-
-
 def load_ranks(ckpt_dir):
     """{(tp, pp): checkpoint dict} of the tracker's iteration."""
     with open(os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")) as f:
@@ -229,7 +213,11 @@ def main():
     ref = read_safetensors(ref_path)
     logits = reference_logits(ckpt_dir, ref["input_ids"])
     if len(sys.argv) > 3:
-        write_safetensors(sys.argv[3], {"input_ids": ref["input_ids"], "logits": logits})
+        import importlib.util  # this directory's gen.py, for its safetensors writer
+        spec = importlib.util.spec_from_file_location("checkpoint_gen", os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen.py"))
+        checkpoint_gen = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(checkpoint_gen)
+        checkpoint_gen.write_safetensors(sys.argv[3], {"input_ids": ref["input_ids"], "logits": logits})
         print(f"{sys.argv[3]}: logits {list(logits.shape)}")
         return
     logits = logits[..., :ref["logits"].shape[-1]]  # the tokenizer's vocabulary, if the args lack it

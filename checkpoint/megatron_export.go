@@ -94,15 +94,28 @@ func ExportMegatron(dir string, m Model, global map[string]*tensor.Tensor, opts 
 	}
 	layout := megatronLayout(cfg, !opts.Local)
 	whole := megatronWhole(layout, global, cfg.Vocab, padded, dtype)
-	idirName := "release"
+	if err := writeMegatronRanks(dir, layout, whole, cfg, opts, megatronExportArgs(cfg, opts, dtype, padded)); err != nil {
+		return nil, err
+	}
+	return megatronLoadNotes(cfg, opts), nil
+}
+
+// writeMegatronRanks writes every rank's file of the export in dir (see ExportMegatron),
+// then the tracker file.
+func writeMegatronRanks(dir string, layout []megatronEntry, whole map[string]*tensor.Tensor, cfg nn.GPTConfig,
+	opts MegatronExportOptions, args pickleNamespace) error {
+	tp, pp := opts.sizes()
+	tracker := "release"
 	if opts.Iteration > 0 {
-		idirName = IterDir(opts.Iteration)
+		tracker = strconv.Itoa(opts.Iteration)
 	}
-	idir := filepath.Join(dir, idirName)
+	idir := filepath.Join(dir, "release")
+	if opts.Iteration > 0 {
+		idir = filepath.Join(dir, IterDir(opts.Iteration))
+	}
 	if _, err := os.Stat(idir); err == nil {
-		return nil, fmt.Errorf("checkpoint: %s already exists", idir)
+		return fmt.Errorf("checkpoint: %s already exists", idir)
 	}
-	args := megatronExportArgs(cfg, opts, dtype, padded)
 	for stage := range pp {
 		for r := range tp {
 			model := megatronRankState(layout, whole, cfg, stage, r, tp, pp)
@@ -110,25 +123,21 @@ func ExportMegatron(dir string, m Model, global map[string]*tensor.Tensor, opts 
 				{"model", model}, {"num_floating_point_operations_so_far", 0}}
 			stageArg := stage
 			if pp == 1 {
-				stageArg = -1
+				stageArg = -1 // mp_rank_TT
 			}
 			path := megatronRankFile(idir, r, stageArg)
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				return nil, fmt.Errorf("checkpoint: %w", err)
+				return fmt.Errorf("checkpoint: %w", err)
 			}
 			if err := atomicfile.Write(path, func(w io.Writer) error { return writeTorchZip(w, "model_optim_rng", payload) }); err != nil {
-				return nil, fmt.Errorf("checkpoint: %w", err)
+				return fmt.Errorf("checkpoint: %w", err)
 			}
 		}
 	}
-	tracker := strconv.Itoa(opts.Iteration)
-	if opts.Iteration == 0 {
-		tracker = "release"
-	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, TrackerFile), []byte(tracker)); err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	return megatronLoadNotes(cfg, opts), nil
+	return nil
 }
 
 // megatronWhole returns the whole tensors of layout by Megatron name, from megago's

@@ -108,47 +108,8 @@ func mergeMegatron(shards []megatronShard, cfg nn.GPTConfig, info *MegatronInfo)
 	dev := tensor.NewCPU()
 	out := map[string]*tensor.Tensor{}
 	for _, name := range sortedKeys(parts) {
-		mg, split, err := megatronName(name, cfg.Activation == nn.SwiGLU)
-		if err != nil {
+		if err := mergeMegatronTensor(dev, name, parts[name], cfg, info, out); err != nil {
 			return nil, err
-		}
-		ts := make([]*tensor.Tensor, info.TP)
-		for r, p := range parts[name] {
-			if p == nil {
-				return nil, fmt.Errorf("%s is missing from TP rank %d", name, r)
-			}
-			if ts[r], err = p.Tensor(dev); err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			if !ts[r].Shape().Equal(ts[0].Shape()) || ts[r].DType() != ts[0].DType() {
-				return nil, fmt.Errorf("%s is %v %v on TP rank %d, %v %v on rank 0", name, ts[r].DType(), ts[r].Shape(), r, ts[0].DType(), ts[0].Shape())
-			}
-		}
-		switch split {
-		case tpReplicated:
-			if w := replicaDiffers(name, parts[name]); w != "" {
-				info.Warnings = append(info.Warnings, w)
-			}
-			out[mg] = ts[0]
-		case tpColumn:
-			out[mg] = tensor.Concat(0, ts...)
-		case tpRow:
-			if ts[0].Rank() != 2 {
-				return nil, fmt.Errorf("%s has shape %v, not a matrix", name, ts[0].Shape())
-			}
-			out[mg] = tensor.Concat(1, ts...)
-		case tpGateUp:
-			n := ts[0].Dim(0)
-			if n%2 != 0 {
-				return nil, fmt.Errorf("SwiGLU %s has %d rows per rank, not gate and up halves", name, n)
-			}
-			gates, ups := make([]*tensor.Tensor, info.TP), make([]*tensor.Tensor, info.TP)
-			for r, t := range ts {
-				h := tensor.Split(t, 0, n/2, n/2)
-				gates[r], ups[r] = h[0], h[1]
-			}
-			out[strings.Replace(mg, ".mlp.fc1.", ".mlp.gate.", 1)] = tensor.Concat(0, gates...)
-			out[mg] = tensor.Concat(0, ups...)
 		}
 	}
 	for _, name := range []string{"embedding.word.weight", "output.weight"} {
@@ -166,6 +127,54 @@ func mergeMegatron(shards []megatronShard, cfg nn.GPTConfig, info *MegatronInfo)
 		return nil, fmt.Errorf("%w%s", err, megatronShapeHint(err, cfg))
 	}
 	return out, nil
+}
+
+// mergeMegatronTensor merges the TP ranks' parts of the Megatron tensor name into out,
+// under megago's name(s).
+func mergeMegatronTensor(dev *tensor.Device, name string, parts []*torchTensor, cfg nn.GPTConfig, info *MegatronInfo, out map[string]*tensor.Tensor) error {
+	mg, split, err := megatronName(name, cfg.Activation == nn.SwiGLU)
+	if err != nil {
+		return err
+	}
+	ts := make([]*tensor.Tensor, len(parts))
+	for r, p := range parts {
+		if p == nil {
+			return fmt.Errorf("%s is missing from TP rank %d", name, r)
+		}
+		if ts[r], err = p.Tensor(dev); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if !ts[r].Shape().Equal(ts[0].Shape()) || ts[r].DType() != ts[0].DType() {
+			return fmt.Errorf("%s is %v %v on TP rank %d, %v %v on rank 0", name, ts[r].DType(), ts[r].Shape(), r, ts[0].DType(), ts[0].Shape())
+		}
+	}
+	switch split {
+	case tpReplicated:
+		if w := replicaDiffers(name, parts); w != "" {
+			info.Warnings = append(info.Warnings, w)
+		}
+		out[mg] = ts[0]
+	case tpColumn:
+		out[mg] = tensor.Concat(0, ts...)
+	case tpRow:
+		if ts[0].Rank() != 2 {
+			return fmt.Errorf("%s has shape %v, not a matrix", name, ts[0].Shape())
+		}
+		out[mg] = tensor.Concat(1, ts...)
+	case tpGateUp:
+		n := ts[0].Dim(0)
+		if n%2 != 0 {
+			return fmt.Errorf("SwiGLU %s has %d rows per rank, not gate and up halves", name, n)
+		}
+		gates, ups := make([]*tensor.Tensor, len(ts)), make([]*tensor.Tensor, len(ts))
+		for r, t := range ts {
+			h := tensor.Split(t, 0, n/2, n/2)
+			gates[r], ups[r] = h[0], h[1]
+		}
+		out[strings.Replace(mg, ".mlp.fc1.", ".mlp.gate.", 1)] = tensor.Concat(0, gates...)
+		out[mg] = tensor.Concat(0, ups...)
+	}
+	return nil
 }
 
 // replicaDiffers returns a warning naming the TP ranks whose copy of the replicated

@@ -2,8 +2,8 @@
 // optimizer state (sharded over DP under the distributed optimizer), learning-rate
 // schedule, loss scaler, data position and seed — from every rank in parallel, and loads
 // it at any other parallel layout. It also imports and exports Hugging Face models
-// (model.safetensors + config.json) and imports Megatron-LM legacy checkpoints; the
-// megago convert command is a thin layer over it.
+// (model.safetensors + config.json) and imports and exports Megatron-LM legacy
+// checkpoints; the megago convert command is a thin layer over it.
 //
 // It imports nn (models, parameters, Hugging Face converters), optim (its state),
 // parallel, tensor, internal/atomicfile, internal/filelock and the root package (megago's
@@ -28,8 +28,10 @@
 //   - safetensors.go: the safetensors reader (strict) and writer.
 //   - convert.go: ReadGlobal, WriteGlobal and Reshard (offline resharding).
 //   - hf.go: ImportHF, ExportHF, ModelFromHFConfig, ReadSafetensors, WriteSafetensors.
-//   - torch.go, pickle_scan.go: reading torch.save files; megatron.go,
-//     megatron_merge.go: ImportMegatron.
+//   - torch.go, pickle_scan.go: reading torch.save files; pickle_write.go,
+//     torch_write.go: writing them.
+//   - megatron.go, megatron_args.go, megatron_merge.go, megatron_legacy.go:
+//     ImportMegatron; megatron_layout.go, megatron_export.go: ExportMegatron.
 //
 // # Layout on disk
 //
@@ -94,9 +96,34 @@
 // ImportHF and ExportHF use the models' nn.HFConverter (GPT-2 or Llama names for a GPT,
 // BertForPreTraining for BERT, T5ForConditionalGeneration) and write safetensors as
 // Hugging Face's reference implementation does, so import followed by export gives the
-// same file byte for byte. ImportMegatron reads iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt
-// (torch.save zip archives read with gopickle's unpickler behind a validating opcode scan)
-// of a GPT with Megatron-core names and local layers, and merges its shards.
+// same file byte for byte.
+//
+// ImportMegatron reads a Megatron-LM legacy checkpoint, iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt
+// (torch.save zip archives read with gopickle's unpickler behind a validating opcode scan),
+// of a GPT with Megatron-core names (local layers, or Transformer Engine's with the norms
+// fused into linear_qkv and linear_fc1 and empty _extra_state tensors, which are skipped)
+// or the legacy model's nested names, and merges its shards. The configuration comes
+// from the checkpoint's arguments, Llama-style ones included (RMSNorm, SwiGLU, RoPE with
+// rotary_percent, rotary_base and Llama 3.1 rope scaling, grouped-query attention,
+// kv_channels, qk_layernorm, add_qkv_bias, untied output); anything else (MoE,
+// interleaved rotary, ...) is refused by name. The GeLU is the one Megatron computes:
+// Megatron-core never reads --openai-gelu; with biases and its default bias-GeLU fusion
+// it applies the tanh form, otherwise the erf form (the legacy model honoured
+// --openai-gelu first). Replicated tensors that differ between TP ranks are reported in
+// MegatronInfo.Warnings.
+//
+// ExportMegatron writes a GPT as a Megatron legacy checkpoint at a chosen TP and PP, as
+// Megatron's tools/checkpoint savers do: Megatron loads it with --ckpt-format torch
+// (--use-checkpoint-args takes the model's settings from its arguments; a release,
+// iteration 0, needs no optimizer or RNG state, an iteration needs --finetune or
+// --no-load-optim --no-load-rng). The pickles are written with the opcodes Python's
+// pickler chooses (checked byte for byte against torch.save's own pickling), and
+// testdata/megatron_reference.py, a reader and forward written from Megatron's sources,
+// reproduces megago's logits from the exported files.
+//
+//	notes, err := checkpoint.ExportMegatron("out", m, global,
+//		checkpoint.MegatronExportOptions{TP: 2, PP: 2, Iteration: 1000})
+//	// pretrain_gpt.py --load out --ckpt-format torch --use-checkpoint-args --finetune ...
 //
 // # Errors
 //

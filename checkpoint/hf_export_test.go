@@ -30,9 +30,17 @@ func exportBERT(t *testing.T) (Model, map[string]*tensor.Tensor) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return BERTModel(m.Config), seededParams(dev, m.Params())
+}
+
+// seededParams returns a value for each of params (whole, at their global shapes), drawn
+// from megago's generator: weights N(0, 0.2²), biases N(0, 0.1²), norm weights
+// 1 + N(0, 0.1²), the vocabulary padding included, so that no value is trivial and the
+// padding must be dropped.
+func seededParams(dev *tensor.Device, params []*nn.Param) map[string]*tensor.Tensor {
 	rng := tensor.NewRNG(20261130).Named("export")
 	global := map[string]*tensor.Tensor{}
-	for _, p := range m.Params() {
+	for _, p := range params {
 		mean, std := 0.0, 0.2
 		switch {
 		case strings.Contains(p.Name, "norm.weight"):
@@ -42,7 +50,7 @@ func exportBERT(t *testing.T) (Model, map[string]*tensor.Tensor) {
 		}
 		global[p.Name] = rng.Named(p.Name).Normal(dev, tensor.F32, tensor.Whole(p.GlobalShape...), mean, std)
 	}
-	return BERTModel(m.Config), global
+	return global
 }
 
 // A BERT made by megago, exported to Hugging Face's BertForPreTraining format, gives the

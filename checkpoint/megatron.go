@@ -12,15 +12,14 @@ import (
 
 	"github.com/nlpodyssey/gopickle/types"
 
-	"megago/nn"
 	"megago/tensor"
 )
 
 // Megatron-LM legacy checkpoints: <dir>/iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt
 // (or <dir>/release/...), one torch.save file per tensor- and pipeline-parallel rank,
 // each holding the rank's model state dict under "model" and Megatron's arguments under
-// "args". ImportMegatron reads GPT models with Megatron-core's names and local
-// (non-Transformer-Engine) layers.
+// "args". ImportMegatron reads GPT models with Megatron-core's names, local or Transformer
+// Engine layers, and the legacy (pre-core) model's names (megatron_legacy.go).
 
 // MegatronOptions says which Megatron checkpoint ImportMegatron reads and how.
 type MegatronOptions struct {
@@ -43,14 +42,23 @@ type MegatronInfo struct {
 	DistributedOptimizer  bool         // the run used Megatron's distributed optimizer (its state is not read)
 	CheckpointVersion     float64
 	TransformerEngineKeys bool // the state dict used Transformer Engine's fused norm names
+	Legacy                bool // the state dict held the legacy (pre-core) model
+	// Warnings are what the import noticed and kept going: replicated tensors
+	// (norms, row-parallel biases) that differ between TP ranks, of which rank 0's copy
+	// was taken.
+	Warnings []string
 }
 
 // ImportMegatron reads the Megatron-LM legacy checkpoint in dir, merges its tensor- and
 // pipeline-parallel shards (column-parallel tensors along dim 0, row-parallel ones along
 // dim 1, the SwiGLU fc1 per rank into gate and up, layers renumbered by stage) and
 // returns the GPT's Model and its global parameters under megago's names, at TP = 1
-// (vocabulary padded for megago with zero rows). Unknown tensors, architectures megago
-// does not have and missing shards are errors.
+// (vocabulary padded for megago with zero rows). The configuration comes from the
+// checkpoint's arguments (megatronConfig says which and how; megatronActivation which
+// GeLU Megatron computes). Transformer Engine's _extra_state entries are skipped.
+// Unknown tensors, architectures megago does not have and missing shards are errors
+// naming the reason; replicated tensors that differ between TP ranks are
+// MegatronInfo.Warnings.
 func ImportMegatron(dir string, opts MegatronOptions) (Model, map[string]*tensor.Tensor, *MegatronInfo, error) {
 	idir, it, err := megatronIterDir(dir, opts.Iteration)
 	if err != nil {
@@ -72,18 +80,18 @@ func ImportMegatron(dir string, opts MegatronOptions) (Model, map[string]*tensor
 	if v, ok := attr(first, "checkpoint_version"); ok {
 		info.CheckpointVersion, _ = v.(float64)
 	}
-	if model, ok := attr(first, "model"); ok { // the padded vocabulary, if the arguments lack it
-		if t, ok := attr(model, "embedding.word_embeddings.weight"); ok {
-			if t, ok := t.(*torchTensor); ok && len(t.Shape) == 2 {
-				info.PaddedVocab = t.Shape[0] * info.TP
-			}
-		}
+	sh0, err := megatronStateDict(first, megatronRankFile(idir, 0, -1), info, true)
+	if err != nil {
+		return Model{}, nil, nil, err
 	}
-	cfg, err := megatronConfig(a, opts.Vocab, info)
+	if t, ok := sh0.tensors["embedding.word_embeddings.weight"]; ok && len(t.Shape) == 2 {
+		info.PaddedVocab = t.Shape[0] * info.TP // if the arguments lack it
+	}
+	cfg, err := megatronConfig(a, opts.Vocab, info, info.Legacy)
 	if err != nil {
 		return Model{}, nil, nil, fmt.Errorf("checkpoint: %s: %w", idir, err)
 	}
-	shards, err := readMegatronShards(idir, info, first)
+	shards, err := readMegatronShards(idir, info, sh0)
 	if err != nil {
 		return Model{}, nil, nil, err
 	}
@@ -153,132 +161,14 @@ func readMegatronRank(idir string, tp, pp int) (any, error) {
 	return v, nil
 }
 
-// megatronArgs reads fields of Megatron's argparse.Namespace.
-type megatronArgs struct{ ns any }
-
-func (a megatronArgs) get(name string) (any, bool) {
-	v, ok := attr(a.ns, name)
-	return v, ok && v != nil
-}
-
-func (a megatronArgs) int(name string, def int) int {
-	if v, ok := a.get(name); ok {
-		if i, ok := pyInt(v); ok {
-			return i
-		}
-	}
-	return def
-}
-
-func (a megatronArgs) float(name string, def float64) float64 {
-	if v, ok := a.get(name); ok {
-		switch x := v.(type) {
-		case float64:
-			return x
-		case int:
-			return float64(x)
-		}
-	}
-	return def
-}
-
-func (a megatronArgs) bool(name string) bool {
-	v, _ := a.get(name)
-	b, _ := v.(bool)
-	return b
-}
-
-func (a megatronArgs) string(name, def string) string {
-	if v, ok := a.get(name); ok {
-		if s, ok := v.(string); ok {
-			return s
-		}
-	}
-	return def
-}
-
-// megatronConfig returns the GPTConfig that Megatron's arguments describe, or an error
-// naming what megago's GPT lacks.
-func megatronConfig(a megatronArgs, vocab int, info *MegatronInfo) (nn.GPTConfig, error) {
-	var bad []string
-	need := func(name string) int {
-		v := a.int(name, 0)
-		if v < 1 {
-			bad = append(bad, name+" missing")
-		}
-		return v
-	}
-	c := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{
-		NumLayers: need("num_layers"), Hidden: need("hidden_size"), Heads: need("num_attention_heads"),
-		FFNHidden: a.int("ffn_hidden_size", 0), HeadSize: a.int("kv_channels", 0),
-		MaxPosition: a.int("max_position_embeddings", 0), Bias: a.bool("add_bias_linear"),
-		NormEps:   a.float("norm_epsilon", a.float("layernorm_epsilon", 1e-5)),
-		RoPETheta: a.float("rotary_base", 10000),
-	}, Untied: a.bool("untie_embeddings_and_output_weights"), VocabMultiple: a.int("make_vocab_size_divisible_by", 128)}
-	if a.bool("group_query_attention") {
-		c.KVHeads = a.int("num_query_groups", 0)
-	}
-	info.PaddedVocab = a.int("padded_vocab_size", info.PaddedVocab)
-	info.Vocab = vocab
-	if info.Vocab == 0 {
-		info.Vocab = a.int("vocab_size", info.PaddedVocab)
-	}
-	if info.PaddedVocab < 1 || info.Vocab < 1 || info.Vocab > info.PaddedVocab {
-		bad = append(bad, fmt.Sprintf("vocabulary %d of padded %d", info.Vocab, info.PaddedVocab))
-	}
-	c.Vocab = info.Vocab
-	switch a.string("normalization", "LayerNorm") {
-	case "LayerNorm":
-		c.Norm = nn.LayerNormKind
-	case "RMSNorm":
-		c.Norm = nn.RMSNormKind
-	default:
-		bad = append(bad, "normalization "+a.string("normalization", ""))
-	}
-	switch {
-	case a.bool("swiglu"):
-		c.Activation = nn.SwiGLU
-	case a.bool("squared_relu"):
-		bad = append(bad, "squared_relu")
-	case a.bool("openai_gelu"):
-		c.Activation = nn.GeLU
-	default:
-		c.Activation = nn.GeLUErf // torch.nn.functional.gelu, Megatron's default
-	}
-	switch p := a.string("position_embedding_type", "learned_absolute"); p {
-	case "learned_absolute":
-		c.Position = nn.LearnedPositions
-	case "rope":
-		c.Position = nn.RoPE
-		if a.float("rotary_percent", 1) != 1 || a.bool("rotary_interleaved") {
-			bad = append(bad, "partial or interleaved rotary embeddings")
-		}
-	default:
-		bad = append(bad, "position_embedding_type "+p)
-	}
-	for _, f := range []string{"apply_residual_connection_post_layernorm", "qk_layernorm", "add_qkv_bias"} {
-		if a.bool(f) && !(f == "add_qkv_bias" && c.Bias) {
-			bad = append(bad, f)
-		}
-	}
-	if a.int("virtual_pipeline_model_parallel_size", 1) > 1 {
-		bad = append(bad, "virtual pipeline stages")
-	}
-	if len(bad) > 0 {
-		return c, fmt.Errorf("Megatron arguments megago's GPT cannot take: %s", strings.Join(bad, ", "))
-	}
-	c.TransformerConfig = c.TransformerConfig.Defaults()
-	return c, c.Validate()
-}
-
 // megatronShard is one rank's model state dict.
 type megatronShard struct {
 	tp, pp  int
 	tensors map[string]*torchTensor
 }
 
-// readMegatronShards reads every rank's state dict (first is rank (0, 0)'s file).
-func readMegatronShards(idir string, info *MegatronInfo, first any) ([]megatronShard, error) {
+// readMegatronShards reads every rank's state dict (sh0 is rank (0, 0)'s).
+func readMegatronShards(idir string, info *MegatronInfo, sh0 megatronShard) ([]megatronShard, error) {
 	entries, err := os.ReadDir(idir)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -292,19 +182,21 @@ func readMegatronShards(idir string, info *MegatronInfo, first any) ([]megatronS
 	if n != info.TP*info.PP {
 		return nil, fmt.Errorf("checkpoint: %s has %d rank directories, its arguments say TP=%d × PP=%d", idir, n, info.TP, info.PP)
 	}
-	var out []megatronShard
+	out := []megatronShard{sh0}
 	for pp := range info.PP {
 		for tp := range info.TP {
-			v, stage := first, pp
+			stage := pp
 			if info.PP == 1 {
 				stage = -1
 			}
-			if tp > 0 || pp > 0 {
-				if v, err = readMegatronRank(idir, tp, stage); err != nil {
-					return nil, err
-				}
+			if tp == 0 && pp == 0 {
+				continue
 			}
-			sh, err := megatronStateDict(v, megatronRankFile(idir, tp, stage))
+			v, err := readMegatronRank(idir, tp, stage)
+			if err != nil {
+				return nil, err
+			}
+			sh, err := megatronStateDict(v, megatronRankFile(idir, tp, stage), info, false)
 			if err != nil {
 				return nil, err
 			}
@@ -315,8 +207,15 @@ func readMegatronShards(idir string, info *MegatronInfo, first any) ([]megatronS
 	return out, nil
 }
 
-// megatronStateDict returns the tensors of a rank's "model" state dict.
-func megatronStateDict(v any, path string) (megatronShard, error) {
+// maxStateDictDepth bounds the nesting of a legacy model's state dict (a few levels:
+// language_model, embedding, word_embeddings).
+const maxStateDictDepth = 8
+
+// megatronStateDict returns the tensors of a rank's "model" state dict under
+// Megatron-core's names (a legacy model's nested dicts flattened and renamed; its
+// presence recorded in info.Legacy from the first rank's file, which every other rank
+// must agree with).
+func megatronStateDict(v any, path string, info *MegatronInfo, first bool) (megatronShard, error) {
 	sh := megatronShard{tensors: map[string]*torchTensor{}}
 	if _, ok := attr(v, "model0"); ok {
 		return sh, fmt.Errorf("checkpoint: %s: virtual pipeline stages (model0, model1, ...) are not supported", path)
@@ -325,17 +224,30 @@ func megatronStateDict(v any, path string) (megatronShard, error) {
 	if !ok {
 		return sh, fmt.Errorf("checkpoint: %s has no \"model\" state dict", path)
 	}
-	if _, ok := attr(model, "language_model"); ok {
-		return sh, fmt.Errorf("checkpoint: %s uses Megatron's legacy (pre-core) model names; convert it to Megatron-core names first", path)
+	_, legacy := attr(model, "language_model")
+	if _, head := attr(model, "word_embeddings_for_head"); head {
+		legacy = true
 	}
-	add := func(k, val any) error {
-		name, ok := k.(string)
-		if !ok {
-			return fmt.Errorf("checkpoint: %s: state dict key %v is not a string", path, k)
-		}
+	if first {
+		info.Legacy = legacy
+	} else if legacy != info.Legacy {
+		return sh, fmt.Errorf("checkpoint: %s mixes legacy and Megatron-core model names with rank 0's file", path)
+	}
+	if legacy && info.CheckpointVersion < 2 {
+		return sh, fmt.Errorf("checkpoint: %s: a legacy model of checkpoint_version %v (before 2.0) orders its QKV rows otherwise; load and save it with Megatron first", path, info.CheckpointVersion)
+	}
+	err := walkStateDict(model, "", 0, func(name string, val any) error {
 		switch t := val.(type) {
 		case *torchTensor:
-			sh.tensors[name] = t
+			if legacy {
+				var err error
+				if name, err = legacyName(name); err != nil {
+					return fmt.Errorf("checkpoint: %s: %w", path, err)
+				}
+			}
+			if name != "" {
+				sh.tensors[name] = t
+			}
 		case nil:
 		default:
 			if !strings.HasSuffix(name, "_extra_state") {
@@ -343,23 +255,43 @@ func megatronStateDict(v any, path string) (megatronShard, error) {
 			}
 		}
 		return nil
+	})
+	return sh, err
+}
+
+// walkStateDict calls f with the full dotted name of every entry of a state dict that
+// is not itself a dict.
+func walkStateDict(d any, prefix string, depth int, f func(name string, val any) error) error {
+	visit := func(k, val any) error {
+		name, ok := k.(string)
+		if !ok {
+			return fmt.Errorf("checkpoint: state dict key %v is not a string", k)
+		}
+		switch val.(type) {
+		case *types.Dict, *types.OrderedDict:
+			if depth == maxStateDictDepth {
+				return fmt.Errorf("checkpoint: state dict %s nests deeper than %d", prefix+name, maxStateDictDepth)
+			}
+			return walkStateDict(val, prefix+name+".", depth+1, f)
+		}
+		return f(prefix+name, val)
 	}
-	switch d := model.(type) {
+	switch d := d.(type) {
 	case *types.OrderedDict:
 		for e := d.List.Front(); e != nil; e = e.Next() {
 			entry := e.Value.(*types.OrderedDictEntry)
-			if err := add(entry.Key, entry.Value); err != nil {
-				return sh, err
+			if err := visit(entry.Key, entry.Value); err != nil {
+				return err
 			}
 		}
 	case *types.Dict:
 		for _, e := range *d {
-			if err := add(e.Key, e.Value); err != nil {
-				return sh, err
+			if err := visit(e.Key, e.Value); err != nil {
+				return err
 			}
 		}
 	default:
-		return sh, fmt.Errorf("checkpoint: %s: \"model\" is a %T, not a state dict", path, model)
+		return fmt.Errorf("checkpoint: \"model\" is a %T, not a state dict", d)
 	}
-	return sh, nil
+	return nil
 }

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,6 +47,8 @@ func megatronName(name string, swiglu bool) (string, tpSplit, error) {
 			{"self_attention.linear_qkv.", "attn.qkv.", tpColumn},
 			{"self_attention.linear_proj.weight", "attn.proj.weight", tpRow},
 			{"self_attention.linear_proj.bias", "attn.proj.bias", tpReplicated},
+			{"self_attention.q_layernorm.", "attn.q_norm.", tpReplicated},
+			{"self_attention.k_layernorm.", "attn.k_norm.", tpReplicated},
 			{"pre_mlp_layernorm.", "norm2.", tpReplicated},
 			{"mlp.linear_fc1.layer_norm_", "norm2.", tpReplicated},
 			{"mlp.linear_fc1.", "mlp.fc1.", tpColumn},
@@ -105,44 +108,8 @@ func mergeMegatron(shards []megatronShard, cfg nn.GPTConfig, info *MegatronInfo)
 	dev := tensor.NewCPU()
 	out := map[string]*tensor.Tensor{}
 	for _, name := range sortedKeys(parts) {
-		mg, split, err := megatronName(name, cfg.Activation == nn.SwiGLU)
-		if err != nil {
+		if err := mergeMegatronTensor(dev, name, parts[name], cfg, info, out); err != nil {
 			return nil, err
-		}
-		ts := make([]*tensor.Tensor, info.TP)
-		for r, p := range parts[name] {
-			if p == nil {
-				return nil, fmt.Errorf("%s is missing from TP rank %d", name, r)
-			}
-			if ts[r], err = p.Tensor(dev); err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			if !ts[r].Shape().Equal(ts[0].Shape()) || ts[r].DType() != ts[0].DType() {
-				return nil, fmt.Errorf("%s is %v %v on TP rank %d, %v %v on rank 0", name, ts[r].DType(), ts[r].Shape(), r, ts[0].DType(), ts[0].Shape())
-			}
-		}
-		switch split {
-		case tpReplicated:
-			out[mg] = ts[0]
-		case tpColumn:
-			out[mg] = tensor.Concat(0, ts...)
-		case tpRow:
-			if ts[0].Rank() != 2 {
-				return nil, fmt.Errorf("%s has shape %v, not a matrix", name, ts[0].Shape())
-			}
-			out[mg] = tensor.Concat(1, ts...)
-		case tpGateUp:
-			n := ts[0].Dim(0)
-			if n%2 != 0 {
-				return nil, fmt.Errorf("SwiGLU %s has %d rows per rank, not gate and up halves", name, n)
-			}
-			gates, ups := make([]*tensor.Tensor, info.TP), make([]*tensor.Tensor, info.TP)
-			for r, t := range ts {
-				h := tensor.Split(t, 0, n/2, n/2)
-				gates[r], ups[r] = h[0], h[1]
-			}
-			out[strings.Replace(mg, ".mlp.fc1.", ".mlp.gate.", 1)] = tensor.Concat(0, gates...)
-			out[mg] = tensor.Concat(0, ups...)
 		}
 	}
 	for _, name := range []string{"embedding.word.weight", "output.weight"} {
@@ -156,7 +123,92 @@ func mergeMegatron(shards []megatronShard, cfg nn.GPTConfig, info *MegatronInfo)
 		vp := nn.PaddedVocab(cfg.Vocab, cfg.VocabMultiple, 1)
 		out[name] = padRowsTo(t.Narrow(0, 0, cfg.Vocab), vp)
 	}
-	return out, checkComplete(GPTModel(cfg), out)
+	if err := checkComplete(GPTModel(cfg), out); err != nil {
+		return nil, fmt.Errorf("%w%s", err, megatronShapeHint(err, cfg))
+	}
+	return out, nil
+}
+
+// mergeMegatronTensor merges the TP ranks' parts of the Megatron tensor name into out,
+// under megago's name(s).
+func mergeMegatronTensor(dev *tensor.Device, name string, parts []*torchTensor, cfg nn.GPTConfig, info *MegatronInfo, out map[string]*tensor.Tensor) error {
+	mg, split, err := megatronName(name, cfg.Activation == nn.SwiGLU)
+	if err != nil {
+		return err
+	}
+	ts := make([]*tensor.Tensor, len(parts))
+	for r, p := range parts {
+		if p == nil {
+			return fmt.Errorf("%s is missing from TP rank %d", name, r)
+		}
+		if ts[r], err = p.Tensor(dev); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if !ts[r].Shape().Equal(ts[0].Shape()) || ts[r].DType() != ts[0].DType() {
+			return fmt.Errorf("%s is %v %v on TP rank %d, %v %v on rank 0", name, ts[r].DType(), ts[r].Shape(), r, ts[0].DType(), ts[0].Shape())
+		}
+	}
+	switch split {
+	case tpReplicated:
+		if w := replicaDiffers(name, parts); w != "" {
+			info.Warnings = append(info.Warnings, w)
+		}
+		out[mg] = ts[0]
+	case tpColumn:
+		out[mg] = tensor.Concat(0, ts...)
+	case tpRow:
+		if ts[0].Rank() != 2 {
+			return fmt.Errorf("%s has shape %v, not a matrix", name, ts[0].Shape())
+		}
+		out[mg] = tensor.Concat(1, ts...)
+	case tpGateUp:
+		n := ts[0].Dim(0)
+		if n%2 != 0 {
+			return fmt.Errorf("SwiGLU %s has %d rows per rank, not gate and up halves", name, n)
+		}
+		gates, ups := make([]*tensor.Tensor, len(ts)), make([]*tensor.Tensor, len(ts))
+		for r, t := range ts {
+			h := tensor.Split(t, 0, n/2, n/2)
+			gates[r], ups[r] = h[0], h[1]
+		}
+		out[strings.Replace(mg, ".mlp.fc1.", ".mlp.gate.", 1)] = tensor.Concat(0, gates...)
+		out[mg] = tensor.Concat(0, ups...)
+	}
+	return nil
+}
+
+// replicaDiffers returns a warning naming the TP ranks whose copy of the replicated
+// tensor name differs from rank 0's, or "".
+func replicaDiffers(name string, parts []*torchTensor) string {
+	var ranks []string
+	for r, p := range parts[1:] {
+		if !bytes.Equal(p.Data, parts[0].Data) {
+			ranks = append(ranks, strconv.Itoa(r+1))
+		}
+	}
+	if len(ranks) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s is replicated over TP but differs between ranks: rank(s) %s differ from rank 0, whose copy is used", name, strings.Join(ranks, ", "))
+}
+
+// megatronShapeHint explains, for a shape error of checkComplete, which Megatron
+// arguments gave the size megago expected.
+func megatronShapeHint(err error, c nn.GPTConfig) string {
+	c.TransformerConfig = c.TransformerConfig.Defaults()
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "attn.qkv."):
+		return fmt.Sprintf(" (num_query_groups %d × (num_attention_heads %d / num_query_groups + 2) × kv_channels %d = %d rows; group_query_attention %v)",
+			c.KVHeads, c.Heads, c.HeadSize, c.KVHeads*(c.Heads/c.KVHeads+2)*c.HeadSize, c.KVHeads != c.Heads)
+	case strings.Contains(msg, "attn.proj."):
+		return fmt.Sprintf(" (num_attention_heads %d × kv_channels %d = %d columns)", c.Heads, c.HeadSize, c.Heads*c.HeadSize)
+	case strings.Contains(msg, "attn.q_norm.") || strings.Contains(msg, "attn.k_norm."):
+		return fmt.Sprintf(" (qk_layernorm normalizes each head: kv_channels %d)", c.HeadSize)
+	case strings.Contains(msg, "mlp."):
+		return fmt.Sprintf(" (ffn_hidden_size %d, swiglu %v)", c.FFNHidden, c.Activation == nn.SwiGLU)
+	}
+	return ""
 }
 
 // padRowsTo returns t [n, ...] with zero rows appended up to rows.

@@ -14,8 +14,12 @@ import (
 
 // The Megatron-LM legacy checkpoints of testdata/megatron (written by gen.py with
 // torch.save: TP=2 GPT-2 in float32; TP=2 × PP=2 Llama-style in bfloat16 with
-// grouped-query attention and SwiGLU) are merged into megago and give the reference
-// logits, directly and after export to Hugging Face and import back.
+// grouped-query attention and SwiGLU; the same GPT-2 under Transformer Engine's names with
+// empty _extra_state tensors, and as the legacy (pre-core) model saved it, at TP=2 × PP=2;
+// a Llama-3-style model with rope scaling, partial rotary, QK norms and a QKV bias under
+// Transformer Engine's names) are merged into megago and give the reference logits
+// (the plain GPT-2's for its TE and legacy copies), directly and, where Hugging Face has
+// the architecture, after export to Hugging Face and import back.
 func TestMegatron(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -23,13 +27,27 @@ func TestMegatron(t *testing.T) {
 		tp, pp int
 		dtype  tensor.DType
 		arch   func(c nn.GPTConfig) bool
+		ref    string // the fixture whose reference logits this one gives
+		te     bool   // Transformer Engine's names
+		legacy bool
+		hf     bool // Hugging Face has the architecture
 	}{
 		{"gpt2_tp2", 50, 2, 1, tensor.F32, func(c nn.GPTConfig) bool {
 			return c.Activation == nn.GeLU && c.Position == nn.LearnedPositions && !c.Untied && c.Bias
-		}},
+		}, "gpt2_tp2", false, false, true},
 		{"llama_tp2_pp2", 0, 2, 2, tensor.BF16, func(c nn.GPTConfig) bool {
 			return c.Activation == nn.SwiGLU && c.Position == nn.RoPE && c.Untied && c.KVHeads == 2 && c.NumLayers == 4
-		}},
+		}, "llama_tp2_pp2", false, false, true},
+		{"gpt2_te_tp2_pp2", 50, 2, 2, tensor.F32, func(c nn.GPTConfig) bool {
+			return c.Activation == nn.GeLU && c.Position == nn.LearnedPositions && !c.Untied && c.Bias
+		}, "gpt2_tp2", true, false, true},
+		{"gpt2_legacy_tp2_pp2", 50, 2, 2, tensor.F32, func(c nn.GPTConfig) bool {
+			return c.Activation == nn.GeLU && c.Position == nn.LearnedPositions && !c.Untied && c.Bias
+		}, "gpt2_tp2", false, true, true},
+		{"llama3_te_tp2_pp2", 0, 2, 2, tensor.BF16, func(c nn.GPTConfig) bool {
+			return c.Activation == nn.SwiGLU && c.Norm == nn.RMSNormKind && c.KVHeads == 2 && c.HeadSize == 8 && c.RoPETheta == 500000 &&
+				c.RotaryPercent == 0.5 && c.RoPEScaling == 8 && c.QKNorm && c.QKVBias && !c.Bias && c.Untied
+		}, "llama3_te_tp2_pp2", true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "megatron", tc.name)
@@ -39,13 +57,16 @@ func TestMegatron(t *testing.T) {
 			}
 			cfg, err := m.GPTConfig()
 			must(t, err)
-			if info.TP != tc.tp || info.PP != tc.pp || info.DType != tc.dtype || info.PaddedVocab != 64 || !tc.arch(cfg) {
+			if info.TP != tc.tp || info.PP != tc.pp || info.DType != tc.dtype || info.PaddedVocab != 64 || !tc.arch(cfg) ||
+				info.TransformerEngineKeys != tc.te || info.Legacy != tc.legacy || len(info.Warnings) > 0 {
 				t.Errorf("imported %+v, config %+v", info, cfg)
 			}
-			ref := reference(t, dir)
+			ref := reference(t, filepath.Join("testdata", "megatron", tc.ref))
 			logits, _ := modelLogits(t, m, global, ref, 1)
 			requireClose(t, "logits", logits, ref["logits"])
-
+			if !tc.hf {
+				return
+			}
 			out := t.TempDir()
 			if err := ExportHF(out, m, global); err != nil {
 				t.Fatal(err)

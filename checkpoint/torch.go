@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/nlpodyssey/gopickle/pickle"
@@ -337,24 +338,29 @@ func rebuildTensor(args ...any) (any, error) {
 		return nil, fmt.Errorf("_rebuild_tensor_v2%v: unexpected arguments", args[1:4])
 	}
 	storageLen := len(s.data) / s.elem
+	if slices.Contains(size, 0) { // an empty tensor (Transformer Engine's _extra_state): no element to place
+		for _, n := range size {
+			if n < 0 || n > maxEmptyDim {
+				return nil, fmt.Errorf("empty tensor of size %v", size)
+			}
+		}
+		return &torchTensor{Storage: s.class, DType: s.dtype, Shape: tensor.Shape(size), Data: []byte{}}, nil
+	}
 	numel, last := 1, offset
 	for i := range size {
 		if size[i] < 0 || stride[i] < 0 || size[i] > storageLen || stride[i] > storageLen {
-			return nil, fmt.Errorf("tensor of size %v stride %v in a storage of %d", size, stride, storageLen)
+			return nil, fmt.Errorf("tensor of size %v stride %v in a storage of %d elements", size, stride, storageLen)
 		}
 		numel *= size[i]
 		if numel > storageLen {
 			return nil, fmt.Errorf("tensor of size %v is larger than its storage of %d elements", size, storageLen)
 		}
-		last += max(size[i]-1, 0) * stride[i]
+		last += (size[i] - 1) * stride[i]
 	}
-	if numel > 0 && (offset < 0 || last >= storageLen) {
+	if offset < 0 || last >= storageLen {
 		return nil, fmt.Errorf("tensor of size %v stride %v at offset %d outside its storage of %d elements", size, stride, offset, storageLen)
 	}
 	t := &torchTensor{Storage: s.class, DType: s.dtype, Shape: tensor.Shape(size), Data: make([]byte, numel*s.elem)}
-	if numel == 0 {
-		return t, nil
-	}
 	if contiguous(size, stride) {
 		copy(t.Data, s.data[offset*s.elem:])
 		return t, nil
@@ -375,6 +381,9 @@ func rebuildTensor(args ...any) (any, error) {
 	}
 	return t, nil
 }
+
+// maxEmptyDim bounds the dims of an empty tensor, which no storage size bounds.
+const maxEmptyDim = 1 << 31
 
 // contiguous reports whether stride is size's row-major stride (dims of size 1 aside).
 func contiguous(size, stride []int) bool {

@@ -21,8 +21,8 @@ hf/<model>/               gpt2, bert, llama, t5 (T5 v1.0)
         the inputs (int64) and the float32 outputs of the reference forward pass:
         logits [B, T, V] (BERT: the masked-LM scores) and, for BERT, seq_relationship [B, 2]
 
-megatron/<model>/         a Megatron-LM legacy checkpoint of a Megatron-core GPT with local
-                          (non-Transformer-Engine) layers
+megatron/<model>/         a Megatron-LM legacy checkpoint of a GPT (Megatron-core names with
+                          local or Transformer Engine layers, or the legacy model's)
     latest_checkpointed_iteration.txt
     iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt
         torch.save of {"args": argparse.Namespace, "checkpoint_version", "iteration",
@@ -36,6 +36,24 @@ megatron/<model>/         a Megatron-LM legacy checkpoint of a Megatron-core GPT
   llama_tp2_pp2  TP=2, PP=2, bfloat16: RoPE, RMSNorm, SwiGLU, no biases, untied output,
                grouped-query attention (4 heads in 2 groups), vocabulary 61 padded to 64.
                The reference logits use the bfloat16-rounded weights in float32.
+  gpt2_te_tp2_pp2  gpt2_tp2's model at TP=2, PP=2 under Transformer Engine's names (the
+               norms fused into linear_qkv and linear_fc1 as layer_norm_weight/_bias) with
+               an empty uint8 _extra_state per TE module (te_state); no reference of its
+               own: it gives gpt2_tp2's logits.
+  gpt2_legacy_tp2_pp2  gpt2_tp2's model at TP=2, PP=2 as the legacy (pre-core) GPTModel
+               saved it (legacy_model: language_model.{embedding,encoder},
+               word_embeddings_for_head), --openai-gelu with the bias-GeLU fusion off:
+               gpt2_tp2's logits.
+  llama3_te_tp2_pp2  TP=2, PP=2, bfloat16, Transformer Engine's names: RoPE with base
+               500000, Llama 3.1 rope scaling and rotary_percent 0.5, GQA with kv_channels 8
+               (heads × kv_channels ≠ hidden), qk_layernorm, a QKV bias alone, RMSNorm,
+               SwiGLU, untied. Its weights are drawn in Megatron's layout and its reference
+               logits computed by megatron_reference.forward (Megatron's semantics) on the
+               whole state.
+
+megatron_reference.py, beside this file, reads any of these checkpoints (or one megago
+exported) as Megatron does and computes its logits; run on a fixture with the fixture's
+reference.safetensors it checks them.
 
 Megatron-core layouts: linear_qkv.weight is [G*(NH/G + 2)*HS, C], per query group g its
 NH/G query heads, then its key head, then its value head; TP ranks hold whole groups
@@ -51,6 +69,7 @@ import collections
 import json
 import os
 import random
+import re
 import struct
 import sys
 
@@ -262,7 +281,62 @@ def stage_of(name, layers_per_stage, pp):
     return pp - 1, name
 
 
-def write_megatron(name, state, args, iteration, dtype):
+def te_state(state):
+    """The state of a local-layer model under Transformer Engine's names: the layer norms fused into
+    linear_qkv and linear_fc1 (layer_norm_weight, layer_norm_bias) and an empty uint8 _extra_state
+    after each Transformer Engine module, as TE writes it when FP8 is off."""
+    out = collections.OrderedDict()
+    extra = lambda: torch.empty(0, dtype=torch.uint8)  # noqa: E731
+    for k, v in state.items():
+        m = re.fullmatch(r"(decoder\.layers\.\d+\.)(.*)", k)
+        if not m:
+            out[k] = v
+            continue
+        p, sub = m.groups()
+        if sub.startswith("input_layernorm."):
+            out[p + "self_attention.core_attention._extra_state"] = extra()
+            out[p + "self_attention.linear_qkv.layer_norm_" + sub.split(".")[1]] = v
+        elif sub.startswith("pre_mlp_layernorm."):
+            out[p + "mlp.linear_fc1.layer_norm_" + sub.split(".")[1]] = v
+        else:
+            out[k] = v
+    for k in list(out):
+        m = re.fullmatch(r"(decoder\.layers\.\d+\..*\.linear_(?:qkv|proj|fc1|fc2))\.weight", k)
+        if m:
+            out[m.group(1) + "._extra_state"] = extra()
+    return out
+
+
+LEGACY_NAMES = [("input_layernorm.", "input_norm."), ("self_attention.linear_qkv.", "self_attention.query_key_value."),
+                ("self_attention.linear_proj.", "self_attention.dense."), ("pre_mlp_layernorm.", "post_attention_norm."),
+                ("mlp.linear_fc1.", "mlp.dense_h_to_4h."), ("mlp.linear_fc2.", "mlp.dense_4h_to_h.")]
+
+
+def legacy_model(model):
+    """A stage's Megatron-core state dict as the legacy GPTModel's state_dict_for_save_checkpoint
+    nests it: language_model.{embedding.{word,position}_embeddings, encoder, output_layer} and, on
+    the last stage of a pipelined tied model, word_embeddings_for_head."""
+    lm, out = {}, {}
+    for k, v in model.items():
+        if k.startswith("embedding."):
+            _, table, w = k.split(".")
+            lm.setdefault("embedding", {}).setdefault(table, collections.OrderedDict())[w] = v
+        elif k.startswith("decoder.final_layernorm."):
+            lm.setdefault("encoder", collections.OrderedDict())["final_norm." + k.split(".")[-1]] = v
+        elif k.startswith("decoder.layers."):
+            i, sub = k.split(".", 3)[2:]
+            for core, legacy in LEGACY_NAMES:
+                sub = sub.replace(core, legacy)
+            lm.setdefault("encoder", collections.OrderedDict())[f"layers.{i}.{sub}"] = v
+        elif k == "output_layer.weight":
+            out["word_embeddings_for_head"] = collections.OrderedDict(weight=v)
+        else:
+            raise KeyError(k)
+    out["language_model"] = lm
+    return out
+
+
+def write_megatron(name, state, args, iteration, dtype, legacy=False):
     d = os.path.join(HERE, "megatron", name)
     tp, pp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size
     per = args.num_layers // pp
@@ -274,7 +348,9 @@ def write_megatron(name, state, args, iteration, dtype):
             model = collections.OrderedDict()
             for k, v in state.items():
                 st, local = stage_of(k, per, pp)
-                if st == s:
+                if st == s and k.endswith("_extra_state"):
+                    model[local] = v
+                elif st == s:
                     model[local] = shard(k, v, tp, r, args.swiglu).to(dtype)
             if pp > 1 and s == pp - 1 and not args.untie_embeddings_and_output_weights:
                 model["output_layer.weight"] = shard("output_layer.weight", state["embedding.word_embeddings.weight"],
@@ -287,7 +363,7 @@ def write_megatron(name, state, args, iteration, dtype):
                 "args": args,
                 "checkpoint_version": 3.0,
                 "iteration": iteration,
-                "model": model,
+                "model": legacy_model(model) if legacy else model,
                 "optimizer": {"optimizer": {"state": {0: {"step": torch.tensor(float(iteration)),
                                                           "exp_avg": torch.zeros_like(first, dtype=torch.float32),
                                                           "exp_avg_sq": torch.zeros_like(first, dtype=torch.float32)}},
@@ -337,6 +413,20 @@ def megatron_models():
                       {"input_ids": inputs["input_ids"].to(torch.int64), "logits": logits.float()})
     print(f"megatron/gpt2_tp2: logits {list(logits.shape)}")
 
+    # The same GPT-2 under Transformer Engine's names, with TE's empty _extra_state tensors, at
+    # TP=2 x PP=2 (the last stage holds the tied output layer's copy): gpt2_tp2's logits.
+    args_te = argparse.Namespace(**dict(vars(args), pipeline_model_parallel_size=2,
+                                        transformer_impl="transformer_engine"))
+    write_megatron("gpt2_te_tp2_pp2", te_state(megatron_gpt2_state(p, cfg, 64)), args_te, 7, torch.float32)
+    print("megatron/gpt2_te_tp2_pp2: gpt2_tp2's logits")
+
+    # The same GPT-2 as the legacy (pre-core) model saved it, nested under language_model, at
+    # TP=2 x PP=2 (word_embeddings_for_head on the last stage), with --openai-gelu and the bias-GeLU
+    # fusion off, so that its GeLU is tanh only by openai_gelu: gpt2_tp2's logits.
+    args_legacy = argparse.Namespace(**dict(vars(args), pipeline_model_parallel_size=2, bias_gelu_fusion=False))
+    write_megatron("gpt2_legacy_tp2_pp2", megatron_gpt2_state(p, cfg, 64), args_legacy, 7, torch.float32, legacy=True)
+    print("megatron/gpt2_legacy_tp2_pp2: gpt2_tp2's logits")
+
     # Llama-style: TP=2, PP=2, bfloat16; the reference uses the rounded weights.
     cfg = dict(ref.LLAMA_CONFIG, vocab_size=61, num_hidden_layers=4)
     init = ref.Init(SEED + 200)
@@ -357,6 +447,52 @@ def megatron_models():
     write_safetensors(os.path.join(HERE, "megatron", "llama_tp2_pp2", "reference.safetensors"),
                       {"input_ids": inputs["input_ids"].to(torch.int64), "logits": logits.float()})
     print(f"megatron/llama_tp2_pp2: logits {list(logits.shape)}")
+    llama3_megatron()
+
+
+def llama3_megatron():
+    """llama3_te_tp2_pp2: a Llama-3-style Megatron-core GPT under Transformer Engine's names, TP=2 x
+    PP=2, bfloat16: RMSNorm, SwiGLU, RoPE with base 500000, Llama 3.1 rope scaling (factor 8) and
+    rotary_percent 0.5, grouped-query attention (4 heads of 8 in 2 groups, kv_channels 8 with hidden
+    24), qk_layernorm, a QKV bias without other biases, untied output, vocabulary 61 padded to 64.
+    The weights are drawn in Megatron's layout; the reference logits are megatron_reference.forward
+    of the whole (unsharded) state, rounded to bfloat16 as stored."""
+    import megatron_reference as mref
+    C, NH, G, HS, F_, L, V, Vp = 24, 4, 2, 8, 40, 2, 61, 64
+    g = torch.Generator().manual_seed(SEED + 300)
+    rnd = lambda *shape, std=0.2: (torch.randn(*shape, generator=g) * std).to(torch.bfloat16).float()  # noqa: E731
+    norm_w = lambda n: (1 + rnd(n, std=0.1)).to(torch.bfloat16).float()  # noqa: E731
+    s = collections.OrderedDict()
+    s["embedding.word_embeddings.weight"] = rnd(Vp, C, std=0.5)
+    for i in range(L):
+        m = f"decoder.layers.{i}."
+        s[m + "input_layernorm.weight"] = norm_w(C)
+        s[m + "self_attention.linear_proj.weight"] = rnd(C, NH * HS)
+        s[m + "self_attention.linear_qkv.weight"] = rnd(G * (NH // G + 2) * HS, C)
+        s[m + "self_attention.linear_qkv.bias"] = rnd(G * (NH // G + 2) * HS, std=0.1)
+        s[m + "self_attention.q_layernorm.weight"] = norm_w(HS)
+        s[m + "self_attention.k_layernorm.weight"] = norm_w(HS)
+        s[m + "pre_mlp_layernorm.weight"] = norm_w(C)
+        s[m + "mlp.linear_fc1.weight"] = rnd(2 * F_, C)  # gate rows, then up rows
+        s[m + "mlp.linear_fc2.weight"] = rnd(C, F_)
+    s["decoder.final_layernorm.weight"] = norm_w(C)
+    s["output_layer.weight"] = rnd(Vp, C, std=0.5)
+    args = megatron_args(num_layers=L, hidden_size=C, ffn_hidden_size=F_, num_attention_heads=NH, kv_channels=HS,
+                         group_query_attention=True, num_query_groups=G, max_position_embeddings=32,
+                         position_embedding_type="rope", rotary_base=500000, rotary_percent=0.5, use_rope_scaling=True,
+                         rope_scaling_factor=8.0, normalization="RMSNorm", norm_epsilon=1e-5, swiglu=True,
+                         add_bias_linear=False, add_qkv_bias=True, qk_layernorm=True, bias_gelu_fusion=False,
+                         untie_embeddings_and_output_weights=True, tensor_model_parallel_size=2,
+                         pipeline_model_parallel_size=2, make_vocab_size_divisible_by=16, padded_vocab_size=Vp,
+                         vocab_size=V, params_dtype=torch.bfloat16, bf16=True, transformer_impl="transformer_engine",
+                         iteration=3, consumed_train_samples=24)
+    ids = torch.randint(0, V, (2, 12), generator=g)
+    with torch.no_grad():
+        logits = mref.forward(s, args, ids)[..., :V].float()
+    write_megatron("llama3_te_tp2_pp2", te_state(s), args, 3, torch.bfloat16)
+    write_safetensors(os.path.join(HERE, "megatron", "llama3_te_tp2_pp2", "reference.safetensors"),
+                      {"input_ids": ids.to(torch.int64), "logits": logits})
+    print(f"megatron/llama3_te_tp2_pp2: logits {list(logits.shape)}")
 
 
 def main():

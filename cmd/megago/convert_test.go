@@ -66,6 +66,46 @@ func TestConvertCommandRoundTrip(t *testing.T) {
 	}
 }
 
+// The Transformer Engine copy of the Megatron GPT-2 goes to a Megatron checkpoint at
+// TP=1 × PP=2 with local names and on to Hugging Face: the same bytes as the plain
+// checkpoint's export; the export's load notes are printed on stderr.
+func TestConvertCommandToMegatron(t *testing.T) {
+	dir := t.TempDir()
+	src := func(name string) string { return filepath.Join(checkpointTestdata, "megatron", name) }
+	plain, mgt, back := filepath.Join(dir, "plain"), filepath.Join(dir, "megatron"), filepath.Join(dir, "back")
+	if _, stderr, err := run(t, "convert", "-from", "megatron", "-vocab-size", "50", "-to", "hf", src("gpt2_tp2"), plain); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	stdout, stderr, err := run(t, "convert", "-from", "megatron", "-vocab-size", "50", "-to", "megatron",
+		"--target-tensor-parallel-size", "1", "--target-pipeline-parallel-size", "2", "--transformer-impl", "local",
+		src("gpt2_te_tp2_pp2"), mgt)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "to megatron") || !strings.Contains(stdout, "at TP=1 PP=2") ||
+		!strings.Contains(stderr, "--ckpt-format torch") || !strings.Contains(stderr, "--transformer-impl local") {
+		t.Errorf("megago convert --to megatron printed %q and %q", stdout, stderr)
+	}
+	if _, stderr, err := run(t, "convert", "-from", "megatron", "-to", "hf", mgt, back); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	a, err := os.ReadFile(filepath.Join(plain, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(back, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("the model changed on its way through a Megatron export (%d and %d bytes)", len(a), len(b))
+	}
+	info, err := os.ReadFile(filepath.Join(mgt, "latest_checkpointed_iteration.txt"))
+	if err != nil || string(info) != "7" {
+		t.Errorf("tracker %q (%v), want the source's iteration 7", info, err)
+	}
+}
+
 func TestConvertCommandUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -76,6 +116,9 @@ func TestConvertCommandUsage(t *testing.T) {
 		{[]string{"-to", "hf", "-tp", "2", "a", "b"}, "megago destination only"},
 		{[]string{"-vocab-size", "3", "a", "b"}, "Megatron source only"},
 		{[]string{"a", "a"}, "in place"},
+		{[]string{"-to", "megatron", "-transformer-impl", "apex", "a", "b"}, `-transformer-impl "apex"`},
+		{[]string{"-to", "hf", "-bf16", "a", "b"}, "Megatron destination only"},
+		{[]string{"-to", "megatron", "-bf16", "-fp16", "a", "b"}, "exclude each other"},
 	} {
 		_, _, err := run(t, append([]string{"convert"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err) != 2 {

@@ -272,4 +272,3 @@ func hfConfig(m Model) (map[string]any, error) {
 	}
 	return cfg, nil
 }
-

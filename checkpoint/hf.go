@@ -24,6 +24,11 @@ const (
 // ReadSafetensors reads every tensor of a safetensors file onto the CPU, with the
 // file's metadata.
 func ReadSafetensors(path string) (map[string]*tensor.Tensor, map[string]string, error) {
+	return readSafetensorsOn(tensor.NewCPU(), path)
+}
+
+// readSafetensorsOn is ReadSafetensors onto the CPU device dev.
+func readSafetensorsOn(dev *tensor.Device, path string) (map[string]*tensor.Tensor, map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: %w", err)
@@ -32,7 +37,6 @@ func ReadSafetensors(path string) (map[string]*tensor.Tensor, map[string]string,
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
-	dev := tensor.NewCPU()
 	out := map[string]*tensor.Tensor{}
 	for _, t := range h.Tensors {
 		out[t.Name] = fromBytes(dev, t.DType, t.Shape, b[h.DataStart+t.Begin:h.DataStart+t.End])

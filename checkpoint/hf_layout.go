@@ -165,14 +165,15 @@ func (w *hfWeights) elements() (int64, error) {
 func (w *hfWeights) read() (map[string]*tensor.Tensor, error) {
 	out := map[string]*tensor.Tensor{}
 	from := map[string]string{}
+	dev := tensor.NewCPU() // one device: the converter combines tensors of several files
 	for _, f := range w.files {
 		path := filepath.Join(w.dir, f)
 		var ts map[string]*tensor.Tensor
 		var err error
 		if w.torch {
-			ts, err = readTorchStateDict(path)
+			ts, err = readTorchStateDict(dev, path)
 		} else {
-			ts, _, err = ReadSafetensors(path)
+			ts, _, err = readSafetensorsOn(dev, path)
 		}
 		if err != nil {
 			return nil, err

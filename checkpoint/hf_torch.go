@@ -12,9 +12,9 @@ import (
 // an OrderedDict of tensor names to tensors, as save_pretrained writes it with
 // safe_serialization=False and transformers before 4.35 by default.
 
-// readTorchStateDict reads the state dict of the torch.save file path onto the CPU.
-// Tensors sharing a storage (tied weights) are read as copies.
-func readTorchStateDict(path string) (map[string]*tensor.Tensor, error) {
+// readTorchStateDict reads the state dict of the torch.save file path onto the CPU
+// device dev. Tensors sharing a storage (tied weights) are read as copies.
+func readTorchStateDict(dev *tensor.Device, path string) (map[string]*tensor.Tensor, error) {
 	v, err := readTorchFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -38,7 +38,6 @@ func readTorchStateDict(path string) (map[string]*tensor.Tensor, error) {
 	default:
 		return nil, fmt.Errorf("checkpoint: %s holds a %T, not a state dict", path, v)
 	}
-	dev := tensor.NewCPU()
 	out := map[string]*tensor.Tensor{}
 	for _, e := range entries {
 		name, ok := e.Key.(string)

@@ -19,6 +19,11 @@ func readTorchStateDict(dev *tensor.Device, path string) (map[string]*tensor.Ten
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	return stateDictTensors(dev, v, path)
+}
+
+// stateDictTensors returns the tensors of the unpickled state dict v of file path.
+func stateDictTensors(dev *tensor.Device, v any, path string) (map[string]*tensor.Tensor, error) {
 	var entries []types.DictEntry
 	switch d := v.(type) {
 	case *pyObject: // collections.OrderedDict, which findTorchClass leaves generic

@@ -14,6 +14,38 @@ import (
 // checkpoint/testdata/gen.py.
 const checkpointTestdata = "../../checkpoint/testdata"
 
+// A Llama's sharded pytorch_model.bin files (checkpoint/testdata/export/llama/bin,
+// written by PyTorch from the safetensors export beside them) convert to sharded
+// safetensors (-max-shard-size) and from those to one model.safetensors holding the
+// export's bytes.
+func TestConvertCommandHFLayouts(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(checkpointTestdata, "export", "llama")
+	sharded, single := filepath.Join(dir, "sharded"), filepath.Join(dir, "single")
+	for _, args := range [][]string{
+		{"-from", "hf", "-to", "hf", "-max-shard-size", "8KiB", filepath.Join(src, "bin"), sharded},
+		{"-from", "hf", "-to", "hf", sharded, single},
+	} {
+		if _, stderr, err := run(t, append([]string{"convert"}, args...)...); err != nil {
+			t.Fatalf("megago convert %v: %v\n%s", args, err, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(sharded, "model.safetensors.index.json")); err != nil {
+		t.Errorf("-max-shard-size wrote no index: %v", err)
+	}
+	a, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(single, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("the model changed on its way through pytorch_model.bin and shards (%d and %d bytes)", len(a), len(b))
+	}
+}
+
 // A Megatron checkpoint (TP=2) goes to Hugging Face, to a megago checkpoint at TP=2, is
 // resharded to PP=2 and exported to Hugging Face again: both exports hold the same bytes.
 func TestConvertCommandRoundTrip(t *testing.T) {
@@ -75,6 +107,8 @@ func TestConvertCommandUsage(t *testing.T) {
 		{[]string{"-from", "onnx", "a", "b"}, `-from "onnx"`},
 		{[]string{"-to", "hf", "-tp", "2", "a", "b"}, "megago destination only"},
 		{[]string{"-vocab-size", "3", "a", "b"}, "Megatron source only"},
+		{[]string{"-max-shard-size", "5GB", "a", "b"}, "Hugging Face destination only"},
+		{[]string{"-to", "hf", "-max-shard-size", "5XB", "a", "b"}, `"5XB" is not a positive size`},
 		{[]string{"a", "a"}, "in place"},
 	} {
 		_, _, err := run(t, append([]string{"convert"}, tc.args...)...)

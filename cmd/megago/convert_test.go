@@ -33,16 +33,23 @@ func TestConvertCommandHFLayouts(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(sharded, "model.safetensors.index.json")); err != nil {
 		t.Errorf("-max-shard-size wrote no index: %v", err)
 	}
-	a, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	sameWeights(t, src, single, "pytorch_model.bin and shards")
+}
+
+// sameWeights checks that the Hugging Face directories a and b hold the same
+// model.safetensors, which went through via.
+func sameWeights(t *testing.T, a, b, via string) {
+	t.Helper()
+	x, err := os.ReadFile(filepath.Join(a, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(single, "model.safetensors"))
+	y, err := os.ReadFile(filepath.Join(b, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(a, b) {
-		t.Errorf("the model changed on its way through pytorch_model.bin and shards (%d and %d bytes)", len(a), len(b))
+	if !bytes.Equal(x, y) {
+		t.Errorf("the model changed on its way through %s (%d and %d bytes)", via, len(x), len(y))
 	}
 }
 
@@ -65,17 +72,7 @@ func TestConvertCommandRoundTrip(t *testing.T) {
 			t.Errorf("megago convert %v printed %q", args, stdout)
 		}
 	}
-	a, err := os.ReadFile(filepath.Join(hf1, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(hf2, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Errorf("the model changed on its way through megago checkpoints (%d and %d bytes)", len(a), len(b))
-	}
+	sameWeights(t, hf1, hf2, "megago checkpoints")
 	m, err := checkpoint.ReadManifest(filepath.Join(mg3, checkpoint.IterDir(0)))
 	if err != nil {
 		t.Fatal(err)

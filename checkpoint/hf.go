@@ -166,7 +166,7 @@ func ImportHF(dir string) (Model, map[string]*tensor.Tensor, error) {
 	}
 	conv, err := m.Converter()
 	if err != nil {
-		return Model{}, nil, err
+		return Model{}, nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, hfConfigFile), err)
 	}
 	global, err := conv.FromHF(hf)
 	if err != nil {

@@ -153,6 +153,16 @@ func (f *hfFields) llama(kind string) Model {
 		}
 	}
 	c.RoPETheta, c.RoPEScaling = f.rope()
+	if c.KVHeads < 1 || heads%c.KVHeads != 0 {
+		f.refuse("num_key_value_heads", c.KVHeads, fmt.Sprintf("must divide num_attention_heads %d: each key/value head serves a group of query heads", heads))
+	}
+	hs := c.HeadSize
+	if hs == 0 && heads > 0 {
+		hs = c.Hidden / heads
+	}
+	if hs%2 != 0 {
+		f.refuse("head_dim", f.m["head_dim"], fmt.Sprintf("with hidden_size %d and num_attention_heads %d: RoPE needs an even head size", c.Hidden, heads))
+	}
 	switch kind {
 	case "mistral":
 		f.slidingWindow("sliding_window", c.MaxPosition)

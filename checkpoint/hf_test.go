@@ -225,6 +225,8 @@ func TestHFConfigRejects(t *testing.T) {
 		{llamaCfg("qwen2", map[string]any{"layer_types": []any{"full_attention", "sliding_attention"}}),
 			`layer_types[1] = "sliding_attention" (only full_attention is implemented)`},
 		{llamaCfg("llama", map[string]any{"hidden_act": "gelu"}), "hidden_act gelu"},
+		{llamaCfg("llama", map[string]any{"num_key_value_heads": 3.0}), "num_key_value_heads = 3 (must divide num_attention_heads 2"},
+		{llamaCfg("llama", map[string]any{"head_dim": 5.0}), "head_dim = 5 (with hidden_size 8 and num_attention_heads 2: RoPE needs an even head size)"},
 		{map[string]any{"model_type": "gpt2", "n_layer": 2.0, "n_embd": 8.0, "n_head": 2.0, "vocab_size": 10.0, "n_positions": 8.0,
 			"scale_attn_by_inverse_layer_idx": true}, "scale_attn_by_inverse_layer_idx = true"},
 		{map[string]any{"model_type": "bert", "num_hidden_layers": 2.0, "hidden_size": 8.0, "num_attention_heads": 2.0,

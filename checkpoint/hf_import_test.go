@@ -54,3 +54,25 @@ func TestImportHFOlderNames(t *testing.T) {
 		})
 	}
 }
+
+// A Mistral without a sliding window (null, or one reaching max_position_embeddings) is
+// a Llama: the Llama of testdata/hf/llama relabelled imports to the same model.
+func TestImportHFMistral(t *testing.T) {
+	src := filepath.Join("testdata", "hf", "llama")
+	want, wantGlobal, err := ImportHF(src)
+	must(t, err)
+	for _, window := range []string{"null", "32"} {
+		dir := t.TempDir()
+		copyDir(t, src, dir)
+		edit(t, filepath.Join(dir, hfConfigFile), `"model_type": "llama"`, `"model_type": "mistral", "sliding_window": `+window)
+		m, global, err := ImportHF(dir)
+		if err != nil || !bytes.Equal(m.Config, want.Config) || len(global) != len(wantGlobal) {
+			t.Fatalf("sliding_window %s: %v\n%s\nwant\n%s", window, err, m.Config, want.Config)
+		}
+		for name, w := range wantGlobal {
+			if !bytes.Equal(tensorBytes(global[name]), tensorBytes(w)) {
+				t.Errorf("sliding_window %s: %s differs", window, name)
+			}
+		}
+	}
+}

@@ -186,6 +186,9 @@ func ExportHF(dir string, m Model, global map[string]*tensor.Tensor) error {
 // ExportHFWith is ExportHF with options: with opts.MaxShardSize the tensors are split
 // into shards with model.safetensors.index.json, as save_pretrained's max_shard_size.
 // config.json has the keys transformers writes for the model type (see hfConfigKeys).
+// Weight files an earlier export left in dir (model.safetensors, model-*-of-*.safetensors
+// and their index) that this one does not write are removed, as save_pretrained does, so
+// that ImportHF reads what was written.
 func ExportHFWith(dir string, m Model, global map[string]*tensor.Tensor, opts HFExportOptions) error {
 	if opts.MaxShardSize < 0 {
 		return fmt.Errorf("checkpoint: MaxShardSize %d must be ≥ 0", opts.MaxShardSize)

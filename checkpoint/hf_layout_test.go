@@ -179,3 +179,24 @@ func FuzzHFTorchStateDict(f *testing.F) {
 		_, _ = stateDictTensors(tensor.NewCPU(), v, "fuzz.bin")
 	})
 }
+
+// An export into a directory replaces the weight files of an earlier one, single or
+// sharded, so that ImportHF reads what was written last.
+func TestExportHFReplacesWeights(t *testing.T) {
+	m, global := exportGPT(t, roundTripGPTs()["qwen2"], 1)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644))
+	for _, shard := range []int64{0, 8 << 10, 16 << 10, 0} {
+		must(t, ExportHFWith(dir, m, global, HFExportOptions{MaxShardSize: shard}))
+		w, err := findHFWeights(dir)
+		must(t, err)
+		entries, err := os.ReadDir(dir)
+		must(t, err)
+		if want := len(w.files) + 2 + min(len(w.files)-1, 1); len(entries) != want { // config.json, notes.txt, the index
+			t.Errorf("max shard size %d: %d files in the directory, want %d", shard, len(entries), want)
+		}
+		if (shard == 0) != (w.index == "") {
+			t.Errorf("max shard size %d: read %v", shard, w.files)
+		}
+	}
+}

@@ -59,7 +59,7 @@ func gptHFConfig(c nn.GPTConfig, cfg map[string]any) error {
 	for _, v := range []struct {
 		on   bool
 		name string
-	}{{c.QKNorm, "query/key norms"}, {c.QKVBias && !llama, "a QKV bias alone outside a Llama-style model"},
+	}{{c.QKNorm, "query/key norms"}, {c.QKVBias && !c.Bias && !llama, "a QKV bias alone outside a Llama-style model"},
 		{c.RotaryPercent != 0 && c.RotaryPercent != 1, "partial rotary embeddings"},
 		{c.RoPEScaling != 0 && !llama, "Llama 3.1 rope scaling outside a Llama-style model"},
 		{c.QKVBias && c.HeadSize*c.Heads != c.Hidden, fmt.Sprintf("a QKV bias (Qwen2) and HeadSize %d × Heads %d ≠ Hidden %d (Qwen2's config has no head_dim)",

@@ -2,8 +2,9 @@
 // optimizer state (sharded over DP under the distributed optimizer), learning-rate
 // schedule, loss scaler, data position and seed — from every rank in parallel, and loads
 // it at any other parallel layout. It also imports and exports Hugging Face models
-// (model.safetensors + config.json) and imports and exports Megatron-LM legacy
-// checkpoints; the megago convert command is a thin layer over it.
+// (config.json with model.safetensors, sharded safetensors with
+// model.safetensors.index.json, pytorch_model.bin or its sharded index) and imports and
+// exports Megatron-LM legacy checkpoints; the megago convert command is a thin layer over it.
 //
 // It imports nn (models, parameters, Hugging Face converters), optim (its state),
 // parallel, tensor, internal/atomicfile, internal/filelock and the root package (megago's
@@ -27,7 +28,14 @@
 //     whole model as an nn.HFConverter and its config.json. A new architecture is a row.
 //   - safetensors.go: the safetensors reader (strict) and writer.
 //   - convert.go: ReadGlobal, WriteGlobal and Reshard (offline resharding).
-//   - hf.go: ImportHF, ExportHF, ModelFromHFConfig, ReadSafetensors, WriteSafetensors.
+//   - hf.go: ImportHF, ExportHF, ExportHFWith, ReadHF, ReadSafetensors, WriteSafetensors.
+//   - hf_config.go: ModelFromHFConfig, config.json of each model type read;
+//     hf_export_config.go: the config.json written, with hfConfigKeys, the keys
+//     transformers writes per model type and where they were read.
+//   - hf_layout.go: finding and checking a directory's weight files (index.json);
+//     hf_torch.go: pytorch_model.bin state dicts; hf_names.go: names of older files
+//     (no base prefix, saved buffers, tied copies); hf_shard.go: HFExportOptions and
+//     writing shards.
 //   - torch.go, pickle_scan.go: reading torch.save files; pickle_write.go,
 //     torch_write.go: writing them.
 //   - megatron.go, megatron_args.go, megatron_merge.go, megatron_legacy.go:
@@ -98,6 +106,33 @@
 // Hugging Face's reference implementation does, so import followed by export gives the
 // same file byte for byte.
 //
+// Hugging Face models imported: gpt2; llama (Llama 1, 2, 3, and 3.1 with rope_scaling
+// {rope_type llama3, factor, low_freq_factor 1, high_freq_factor 4,
+// original_max_position_embeddings 8192}: nn's RoPEScaling, whose other parameters are
+// fixed to those); mistral (a Llama: a sliding_window of null or at least
+// max_position_embeddings is accepted, a shorter one refused); qwen2 (a Llama with q, k
+// and v biases, QKVBias, without sliding-window layers); bert; t5. Tied or untied
+// embeddings, grouped-query attention (num_key_value_heads), head_dim, rms_norm_eps and
+// rope_theta (or transformers 5's rope_parameters) are read; any other setting megago
+// does not implement is refused with its key and value. The weights are read from the
+// first present of model.safetensors, model.safetensors.index.json,
+// pytorch_model.bin and pytorch_model.bin.index.json (transformers' order); an index's
+// weight_map must name each tensor once, in a file inside the directory that holds it,
+// and each shard must hold only the tensors listed in it. Files saved by older
+// transformers are read too: tensors without the base model's prefix (GPT-2's h.0.…),
+// buffers (attn.bias, rotary_emb.inv_freq) dropped, a tied lm_head.weight beside the
+// embedding dropped when equal to it.
+//
+// A GPT exports as GPT-2, as a Llama (with rope_scaling when it has RoPEScaling), or,
+// with a QKV bias, as a Qwen2; config.json has exactly the keys save_pretrained writes
+// for that model type (hfConfigKeys; bos and eos token ids null, as megago does not
+// know the tokenizer; a Qwen2 needs HeadSize·Heads = Hidden). HFExportOptions.MaxShardSize splits the weights in shards with an
+// index, as save_pretrained's max_shard_size (megago convert -max-shard-size):
+//
+//	checkpoint.ExportHFWith("out", m, global, checkpoint.HFExportOptions{MaxShardSize: 5e9})
+//	// out/config.json, out/model-00001-of-00003.safetensors, ..., out/model.safetensors.index.json
+//	m2, global2, err := checkpoint.ImportHF("out")
+//
 // ImportMegatron reads a Megatron-LM legacy checkpoint, iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt
 // (torch.save zip archives read with gopickle's unpickler behind a validating opcode scan),
 // of a GPT with Megatron-core names (local layers, or Transformer Engine's with the norms
@@ -133,7 +168,9 @@
 // never a panic or an allocation sized by an unchecked field. The sizes of a model that
 // a file describes (config.json, Megatron's arguments, a manifest's Model) are checked
 // against the elements of the tensors actually present before a model is built from
-// them; a stored piece's global shape is checked against the pieces that cover it before
+// them (safetensors from their headers, before any tensor is read; torch files after
+// reading their records, whose sizes are checked against the archive); an index file is
+// read only below 64 MiB; a stored piece's global shape is checked against the pieces that cover it before
 // it is assembled; a pickle is scanned before it runs, with bounds on its nesting
 // (maxPickleDepth marks, maxPickleStack objects) and on the unpickler's allocations, and
 // zip records are read at declared sizes checked against the archive. Save and Load are collective: every rank

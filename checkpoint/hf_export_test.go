@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"megago/nn"
@@ -17,40 +16,18 @@ import (
 const updateExportEnv = "MEGAGO_UPDATE_EXPORT"
 
 // exportBERT returns a seeded tiny megago BERT (BertForPreTraining's shapes of
-// testdata/hf/bert, vocabulary 71 padded to 128) and its global parameters: every tensor
-// drawn from megago's generator (weights N(0, 0.2²), biases N(0, 0.1²), norm weights
-// 1 + N(0, 0.1²)), the vocabulary padding included, so that no value is trivial and the
-// padding must be dropped.
+// testdata/hf/bert, vocabulary 71 padded to 128) and its global parameters
+// (seededParams).
 func exportBERT(t *testing.T) (Model, map[string]*tensor.Tensor) {
 	t.Helper()
 	cfg := nn.NewBERTConfig(2, 24, 4, 71, 16)
 	cfg.FFNHidden = 96
-	dev := tensor.NewCPU()
-	m, err := nn.NewBERT(&nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(1), TP: parallel.Self()}, cfg, nn.Stage{})
+	m, err := nn.NewBERT(&nn.Builder{Dev: tensor.NewCPU(), DType: tensor.F32, RNG: tensor.NewRNG(1), TP: parallel.Self()}, cfg, nn.Stage{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return BERTModel(m.Config), seededParams(dev, m.Params())
-}
-
-// seededParams returns a value for each of params (whole, at their global shapes), drawn
-// from megago's generator: weights N(0, 0.2²), biases N(0, 0.1²), norm weights
-// 1 + N(0, 0.1²), the vocabulary padding included, so that no value is trivial and the
-// padding must be dropped.
-func seededParams(dev *tensor.Device, params []*nn.Param) map[string]*tensor.Tensor {
-	rng := tensor.NewRNG(20261130).Named("export")
-	global := map[string]*tensor.Tensor{}
-	for _, p := range params {
-		mean, std := 0.0, 0.2
-		switch {
-		case strings.Contains(p.Name, "norm.weight"):
-			mean, std = 1, 0.1
-		case strings.HasSuffix(p.Name, ".bias"):
-			std = 0.1
-		}
-		global[p.Name] = rng.Named(p.Name).Normal(dev, tensor.F32, tensor.Whole(p.GlobalShape...), mean, std)
-	}
-	return global
+	global := seededParams(m.Params(), 20261130)
+	return BERTModel(m.Config), global
 }
 
 // A BERT made by megago, exported to Hugging Face's BertForPreTraining format, gives the

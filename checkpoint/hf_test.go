@@ -180,21 +180,73 @@ func TestHuggingFace(t *testing.T) {
 	}
 }
 
-// Hugging Face configurations megago cannot represent are refused, naming the setting.
+// llamaCfg returns a tiny LlamaConfig-style config.json of model type kind with the
+// entries of edit added.
+func llamaCfg(kind string, edit map[string]any) map[string]any {
+	cfg := map[string]any{"model_type": kind, "num_hidden_layers": 2.0, "hidden_size": 8.0, "num_attention_heads": 2.0,
+		"intermediate_size": 8.0, "vocab_size": 10.0, "max_position_embeddings": 64.0}
+	for k, v := range edit {
+		cfg[k] = v
+	}
+	return cfg
+}
+
+// llama3Scaling returns Llama 3.1's rope_scaling with the entries of edit replaced.
+func llama3Scaling(edit map[string]any) map[string]any {
+	s := map[string]any{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+		"original_max_position_embeddings": 8192.0}
+	for k, v := range edit {
+		s[k] = v
+	}
+	return s
+}
+
+// Hugging Face configurations megago cannot represent are refused, naming the setting
+// and its value.
 func TestHFConfigRejects(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  map[string]any
 		want string
 	}{
-		{map[string]any{"model_type": "mistral"}, `model_type "mistral"`},
+		{map[string]any{"model_type": "falcon"}, `model_type "falcon"`},
 		{map[string]any{"model_type": "gpt2", "n_layer": 2.0}, "n_embd missing"},
-		{map[string]any{"model_type": "llama", "num_hidden_layers": 2.0, "hidden_size": 8.0, "num_attention_heads": 2.0,
-			"intermediate_size": 8.0, "vocab_size": 10.0, "rope_scaling": map[string]any{"type": "linear"}}, "rope_scaling"},
+		{llamaCfg("llama", map[string]any{"rope_scaling": map[string]any{"type": "linear"}}), `rope_scaling.type = "linear" (megago implements default and llama3`},
+		{llamaCfg("llama", map[string]any{"rope_scaling": llama3Scaling(map[string]any{"low_freq_factor": 2.0})}),
+			"rope_scaling.low_freq_factor = 2 (megago's llama3 scaling has 1, as Llama 3.1)"},
+		{llamaCfg("llama", map[string]any{"rope_scaling": llama3Scaling(map[string]any{"original_max_position_embeddings": 4096.0})}),
+			"rope_scaling.original_max_position_embeddings = 4096 (megago's llama3 scaling has 8192"},
+		{llamaCfg("llama", map[string]any{"rope_scaling": llama3Scaling(map[string]any{"factor": -1.0})}), "rope_scaling.factor = -1 (want a positive number)"},
+		{llamaCfg("llama", map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn", "rope_theta": 1e4}}), `rope_parameters.rope_type = "yarn"`},
+		{llamaCfg("llama", map[string]any{"attention_bias": true}), "attention_bias = true (Llama-style models have no biases"},
+		{llamaCfg("llama", map[string]any{"mlp_bias": true}), "mlp_bias = true"},
+		{llamaCfg("mistral", map[string]any{"sliding_window": 16.0}), "sliding_window = 16 (sliding-window attention is not implemented; a window of at least max_position_embeddings 64 is accepted)"},
+		{llamaCfg("qwen2", map[string]any{"use_sliding_window": true, "max_window_layers": 1.0}),
+			"use_sliding_window = true (with max_window_layers 1 < num_hidden_layers 2: sliding-window attention is not implemented)"},
+		{llamaCfg("qwen2", map[string]any{"layer_types": []any{"full_attention", "sliding_attention"}}),
+			`layer_types[1] = "sliding_attention" (only full_attention is implemented)`},
+		{llamaCfg("llama", map[string]any{"hidden_act": "gelu"}), "hidden_act gelu"},
+		{llamaCfg("llama", map[string]any{"num_key_value_heads": 3.0}), "num_key_value_heads = 3 (must divide num_attention_heads 2"},
+		{llamaCfg("llama", map[string]any{"head_dim": 5.0}), "head_dim = 5 (with hidden_size 8 and num_attention_heads 2: RoPE needs an even head size)"},
+		{map[string]any{"model_type": "gpt2", "n_layer": 2.0, "n_embd": 8.0, "n_head": 2.0, "vocab_size": 10.0, "n_positions": 8.0,
+			"scale_attn_by_inverse_layer_idx": true}, "scale_attn_by_inverse_layer_idx = true"},
 		{map[string]any{"model_type": "bert", "num_hidden_layers": 2.0, "hidden_size": 8.0, "num_attention_heads": 2.0,
 			"vocab_size": 10.0, "max_position_embeddings": 8.0, "hidden_act": "swish"}, "hidden_act swish"},
 	} {
-		if _, err := ModelFromHFConfig(tc.cfg); err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {
+		if _, err := ModelFromHFConfig(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	// What is accepted: Mistral without a window reaching max_position_embeddings, Qwen2
+	// without sliding layers, Llama 3.1's scaling (as transformers 4 and 5 write it).
+	for _, cfg := range []map[string]any{
+		llamaCfg("mistral", map[string]any{"sliding_window": nil}),
+		llamaCfg("mistral", map[string]any{"sliding_window": 64.0}),
+		llamaCfg("qwen2", map[string]any{"use_sliding_window": false, "sliding_window": 4096.0, "max_window_layers": 1.0}),
+		llamaCfg("llama", map[string]any{"rope_scaling": llama3Scaling(nil)}),
+		llamaCfg("llama", map[string]any{"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 5e5}}),
+	} {
+		if _, err := ModelFromHFConfig(cfg); err != nil {
+			t.Errorf("%v: %v", cfg, err)
 		}
 	}
 	// Export refuses a GPT Hugging Face has no class for.
@@ -206,9 +258,8 @@ func TestHFConfigRejects(t *testing.T) {
 	// Nor one whose Megatron variants config.json would not describe.
 	for _, edit := range []func(c *nn.GPTConfig){
 		func(c *nn.GPTConfig) { c.QKNorm = true },
-		func(c *nn.GPTConfig) { c.QKVBias = true },
-		func(c *nn.GPTConfig) { c.RoPEScaling = 8 },
 		func(c *nn.GPTConfig) { c.RotaryPercent = 0.5 },
+		func(c *nn.GPTConfig) { c.QKVBias, c.HeadSize = true, 8 }, // Qwen2's config has no head_dim
 	} {
 		c := nn.LlamaConfig(2, 16, 4, 2, 32, 50)
 		c.TransformerConfig = c.Defaults()

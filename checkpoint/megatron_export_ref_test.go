@@ -53,7 +53,7 @@ func seededGPT(t *testing.T, cfg nn.GPTConfig) (Model, map[string]*tensor.Tensor
 	if err != nil {
 		t.Fatal(err)
 	}
-	return GPTModel(m.Config), seededParams(dev, m.Params())
+	return GPTModel(m.Config), seededParams(m.Params(), 20261130)
 }
 
 // exportInputs returns the token ids [2, 12] the Megatron export references are run on.

@@ -25,7 +25,8 @@ type hfRule struct {
 }
 
 // hfRules returns the mapping of the GPT's parameters (whole model) to GPT-2's or Llama's
-// names, by the model's position encoding.
+// names, by the model's position encoding. A Llama-style GPT with QKVBias (Qwen2) has
+// q_proj, k_proj and v_proj biases; a tied one has no lm_head.weight.
 func (m *GPT) hfRules() []hfRule {
 	c := m.Config
 	var rs []hfRule
@@ -36,6 +37,9 @@ func (m *GPT) hfRules() []hfRule {
 			l, h := fmt.Sprintf("layers.%d.", i), fmt.Sprintf("model.layers.%d.", i)
 			add(l+"norm1.weight", hfCopy, h+"input_layernorm.weight")
 			add(l+"attn.qkv.weight", hfSplitQKV, h+"self_attn.q_proj.weight", h+"self_attn.k_proj.weight", h+"self_attn.v_proj.weight")
+			if c.QKVBias {
+				add(l+"attn.qkv.bias", hfSplitQKV, h+"self_attn.q_proj.bias", h+"self_attn.k_proj.bias", h+"self_attn.v_proj.bias")
+			}
 			add(l+"attn.proj.weight", hfCopy, h+"self_attn.o_proj.weight")
 			add(l+"norm2.weight", hfCopy, h+"post_attention_layernorm.weight")
 			add(l+"mlp.gate.weight", hfCopy, h+"mlp.gate_proj.weight")
@@ -43,7 +47,9 @@ func (m *GPT) hfRules() []hfRule {
 			add(l+"mlp.fc2.weight", hfCopy, h+"mlp.down_proj.weight")
 		}
 		add("final_norm.weight", hfCopy, "model.norm.weight")
-		add("output.weight", hfVocab, "lm_head.weight")
+		if c.Untied {
+			add("output.weight", hfVocab, "lm_head.weight")
+		}
 		return rs
 	}
 	add("embedding.word.weight", hfVocab, "transformer.wte.weight")

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"megago/checkpoint"
 	"megago/tensor"
@@ -23,10 +25,17 @@ Convert reads the checkpoint SRC and writes DST:
                               state included (any layout can load any other, but
                               a resharded copy reads fewer files per rank)
   --from megago --to hf       export the model to a Hugging Face directory
-                              (model.safetensors and config.json): GPT-2, Llama,
-                              BERT (BertForPreTraining) or T5
+                              (model.safetensors and config.json): GPT-2, Llama
+                              (with Llama 3.1's rope scaling), Qwen2 (a Llama
+                              with a QKV bias), BERT (BertForPreTraining) or T5;
+                              with -max-shard-size, in shards with
+                              model.safetensors.index.json
   --from hf                   import a Hugging Face directory (to megago: a
-                              weights-only checkpoint at -tp/-pp)
+                              weights-only checkpoint at -tp/-pp): GPT-2, Llama,
+                              Mistral (without sliding window), Qwen2, BERT or
+                              T5, from model.safetensors, a sharded
+                              model.safetensors.index.json, pytorch_model.bin or
+                              a sharded pytorch_model.bin.index.json
   --from megatron             import a Megatron-LM legacy checkpoint
                               (iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt) of a
                               GPT (Megatron-core names with local or Transformer
@@ -55,6 +64,8 @@ type convertFlags struct {
 	tp, pp         int
 	iteration      int
 	vocab          int
+	maxShard       string
+	shardBytes     int64 // maxShard parsed
 	src, dst       string
 	layoutExplicit bool
 	megatron       checkpoint.MegatronExportOptions // --to megatron: TP, PP and the iteration are set by run
@@ -77,6 +88,7 @@ func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&c.fp16, "fp16", false, "Megatron destination: write the parameters in float16")
 	fs.IntVar(&c.iteration, "iteration", 0, "iteration of a megago or Megatron source (0: the latest)")
 	fs.IntVar(&c.vocab, "vocab-size", 0, "Megatron source: the tokenizer's vocabulary size without padding (0: from its arguments, else the padded size)")
+	fs.StringVar(&c.maxShard, "max-shard-size", "", "Hugging Face destination: the most bytes per safetensors shard, as transformers' max_shard_size (5GB, 500MiB, 1000000; empty: one file)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -104,6 +116,10 @@ func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // check reports flag combinations convert cannot do.
 func (c *convertFlags) check() error {
+	var err error
+	if c.shardBytes, err = parseByteSize(c.maxShard); err != nil {
+		return fmt.Errorf("-max-shard-size: %w", err)
+	}
 	switch {
 	case c.from != "megago" && c.from != "hf" && c.from != "megatron":
 		return fmt.Errorf("-from %q: want megago, hf or megatron", c.from)
@@ -117,6 +133,8 @@ func (c *convertFlags) check() error {
 		return errors.New("-bf16 and -fp16 exclude each other")
 	case c.tp < 1 || c.pp < 1:
 		return fmt.Errorf("-tp %d and -pp %d must be at least 1", c.tp, c.pp)
+	case c.maxShard != "" && c.to != "hf":
+		return errors.New("-max-shard-size applies to a Hugging Face destination only")
 	case c.vocab != 0 && c.from != "megatron":
 		return errors.New("-vocab-size applies to a Megatron source only")
 	case c.iteration < 0 || c.iteration > 0 && c.from == "hf":
@@ -169,7 +187,7 @@ func (c *convertFlags) run(ctx context.Context, stdout, stderr io.Writer) error 
 	}
 	switch c.to {
 	case "hf":
-		err = checkpoint.ExportHF(c.dst, model, global)
+		err = checkpoint.ExportHFWith(c.dst, model, global, checkpoint.HFExportOptions{MaxShardSize: c.shardBytes})
 	case "megatron":
 		var loadNotes []string
 		loadNotes, err = checkpoint.ExportMegatron(c.dst, model, global, c.megatronOptions(it, used))
@@ -216,4 +234,22 @@ func (c *convertFlags) report(w io.Writer, m checkpoint.Model, what string) erro
 	}
 	_, err := fmt.Fprintf(w, "converted %s %s%s to %s %s%s: a %s model\n", c.from, c.src, what, c.to, c.dst, layout, m.Arch)
 	return err
+}
+
+// parseByteSize reads a size as transformers' max_shard_size does: a number of bytes,
+// optionally with a unit KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
+// The empty string is 0.
+func parseByteSize(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	num := strings.TrimRight(s, "BbKkMmGgIi")
+	unit := strings.ToUpper(s[len(num):])
+	mult, ok := map[string]float64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9,
+		"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}[unit]
+	x, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if !ok || err != nil || !(x > 0) || x*mult >= 1<<62 {
+		return 0, fmt.Errorf("%q is not a positive size (a number of bytes, or with KB, MB, GB, KiB, MiB or GiB)", s)
+	}
+	return int64(x * mult), nil
 }

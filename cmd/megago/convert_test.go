@@ -14,6 +14,45 @@ import (
 // checkpoint/testdata/gen.py.
 const checkpointTestdata = "../../checkpoint/testdata"
 
+// A Llama's sharded pytorch_model.bin files (checkpoint/testdata/export/llama/bin,
+// written by PyTorch from the safetensors export beside them) convert to sharded
+// safetensors (-max-shard-size) and from those to one model.safetensors holding the
+// export's bytes.
+func TestConvertCommandHFLayouts(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(checkpointTestdata, "export", "llama")
+	sharded, single := filepath.Join(dir, "sharded"), filepath.Join(dir, "single")
+	for _, args := range [][]string{
+		{"-from", "hf", "-to", "hf", "-max-shard-size", "8KiB", filepath.Join(src, "bin"), sharded},
+		{"-from", "hf", "-to", "hf", sharded, single},
+	} {
+		if _, stderr, err := run(t, append([]string{"convert"}, args...)...); err != nil {
+			t.Fatalf("megago convert %v: %v\n%s", args, err, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(sharded, "model.safetensors.index.json")); err != nil {
+		t.Errorf("-max-shard-size wrote no index: %v", err)
+	}
+	sameWeights(t, src, single, "pytorch_model.bin and shards")
+}
+
+// sameWeights checks that the Hugging Face directories a and b hold the same
+// model.safetensors, which went through via.
+func sameWeights(t *testing.T, a, b, via string) {
+	t.Helper()
+	x, err := os.ReadFile(filepath.Join(a, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(filepath.Join(b, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(x, y) {
+		t.Errorf("the model changed on its way through %s (%d and %d bytes)", via, len(x), len(y))
+	}
+}
+
 // A Megatron checkpoint (TP=2) goes to Hugging Face, to a megago checkpoint at TP=2, is
 // resharded to PP=2 and exported to Hugging Face again: both exports hold the same bytes.
 func TestConvertCommandRoundTrip(t *testing.T) {
@@ -33,17 +72,7 @@ func TestConvertCommandRoundTrip(t *testing.T) {
 			t.Errorf("megago convert %v printed %q", args, stdout)
 		}
 	}
-	a, err := os.ReadFile(filepath.Join(hf1, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(hf2, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Errorf("the model changed on its way through megago checkpoints (%d and %d bytes)", len(a), len(b))
-	}
+	sameWeights(t, hf1, hf2, "megago checkpoints")
 	m, err := checkpoint.ReadManifest(filepath.Join(mg3, checkpoint.IterDir(0)))
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +144,8 @@ func TestConvertCommandUsage(t *testing.T) {
 		{[]string{"-from", "onnx", "a", "b"}, `-from "onnx"`},
 		{[]string{"-to", "hf", "-tp", "2", "a", "b"}, "megago destination only"},
 		{[]string{"-vocab-size", "3", "a", "b"}, "Megatron source only"},
+		{[]string{"-max-shard-size", "5GB", "a", "b"}, "Hugging Face destination only"},
+		{[]string{"-to", "hf", "-max-shard-size", "5XB", "a", "b"}, `"5XB" is not a positive size`},
 		{[]string{"a", "a"}, "in place"},
 		{[]string{"-to", "megatron", "-transformer-impl", "apex", "a", "b"}, `-transformer-impl "apex"`},
 		{[]string{"-to", "hf", "-bf16", "a", "b"}, "Megatron destination only"},

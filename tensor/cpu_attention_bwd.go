@@ -170,7 +170,7 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq 
 	i0 := qt * attnQTile
 	bq := min(attnQTile, w.tq-i0)
 	wq := min(kt.wk, w.visible(i0+bq-1)-j0) // keys any query of the tile sees
-	if wq <= 0 {
+	if wq <= 0 || w.segs != nil && w.segs.hidden(b, qt, j0/attnKTile) {
 		return
 	}
 	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]

@@ -73,7 +73,7 @@ type AttentionArgs struct {
 	// Segments[b, j] ≠ Segments[b, i + Tk − Tq] (AttentionOptions.Segments).
 	Segments Span
 	Out      Span // [B, NH, Tq, HS]: the forward's output, the backward's input
-	LSE        Span // [B, NH, Tq] in Q.DType.Compute(): log-sum-exp of each row's logits
+	LSE      Span // [B, NH, Tq] in Q.DType.Compute(): log-sum-exp of each row's logits
 }
 
 // AttentionGrads are the gradients of AttentionKernels.AttentionBackward: DOut and DLSE

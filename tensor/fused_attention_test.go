@@ -28,7 +28,7 @@ type attnCase struct {
 	dropout            float64
 	fullyMasked        bool // some row sees no key (lse −∞, whose reference gradient is NaN)
 	scale              float64
-	dropFull, dropFrom []int // the dropout region (nil: the whole tensor)
+	dropFull, dropFrom []int   // the dropout region (nil: the whole tensor)
 	docs               [][]int // per batch, the lengths of the documents packed into Tk keys: Segments
 }
 

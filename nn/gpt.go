@@ -136,9 +136,9 @@ func (m *GPT) Embed(p *Pass, ids *tensor.Tensor, pastLen int) *tensor.Tensor {
 // embed is Embed with each token's position given by positions [B, T] when not nil.
 func (m *GPT) embed(p *Pass, ids *tensor.Tensor, pastLen int, positions *tensor.Tensor) *tensor.Tensor {
 	beforeForward(m.Word)
-	x := m.Word.Forward(p, ids)                // [B, T, C]
+	x := m.Word.Forward(p, ids)               // [B, T, C]
 	x = m.positions(m, x, pastLen, positions) // [B, T, C]
-	x = m.region.fromEmbedding(p, x) // [B, T/tp, C] under sequence parallelism
+	x = m.region.fromEmbedding(p, x)          // [B, T/tp, C] under sequence parallelism
 	return m.region.dropout(p, x, m.Config.Dropout, "embedding.dropout")
 }
 

@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,6 +31,21 @@ func TestAttentionSegmentsArePackedDocuments(t *testing.T) {
 			requireCloseScaled(t, tensor.ToSlice[float64](w), tensor.ToSlice[float64](got), 2e-5, name)
 		}
 		from += n
+	}
+}
+
+// TestAttentionOneSegmentIsUnmasked: Segments holding one document give the results of
+// attention without them, bit for bit (every tile takes the unmasked path).
+func TestAttentionOneSegmentIsUnmasked(t *testing.T) {
+	dev := tensor.NewCPU()
+	c := attnCase{b: 2, nh: 2, g: 1, tq: 70, tk: 200, hs: 8, causal: true, docs: [][]int{{200}, {200}}}
+	in := newAttnInputs(dev, c, tensor.F32, 12)
+	with := attnBits(in)
+	in.o.Segments = nil
+	for name, want := range attnBits(in) {
+		if i := firstDiff(with[name], want); i >= 0 {
+			t.Errorf("%s differs at element %d", name, i)
+		}
 	}
 }
 
@@ -64,4 +80,35 @@ func TestSegmentMask(t *testing.T) {
 		1, 1, 0,
 	}, tensor.ToSlice[float32](m))
 	expectPanic(t, "want int32 [B, Tk] with Tk ≥ 4", func() { tensor.SegmentMask(seg, 4, nil) })
+}
+
+// BenchmarkAttentionDocuments times causal attention (NH = 4, HS = 64, float32, T = 2048)
+// forward and backward over one document and over documents of 256 tokens (Segments),
+// whose tiles of keys in other documents the kernel skips:
+//
+//	go test ./tensor -run '^$' -bench AttentionDocuments -benchtime 3x
+//
+// tok/s counts the sequence's tokens.
+func BenchmarkAttentionDocuments(b *testing.B) {
+	const nh, t, hs = 4, 2048, 64
+	dev := tensor.NewCPU()
+	for _, doc := range []int{t, 256} {
+		b.Run(fmt.Sprintf("doc=%d", doc), func(b *testing.B) {
+			docs := make([]int, t/doc)
+			for i := range docs {
+				docs[i] = doc
+			}
+			c := attnCase{b: 1, nh: nh, g: nh, tq: t, tk: t, hs: hs, causal: true, docs: [][]int{docs}}
+			in := newAttnInputs(dev, c, tensor.F32, 1)
+			b.ResetTimer()
+			for range b.N {
+				s := dev.NewScope()
+				q, k, v := in.q.Detach().SetRequiresGrad(true), in.k.Detach().SetRequiresGrad(true), in.v.Detach().SetRequiresGrad(true)
+				out, _ := tensor.Attention(q, k, v, in.o)
+				out.BackwardWithGrad(in.dout)
+				s.Close()
+			}
+			b.ReportMetric(float64(t*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
 }

@@ -144,10 +144,15 @@ func newAttnGeom[T float](a AttentionArgs, p AttentionParams) attnGeom {
 	return g
 }
 
-// general reports whether logits need a pass of their own (attnCall.logits) rather than
-// folding the scale into the exponential.
-func (c *attnCall[T]) general() bool {
-	return c.bias != nil || c.mask32 != nil || c.mask64 != nil || c.segs != nil || c.p.Scale < 0
+// general reports whether the logits of query tile qt and key tile kt of sample b need a
+// pass of their own (attnCall.logits) rather than folding the scale into the
+// exponential: always with a bias, a mask or a negative scale; with Segments, unless the
+// tile's queries and keys are all of one segment.
+func (c *attnCall[T]) general(b, qt, kt int) bool {
+	if c.bias != nil || c.mask32 != nil || c.mask64 != nil || c.p.Scale < 0 {
+		return true
+	}
+	return c.segs != nil && !c.segs.uniform(b, qt, kt)
 }
 
 // logits turns row (the scores of query i, keys j0…j0+len(row)−1 of head (b, h)) into
@@ -176,8 +181,8 @@ func (c *attnCall[T]) logits(row []T, b, h, i, j0 int) {
 
 // expScale returns the scale the exponentials apply to a row after logits (1 when the
 // general pass ran, else Scale).
-func (c *attnCall[T]) expScale() float64 {
-	if c.general() {
+func (c *attnCall[T]) expScale(general bool) float64 {
+	if general {
 		return 1
 	}
 	return c.p.Scale
@@ -321,12 +326,13 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	for r := range m {
 		m[r], l[r] = math.Inf(-1), 0
 	}
-	sc := c.expScale()
 	kEnd := c.visible(i0 + bq - 1)
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		if c.segs != nil && c.segs.hidden(b, qt, j0/attnKTile) {
 			continue
 		}
+		gen := c.general(b, qt, j0/attnKTile)
+		sc := c.expScale(gen)
 		w := min(attnKTile, kEnd-j0)
 		s, pr := t.s[:bq*w], t.s[:bq*w] // [bq, w]: the probabilities overwrite the scores
 		kT, v := c.keyTile(t, kvh, j0)
@@ -336,7 +342,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 			lim := min(w, max(0, c.visible(i0+r)-j0))
 			srow, prow := s[r*w:r*w+lim], pr[r*w:(r+1)*w]
 			clear(prow[lim:])
-			if c.general() {
+			if gen {
 				c.logits(srow, b, h, i0+r, j0)
 			}
 			mNew := m[r]

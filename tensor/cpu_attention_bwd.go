@@ -216,7 +216,8 @@ func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, 
 func (w *attnBwd[T]) rows(t *attnTiles[T], b, h, i0, bq, j0, wq int, pz []T) {
 	bh := b*w.nh + h
 	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]
-	sc := w.expScale()
+	gen := w.general(b, i0/attnQTile, j0/attnKTile)
+	sc := w.expScale(gen)
 	for r := 0; r < bq; r++ {
 		i := i0 + r
 		lim := min(wq, max(0, w.visible(i)-j0))
@@ -228,7 +229,7 @@ func (w *attnBwd[T]) rows(t *attnTiles[T], b, h, i0, bq, j0, wq int, pz []T) {
 		clear(prow[lim:])
 		clear(dprow[lim:])
 		if lim > 0 {
-			if w.general() {
+			if gen {
 				w.logits(srow, b, h, i, j0)
 			}
 			rowExpSum(prow[:lim], srow[:lim], sc, -lse)

@@ -4,7 +4,9 @@ package tensor
 // whose key is in another segment than its query is −∞ (attnCall.logits), and a pair of
 // a query tile and a key tile that share no segment is skipped whole, in the forward and
 // the backward, which for packed documents skips the tiles below the diagonal blocks.
-// Skipping changes no bit: such a tile adds e^(−∞) = 0 to every sum.
+// Skipping changes no bit: such a tile adds e^(−∞) = 0 to every sum. A tile whose
+// queries and keys are all of one segment needs no mask and takes the path of an
+// unmasked call (the scale folded into the exponential).
 
 // attnSegs are a call's segment ids and, per sample and tile, the least and greatest id
 // its queries or keys hold.
@@ -50,6 +52,13 @@ func (a *attnSegs) ranges(g *attnGeom, n, size, off, end int) (lo, hi []int32) {
 func (a *attnSegs) hidden(b, qt, kt int) bool {
 	q, k := b*a.nqt+qt, b*a.nkt+kt
 	return a.qhi[q] < a.klo[k] || a.khi[k] < a.qlo[q]
+}
+
+// uniform reports whether every query of tile qt and every key of tile kt in sample b
+// are of one segment, so that no logit of the tile is masked by segments.
+func (a *attnSegs) uniform(b, qt, kt int) bool {
+	q, k := b*a.nqt+qt, b*a.nkt+kt
+	return a.qlo[q] == a.qhi[q] && a.klo[k] == a.khi[k] && a.qlo[q] == a.klo[k]
 }
 
 // query returns the segment of query i of sample b.

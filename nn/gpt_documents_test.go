@@ -46,7 +46,7 @@ func gptTokens(t *testing.T, c parallel.Comm, m *GPT, ids, labels []int64, b int
 // the per-token losses summed over the documents: what --reset-position-ids with
 // --reset-attention-mask promise. Learned positions and RoPE (per-sample rotation: the
 // two samples' positions differ), fused and unfused attention, TP=2 with sequence
-// parallelism.
+// parallelism, activation recomputation.
 func TestGPTPackedDocumentsEqualSeparate(t *testing.T) {
 	gpt2 := GPTConfig{TransformerConfig: TransformerConfig{NumLayers: 2, Hidden: 16, Heads: 4, Vocab: 50,
 		MaxPosition: 8, Bias: true}, VocabMultiple: 1}
@@ -59,22 +59,25 @@ func TestGPTPackedDocumentsEqualSeparate(t *testing.T) {
 	segs := []int32{0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}
 	pos := []int32{0, 1, 2, 3, 4, 5, 0, 1, 0, 1, 2, 3, 4, 5, 6, 7}
 	for _, tc := range []struct {
-		name    string
-		cfg     GPTConfig
-		tp      int
-		unfused bool
+		name      string
+		cfg       GPTConfig
+		tp        int
+		unfused   bool
+		recompute Recompute
 	}{
-		{"learned", gpt2, 1, false},
-		{"rope_gqa", llama, 1, false},
-		{"rope_unfused", llama, 1, true},
-		{"learned_tp2_sp", gpt2, 2, false},
-		{"rope_tp2_sp", llama, 2, false},
+		{"learned", gpt2, 1, false, RecomputeNone},
+		{"rope_gqa", llama, 1, false, RecomputeNone},
+		{"rope_unfused_recompute_selective", llama, 1, true, RecomputeSelective},
+		{"learned_recompute_full", gpt2, 1, false, RecomputeFull},
+		{"learned_tp2_sp", gpt2, 2, false, RecomputeNone},
+		{"rope_tp2_sp", llama, 2, false, RecomputeNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runs := onRanks(t, tc.tp, func(c parallel.Comm, dev *tensor.Device) ([2]packedRun, error) {
 				var res [2]packedRun // packed, separate
 				for k := range res {
-					b := &Builder{Dev: dev, DType: tensor.F64, RNG: tensor.NewRNG(7), TP: c, SequenceParallel: c.Size() > 1, Unfused: tc.unfused}
+					b := &Builder{Dev: dev, DType: tensor.F64, RNG: tensor.NewRNG(7), TP: c, SequenceParallel: c.Size() > 1,
+						Unfused: tc.unfused, Recompute: tc.recompute}
 					m, err := NewGPT(b, tc.cfg, Stage{})
 					if err != nil {
 						return res, err

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"megago/data"
+	"megago/internal/fakedev"
 	"megago/tensor"
 )
 
@@ -136,4 +137,16 @@ func TestDocumentFlagsReachTheBatches(t *testing.T) {
 	}
 	b.Segments = nil
 	assert.Nil(t, gptBatches{b}.microBatches(dev, true)(0).Segments)
+}
+
+// TestDocumentFlagsOnDevice: with the three flags, a run on a device that is not the
+// CPU (the fake backend: a tensor left on the CPU would panic meeting the device's)
+// gives the CPU's losses bit for bit, RoPE and TP=2 with sequence parallelism.
+func TestDocumentFlagsOnDevice(t *testing.T) {
+	args := append([]string{"--data-path", shortDocuments(t), "--split", "90,10,0", "--train-iters", "2", "--eval-iters", "0",
+		"--gen-tokens", "0", "--position-embedding-type", "rope", "--ranks", "2", "--tensor-model-parallel-size", "2",
+		"--sequence-parallel"}, docArgs...)
+	cpu, _ := runTiny(t, tinyArgs(t, args...))
+	fake, _ := runTiny(t, tinyArgs(t, append(args, "--device", fakedev.Name)...))
+	assert.Equal(t, cpu.Losses, fake.Losses, "training losses")
 }

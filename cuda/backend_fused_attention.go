@@ -13,7 +13,7 @@ import "megago/tensor"
 func (b *Backend) Attention(a tensor.AttentionArgs, p tensor.AttentionParams) {
 	h := b.hostRun()
 	h.cpu.Attention(tensor.AttentionArgs{Q: h.in(a.Q), K: h.in(a.K), V: h.in(a.V), Mask: h.in(a.Mask),
-		Bias: h.in(a.Bias), Out: h.out(a.Out), LSE: h.out(a.LSE)}, p)
+		Bias: h.in(a.Bias), Segments: h.in(a.Segments), Out: h.out(a.Out), LSE: h.out(a.LSE)}, p)
 	h.done()
 }
 
@@ -21,7 +21,7 @@ func (b *Backend) Attention(a tensor.AttentionArgs, p tensor.AttentionParams) {
 func (b *Backend) AttentionBackward(a tensor.AttentionArgs, g tensor.AttentionGrads, p tensor.AttentionParams) {
 	h := b.hostRun()
 	ha := tensor.AttentionArgs{Q: h.in(a.Q), K: h.in(a.K), V: h.in(a.V), Mask: h.in(a.Mask), Bias: h.in(a.Bias),
-		Out: h.in(a.Out), LSE: h.in(a.LSE)}
+		Segments: h.in(a.Segments), Out: h.in(a.Out), LSE: h.in(a.LSE)}
 	hg := tensor.AttentionGrads{DOut: h.in(g.DOut), DLSE: h.in(g.DLSE),
 		DQ: h.out(g.DQ), DK: h.out(g.DK), DV: h.out(g.DV), DBias: h.out(g.DBias)}
 	h.cpu.AttentionBackward(ha, hg, p)

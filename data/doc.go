@@ -106,7 +106,9 @@
 // under 80% of an epoch), a sample index of (document position, offset) rows where
 // sample k reads stream tokens [k·s, k·s+s] so consecutive samples share one token,
 // and a shuffle index. Tokens are sample[:-1], labels sample[1:]; attention is causal
-// and no mask is built; EODMaskLoss and ResetPositionIDs are optional. Indices are
+// and no mask is built; EODMaskLoss, ResetPositionIDs and ResetAttentionMask (each
+// token's document, GPTSample.Segments, in place of Megatron's [T, T] mask) are
+// optional. Indices are
 // cached by IndexCache under a hash of everything they depend on — the configuration,
 // the source's name and a digest of its contents (the SHA-256 of the .idx file, not its
 // size or time), so a dataset regenerated under the same name gets new indices — and

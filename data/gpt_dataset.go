@@ -17,16 +17,20 @@ type GPTConfig struct {
 	Seed uint64
 	// Split is Megatron's --split, e.g. "969,30,1"; "" means DefaultSplit.
 	Split string
-	// EOD is the end-of-document token, used by EODMaskLoss and ResetPositionIDs; -1 if
-	// there is none.
+	// EOD is the end-of-document token, used by EODMaskLoss, ResetPositionIDs and
+	// ResetAttentionMask; -1 if there is none.
 	EOD int32
 	// EODMaskLoss zeroes the loss mask where the input token is EOD (Megatron's
 	// --eod-mask-loss): the model is not trained to predict across documents.
 	EODMaskLoss bool
 	// ResetPositionIDs restarts position ids at 0 after every EOD input token (Megatron's
-	// --reset-position-ids). Attention stays causal over the whole sample; Megatron's
-	// --reset-attention-mask is not provided.
+	// --reset-position-ids).
 	ResetPositionIDs bool
+	// ResetAttentionMask gives each sample the document of each input token
+	// (GPTSample.Segments), so that attention does not cross an EOD input token
+	// (Megatron's --reset-attention-mask, whose mask hides positions ≤ i from positions
+	// > i after an EOD at i).
+	ResetAttentionMask bool
 	// Name identifies the source in the cache key: a path or any caller-given name, the
 	// same on every rank. If it is empty and the source has a method Prefix() string
 	// (IndexedDataset), the prefix made absolute is used. Required when Cache.Dir is set
@@ -44,8 +48,8 @@ func (c GPTConfig) Validate() error {
 	if _, err := ParseSplit(c.Split); err != nil {
 		return err
 	}
-	if (c.EODMaskLoss || c.ResetPositionIDs) && c.EOD < 0 {
-		return fmt.Errorf("data: GPTConfig: EODMaskLoss or ResetPositionIDs needs an EOD id, got %d", c.EOD)
+	if (c.EODMaskLoss || c.ResetPositionIDs || c.ResetAttentionMask) && c.EOD < 0 {
+		return fmt.Errorf("data: GPTConfig: EODMaskLoss, ResetPositionIDs or ResetAttentionMask needs an EOD id, got %d", c.EOD)
 	}
 	return nil
 }
@@ -79,6 +83,10 @@ type GPTSample struct {
 	Labels      []int32   // [T] targets, sample[1:]
 	LossMask    []float32 // [T] 1, or 0 where the input is EOD with EODMaskLoss
 	PositionIDs []int32   // [T] 0..T−1, restarted after EOD with ResetPositionIDs
+	// Segments [T] number the documents of the sample's inputs with ResetAttentionMask:
+	// 0 at the start, one more after each EOD input (which ends its document). Nil
+	// without ResetAttentionMask.
+	Segments []int32
 }
 
 // NewGPTDataset builds (or loads from cfg.Cache) the indices of split part of src for at

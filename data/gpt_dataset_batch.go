@@ -3,7 +3,8 @@ package data
 import "context"
 
 // GPTBatch is a micro-batch of B GPT samples of T tokens, row-major. Attention is causal
-// over each row, so the batch carries no attention mask.
+// over each row (and within each document with GPTConfig.ResetAttentionMask: Segments),
+// so the batch carries no attention mask.
 type GPTBatch struct {
 	B, T        int
 	Indices     []int     // [B] dataset sample indices
@@ -11,15 +12,20 @@ type GPTBatch struct {
 	Labels      []int32   // [B*T]
 	LossMask    []float32 // [B*T]
 	PositionIDs []int32   // [B*T]
+	Segments    []int32   // [B*T] with GPTConfig.ResetAttentionMask, else nil
 }
 
 // Row returns sample b of the batch as views into its slices.
 func (g GPTBatch) Row(b int) GPTSample {
 	lo, hi := b*g.T, (b+1)*g.T
-	return GPTSample{
+	s := GPTSample{
 		Tokens: g.Tokens[lo:hi:hi], Labels: g.Labels[lo:hi:hi],
 		LossMask: g.LossMask[lo:hi:hi], PositionIDs: g.PositionIDs[lo:hi:hi],
 	}
+	if g.Segments != nil {
+		s.Segments = g.Segments[lo:hi:hi]
+	}
+	return s
 }
 
 // CollateGPT returns a Loader collate function that reads the samples of a micro-batch
@@ -47,6 +53,9 @@ func CollateGPT(ds Dataset[GPTSample]) func(ctx context.Context, indices []int) 
 			g.Labels = append(g.Labels, s.Labels...)
 			g.LossMask = append(g.LossMask, s.LossMask...)
 			g.PositionIDs = append(g.PositionIDs, s.PositionIDs...)
+			if s.Segments != nil {
+				g.Segments = append(g.Segments, s.Segments...)
+			}
 		}
 		return g, nil
 	}

@@ -21,12 +21,19 @@ func (d *GPTDataset) ReadSample(i int) (GPTSample, error) {
 		Tokens: toks[:s:s], Labels: toks[1:],
 		LossMask: make([]float32, s), PositionIDs: make([]int32, s),
 	}
-	pos := int32(0)
+	if d.cfg.ResetAttentionMask {
+		out.Segments = make([]int32, s)
+	}
+	pos, doc := int32(0), int32(0)
 	for j, t := range out.Tokens {
 		out.LossMask[j] = 1
 		out.PositionIDs[j] = pos
+		if out.Segments != nil {
+			out.Segments[j] = doc
+		}
 		pos++
 		if t == d.cfg.EOD && d.cfg.EOD >= 0 {
+			doc++
 			if d.cfg.EODMaskLoss {
 				out.LossMask[j] = 0
 			}

@@ -16,15 +16,15 @@ func TestGPTSampleMasksAndPositions(t *testing.T) {
 	// One document, s = 4: ⌊(9−1)/4⌋ = 2 samples, [1 9 2 3 4] and [4 5 6 9 7].
 	src := &MemorySource{Seqs: [][]int32{{1, eod, 2, 3, 4, 5, 6, eod, 7}}}
 	want := map[int32]GPTSample{
-		1: {Tokens: []int32{1, eod, 2, 3}, Labels: []int32{eod, 2, 3, 4}, LossMask: []float32{1, 0, 1, 1}, PositionIDs: []int32{0, 1, 0, 1}},
-		4: {Tokens: []int32{4, 5, 6, eod}, Labels: []int32{5, 6, eod, 7}, LossMask: []float32{1, 1, 1, 0}, PositionIDs: []int32{0, 1, 2, 3}},
+		1: {Tokens: []int32{1, eod, 2, 3}, Labels: []int32{eod, 2, 3, 4}, LossMask: []float32{1, 0, 1, 1}, PositionIDs: []int32{0, 1, 0, 1}, Segments: []int32{0, 0, 1, 1}},
+		4: {Tokens: []int32{4, 5, 6, eod}, Labels: []int32{5, 6, eod, 7}, LossMask: []float32{1, 1, 1, 0}, PositionIDs: []int32{0, 1, 2, 3}, Segments: []int32{0, 0, 0, 0}},
 	}
 	plain := map[int32]GPTSample{
 		1: {LossMask: []float32{1, 1, 1, 1}, PositionIDs: []int32{0, 1, 2, 3}},
 		4: {LossMask: []float32{1, 1, 1, 1}, PositionIDs: []int32{0, 1, 2, 3}},
 	}
 	for _, withEOD := range []bool{true, false} {
-		cfg := GPTConfig{SeqLen: 4, Split: "1", EOD: eod, EODMaskLoss: withEOD, ResetPositionIDs: withEOD}
+		cfg := GPTConfig{SeqLen: 4, Split: "1", EOD: eod, EODMaskLoss: withEOD, ResetPositionIDs: withEOD, ResetAttentionMask: withEOD}
 		ds, err := NewGPTDataset(context.Background(), src, SplitTrain, 0, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -41,9 +41,9 @@ func TestGPTSampleMasksAndPositions(t *testing.T) {
 			if !withEOD {
 				w = plain[got.Tokens[0]]
 			}
-			if !slices.Equal(got.LossMask, w.LossMask) || !slices.Equal(got.PositionIDs, w.PositionIDs) {
-				t.Errorf("EOD options %v, sample %v: loss mask %v, positions %v; want %v, %v",
-					withEOD, got.Tokens, got.LossMask, got.PositionIDs, w.LossMask, w.PositionIDs)
+			if !slices.Equal(got.LossMask, w.LossMask) || !slices.Equal(got.PositionIDs, w.PositionIDs) || !slices.Equal(got.Segments, w.Segments) {
+				t.Errorf("EOD options %v, sample %v: loss mask %v, positions %v, segments %v; want %v, %v, %v",
+					withEOD, got.Tokens, got.LossMask, got.PositionIDs, got.Segments, w.LossMask, w.PositionIDs, w.Segments)
 			}
 		}
 	}
@@ -265,9 +265,10 @@ func TestGPTIndexCacheWaitTimesOut(t *testing.T) {
 
 func TestGPTConfigValidate(t *testing.T) {
 	for name, cfg := range map[string]GPTConfig{
-		"zero seq len":     {SeqLen: 0, EOD: -1},
-		"bad split":        {SeqLen: 4, Split: "x", EOD: -1},
-		"EOD mask, no EOD": {SeqLen: 4, EOD: -1, EODMaskLoss: true},
+		"zero seq len":       {SeqLen: 0, EOD: -1},
+		"bad split":          {SeqLen: 4, Split: "x", EOD: -1},
+		"EOD mask, no EOD":   {SeqLen: 4, EOD: -1, EODMaskLoss: true},
+		"reset mask, no EOD": {SeqLen: 4, EOD: -1, ResetAttentionMask: true},
 	} {
 		if cfg.Validate() == nil {
 			t.Errorf("%s: Validate accepted %+v", name, cfg)

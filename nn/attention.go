@@ -18,6 +18,13 @@ type AttentionMask struct {
 	// Positions are the positions of the queries, for RoPE (nil: 0..Tq−1, or following a
 	// KV cache's past).
 	Positions []int
+	// PositionIDs, if not nil, are the positions of each sample's queries [B][Tq], for
+	// RoPE, in place of Positions (documents packed into a sequence: Documents).
+	PositionIDs [][]int
+	// Segments, if not nil, are the keys' documents [B, Tk] (I32): a query sees only the
+	// keys of its own document (tensor.AttentionOptions.Segments; the queries are the
+	// last Tq keys).
+	Segments *tensor.Tensor
 }
 
 // PaddingMask turns a Hugging Face attention mask [B, Tk] (1 = attend, 0 = padding) into
@@ -131,7 +138,7 @@ func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	if a.QNorm != nil {
 		q, k = a.QNorm.Forward(q), a.KNorm.Forward(k) // over HS, before RoPE as in Megatron
 	}
-	q, k = a.rope(q, k, m.Positions, cache.Len())
+	q, k = a.rope(q, k, m, cache.Len())
 	if cache != nil {
 		k, v = cache.append(k, v)
 	}

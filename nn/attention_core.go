@@ -56,7 +56,7 @@ func newAttnSpec(b *Builder, name string, cfg TransformerConfig) attnSpec {
 // fusedAttend is the attention core as tensor.Attention: grouped keys and values are
 // read in place, and the dropout mask is the one attend draws for the same probabilities.
 func fusedAttend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
-	o := tensor.AttentionOptions{Scale: a.scale, Causal: m.Causal, Mask: m.Masked, Bias: m.Bias}
+	o := tensor.AttentionOptions{Scale: a.scale, Causal: m.Causal, Mask: m.Masked, Bias: m.Bias, Segments: m.Segments}
 	if p.Train && a.dropout > 0 {
 		s := q.Shape() // [B, NH/tp, Tq, HS]
 		o.Dropout, o.RNG = a.dropout, p.RNG.Named(a.key)
@@ -79,7 +79,11 @@ func attend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tenso
 		scores = tensor.Add(tensor.Scale(scores, scale), m.Bias)
 		scale = 1
 	}
-	probs := tensor.Softmax(scores, tensor.SoftmaxOptions{Scale: scale, Causal: m.Causal, Mask: m.Masked})
+	masked := m.Masked
+	if m.Segments != nil {
+		masked = tensor.SegmentMask(m.Segments, q.Dim(2), masked) // [B, 1 or NH/tp, Tq, Tk]
+	}
+	probs := tensor.Softmax(scores, tensor.SoftmaxOptions{Scale: scale, Causal: m.Causal, Mask: masked})
 	s := probs.Shape()
 	full := s.Clone()
 	full[1] *= a.tp.Size()

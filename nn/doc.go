@@ -41,7 +41,14 @@
 //     each layer in backward, RecomputeSelective only the attention core; both replay
 //     the same dropout masks, so gradients are bit for bit those without it.
 //   - gpt.go: GPTConfig, LlamaConfig, Stage and GPT (embedding, blocks, final norm, output
-//     layer; Forward and Loss).
+//     layer; Forward and Loss); gpt_documents.go: Documents and GPT.ForwardDocuments,
+//     for sequences that pack several documents (Megatron's --reset-position-ids and
+//     --reset-attention-mask): each token's position (gathered by the learned position
+//     embedding on the first stage, rotating queries and keys per sample with RoPE on
+//     every stage) and each token's document (AttentionMask.Segments, a document mask in
+//     tensor.Attention, or tensor.SegmentMask in the unfused core). With the zero
+//     Documents it is Forward, bit for bit; packed documents give each token the logits
+//     it has when its document runs alone (gpt_documents_test.go).
 //   - bert.go, t5.go: the BERT encoder with its pre-training heads and the T5
 //     encoder-decoder. T5 runs with TP and DP only: NewT5 rejects a pipeline stage. Its
 //     MLP drops out the activation before fc2 (MLP.Dropout), as Hugging Face's T5 does.

@@ -55,11 +55,11 @@ type GPT struct {
 	// first maps the stage's input to the first layer's input (embedIDs on the first
 	// stage, else hiddenIn); last maps the last layer's output to the stage's output
 	// (logits on the last stage, else hiddenOut).
-	first func(m *GPT, p *Pass, input *tensor.Tensor, caches []*KVCache) *tensor.Tensor
+	first func(m *GPT, p *Pass, input *tensor.Tensor, d Documents, caches []*KVCache) *tensor.Tensor
 	last  func(m *GPT, p *Pass, x *tensor.Tensor) *tensor.Tensor
 	// positions adds learned position embeddings to the word embeddings
 	// ((*GPT).addPositions), or nothing (noPositions: RoPE rotates in attention).
-	positions func(m *GPT, x *tensor.Tensor, pastLen int) *tensor.Tensor
+	positions func(m *GPT, x *tensor.Tensor, pastLen int, ids *tensor.Tensor) *tensor.Tensor
 }
 
 // NewGPT builds the part of a GPT that stage holds. Parameter names: embedding.word.weight,
@@ -130,16 +130,24 @@ func (m *GPT) Params() []*Param {
 // Embed maps token ids [B, T] to the first layer's input [B, T, C] ([B, T/tp, C] under
 // sequence parallelism). pastLen is the number of positions already in a KV cache.
 func (m *GPT) Embed(p *Pass, ids *tensor.Tensor, pastLen int) *tensor.Tensor {
+	return m.embed(p, ids, pastLen, nil)
+}
+
+// embed is Embed with each token's position given by positions [B, T] when not nil.
+func (m *GPT) embed(p *Pass, ids *tensor.Tensor, pastLen int, positions *tensor.Tensor) *tensor.Tensor {
 	beforeForward(m.Word)
-	x := m.Word.Forward(p, ids)      // [B, T, C]
-	x = m.positions(m, x, pastLen)   // [B, T, C]
-	x = m.region.fromEmbedding(p, x) // [B, T/tp, C] under sequence parallelism
+	x := m.Word.Forward(p, ids)               // [B, T, C]
+	x = m.positions(m, x, pastLen, positions) // [B, T, C]
+	x = m.region.fromEmbedding(p, x)          // [B, T/tp, C] under sequence parallelism
 	return m.region.dropout(p, x, m.Config.Dropout, "embedding.dropout")
 }
 
 // addPositions adds the learned embeddings of positions [pastLen, pastLen+T) to x
-// [B, T, C]. It panics if they exceed MaxPosition.
-func (m *GPT) addPositions(x *tensor.Tensor, pastLen int) *tensor.Tensor {
+// [B, T, C], or those of ids [B, T] when not nil. It panics if they exceed MaxPosition.
+func (m *GPT) addPositions(x *tensor.Tensor, pastLen int, ids *tensor.Tensor) *tensor.Tensor {
+	if ids != nil {
+		return m.addPositionIDs(x, ids)
+	}
 	t := x.Dim(1)
 	if pastLen+t > m.Config.MaxPosition {
 		panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
@@ -150,26 +158,32 @@ func (m *GPT) addPositions(x *tensor.Tensor, pastLen int) *tensor.Tensor {
 }
 
 // noPositions is addPositions without learned positions.
-func noPositions(_ *GPT, x *tensor.Tensor, _ int) *tensor.Tensor { return x }
+func noPositions(_ *GPT, x *tensor.Tensor, _ int, _ *tensor.Tensor) *tensor.Tensor { return x }
 
 // Forward runs the stage. The first stage takes token ids [B, T]; later stages take the
 // previous stage's hidden states. The last stage returns logits [B, T, Vp/tp] (this rank's
 // slice of the padded vocabulary); other stages return hidden states. caches, if not nil,
 // holds one KV cache per layer of the stage (generation).
 func (m *GPT) Forward(p *Pass, input *tensor.Tensor, caches []*KVCache) *tensor.Tensor {
-	x := m.first(m, p, input, caches)
-	x = m.Block.Forward(p, x, LayerInput{Self: AttentionMask{Causal: true}}, caches)
+	return m.forward(p, input, Documents{}, caches)
+}
+
+// forward is Forward for the documents d (ForwardDocuments; the zero Documents for
+// Forward).
+func (m *GPT) forward(p *Pass, input *tensor.Tensor, d Documents, caches []*KVCache) *tensor.Tensor {
+	x := m.first(m, p, input, d, caches)
+	x = m.Block.Forward(p, x, LayerInput{Self: d.mask()}, caches)
 	return m.last(m, p, x)
 }
 
-// embedIDs is the first stage's input: the embedding of ids [B, T] following the
-// caches' past positions.
-func (m *GPT) embedIDs(p *Pass, ids *tensor.Tensor, caches []*KVCache) *tensor.Tensor {
+// embedIDs is the first stage's input: the embedding of ids [B, T] at d's positions, or
+// following the caches' past positions.
+func (m *GPT) embedIDs(p *Pass, ids *tensor.Tensor, d Documents, caches []*KVCache) *tensor.Tensor {
 	past := 0
 	if len(caches) > 0 {
 		past = caches[0].Len()
 	}
-	return m.Embed(p, ids, past)
+	return m.embed(p, ids, past, d.Positions)
 }
 
 // logits is the last stage's output: the final norm and the output layer, [B, T, Vp/tp].
@@ -180,8 +194,8 @@ func (m *GPT) logits(p *Pass, x *tensor.Tensor) *tensor.Tensor {
 
 // hiddenIn and hiddenOut pass hidden states through a stage that does not embed or
 // does not hold the heads.
-func hiddenIn(_ *GPT, _ *Pass, x *tensor.Tensor, _ []*KVCache) *tensor.Tensor { return x }
-func hiddenOut(_ *GPT, _ *Pass, x *tensor.Tensor) *tensor.Tensor              { return x }
+func hiddenIn(_ *GPT, _ *Pass, x *tensor.Tensor, _ Documents, _ []*KVCache) *tensor.Tensor { return x }
+func hiddenOut(_ *GPT, _ *Pass, x *tensor.Tensor) *tensor.Tensor                           { return x }
 
 // Loss returns the mean cross entropy of logits [B, T, Vp/tp] against labels [B, T],
 // over the labels that are not -100 (Hugging Face's convention), and the per-token losses.

@@ -1,16 +1,18 @@
 package nn
 
 import (
+	"fmt"
 	"math"
+	"slices"
 
 	"megago/tensor"
 )
 
 // ropeFunc rotates queries q [B, NH/tp, T, HS] and keys k [B, G/tp, T, HS] by the
-// positions of their tokens: positions, or past..past+T−1 when positions is nil (past:
-// the tokens already in a KV cache). An attention layer holds one, chosen by
-// ropeFor at construction.
-type ropeFunc func(q, k *tensor.Tensor, positions []int, past int) (*tensor.Tensor, *tensor.Tensor)
+// positions of their tokens: m.PositionIDs (each sample's), else m.Positions, else
+// past..past+T−1 (past: the tokens already in a KV cache). An attention layer holds
+// one, chosen by ropeFor at construction.
+type ropeFunc func(q, k *tensor.Tensor, m AttentionMask, past int) (*tensor.Tensor, *tensor.Tensor)
 
 // ropeFor returns the rotation of attention layers built with c (after Defaults): rotary
 // embeddings with c.Position RoPE, none otherwise. With c.RotaryPercent < 1 only the
@@ -19,7 +21,7 @@ type ropeFunc func(q, k *tensor.Tensor, positions []int, past int) (*tensor.Tens
 // (ropeInvFreq), applied by the unfused tensor.RoPEFreqs.
 func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 	if c.Position != RoPE {
-		return func(q, k *tensor.Tensor, _ []int, _ int) (*tensor.Tensor, *tensor.Tensor) { return q, k }
+		return func(q, k *tensor.Tensor, _ AttentionMask, _ int) (*tensor.Tensor, *tensor.Tensor) { return q, k }
 	}
 	rot := c.rotaryDim()
 	rotate := func(x *tensor.Tensor, pos []int) *tensor.Tensor { return ops.rope(x, pos, c.RoPETheta) }
@@ -34,7 +36,11 @@ func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 			return tensor.Concat(-1, whole(parts[0], pos), parts[1])
 		}
 	}
-	return func(q, k *tensor.Tensor, pos []int, past int) (*tensor.Tensor, *tensor.Tensor) {
+	return func(q, k *tensor.Tensor, m AttentionMask, past int) (*tensor.Tensor, *tensor.Tensor) {
+		if m.PositionIDs != nil {
+			return rotateSamples(q, m.PositionIDs, rotate), rotateSamples(k, m.PositionIDs, rotate)
+		}
+		pos := m.Positions
 		if pos == nil {
 			pos = make([]int, q.Dim(2))
 			for i := range pos {
@@ -43,6 +49,28 @@ func ropeFor(c TransformerConfig, ops layerOps) ropeFunc {
 		}
 		return rotate(q, pos), rotate(k, pos)
 	}
+}
+
+// rotateSamples rotates each sample b of x [B, H, T, HS] by its positions rows[b] [T]:
+// in one call when every sample has the same positions, else sample by sample. It
+// panics if rows does not hold B rows.
+func rotateSamples(x *tensor.Tensor, rows [][]int, rotate func(*tensor.Tensor, []int) *tensor.Tensor) *tensor.Tensor {
+	b := x.Dim(0)
+	if len(rows) != b {
+		panic(fmt.Sprintf("nn: RoPE: positions of %d samples for %v", len(rows), x.Shape()))
+	}
+	if !slices.ContainsFunc(rows, func(r []int) bool { return !slices.Equal(r, rows[0]) }) {
+		return rotate(x, rows[0])
+	}
+	ones := make([]int, b)
+	for i := range ones {
+		ones[i] = 1
+	}
+	parts := tensor.Split(x, 0, ones...) // B × [1, H, T, HS]
+	for i, p := range parts {
+		parts[i] = rotate(p, rows[i])
+	}
+	return tensor.Concat(0, parts...)
 }
 
 // rotaryDim returns the channels of a head that RoPE rotates: int(HS·RotaryPercent), as

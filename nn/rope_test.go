@@ -76,7 +76,7 @@ func TestRoPEVariantsAgainstLoop(t *testing.T) {
 					inv = llama31InvFreq(tc.rd, 50, 1) // factor 1 leaves every frequency
 				}
 				want := slowRoPE(tensor.ToSlice[float64](q), b, h, tt, hs, tc.rd, pos, inv)
-				gq, gk := ropeFor(c, ops)(q, q, pos, 0)
+				gq, gk := ropeFor(c, ops)(q, q, AttentionMask{Positions: pos}, 0)
 				require.InDeltaSlice(t, want, tensor.ToSlice[float64](gq), 1e-12)
 				require.InDeltaSlice(t, want, tensor.ToSlice[float64](gk), 1e-12)
 			})

@@ -97,13 +97,15 @@ type attnCall[T float] struct {
 	bias     []T
 	mask32   []float32   // an F32 mask in place, or ...
 	mask64   []float64   // ... any other mask converted
+	segs     *attnSegs   // Segments, or nil
 	kern     *gemmKernel // float32's SGEMM kernel, or nil
 	fast     bool        // tile products on the SIMD path (cpu_attention_gemm.go)
 }
 
 func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
 	g := newAttnGeom[T](a, p)
-	c := &attnCall[T]{attnGeom: g, p: p, a: a, q: load[T](a.Q), k: load[T](a.K), v: load[T](a.V), bias: load[T](a.Bias)}
+	c := &attnCall[T]{attnGeom: g, p: p, a: a, q: load[T](a.Q), k: load[T](a.K), v: load[T](a.V), bias: load[T](a.Bias),
+		segs: newAttnSegs(&g, a.Segments)}
 	switch {
 	case a.Mask.Empty():
 	case a.Mask.DType == F32:
@@ -142,10 +144,15 @@ func newAttnGeom[T float](a AttentionArgs, p AttentionParams) attnGeom {
 	return g
 }
 
-// general reports whether logits need a pass of their own (attnCall.logits) rather than
-// folding the scale into the exponential.
-func (c *attnCall[T]) general() bool {
-	return c.bias != nil || c.mask32 != nil || c.mask64 != nil || c.p.Scale < 0
+// general reports whether the logits of query tile qt and key tile kt of sample b need a
+// pass of their own (attnCall.logits) rather than folding the scale into the
+// exponential: always with a bias, a mask or a negative scale; with Segments, unless the
+// tile's queries and keys are all of one segment.
+func (c *attnCall[T]) general(b, qt, kt int) bool {
+	if c.bias != nil || c.mask32 != nil || c.mask64 != nil || c.p.Scale < 0 {
+		return true
+	}
+	return c.segs != nil && !c.segs.uniform(b, qt, kt)
 }
 
 // logits turns row (the scores of query i, keys j0…j0+len(row)−1 of head (b, h)) into
@@ -154,12 +161,18 @@ func (c *attnCall[T]) logits(row []T, b, h, i, j0 int) {
 	moff := b*c.mstr[0] + h*c.mstr[1] + i*c.mstr[2] + j0*c.mstr[3]
 	boff := b*c.bstr[0] + h*c.bstr[1] + i*c.bstr[2] + j0*c.bstr[3]
 	sc := c.p.Scale
+	var segs []int32 // the keys' segments, with Segments
+	var seg int32    // the query's
+	if c.segs != nil {
+		segs, seg = c.segs.ids[b*c.tk+j0:], c.segs.query(&c.attnGeom, b, i)
+	}
 	for j, s := range row {
 		x := T(sc * float64(s))
 		if c.bias != nil {
 			x += c.bias[boff+j*c.bstr[3]]
 		}
-		if c.mask32 != nil && c.mask32[moff+j*c.mstr[3]] != 0 || c.mask64 != nil && c.mask64[moff+j*c.mstr[3]] != 0 {
+		if c.mask32 != nil && c.mask32[moff+j*c.mstr[3]] != 0 || c.mask64 != nil && c.mask64[moff+j*c.mstr[3]] != 0 ||
+			segs != nil && segs[j] != seg {
 			x = T(math.Inf(-1))
 		}
 		row[j] = x
@@ -168,8 +181,8 @@ func (c *attnCall[T]) logits(row []T, b, h, i, j0 int) {
 
 // expScale returns the scale the exponentials apply to a row after logits (1 when the
 // general pass ran, else Scale).
-func (c *attnCall[T]) expScale() float64 {
-	if c.general() {
+func (c *attnCall[T]) expScale(general bool) float64 {
+	if general {
 		return 1
 	}
 	return c.p.Scale
@@ -313,9 +326,13 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	for r := range m {
 		m[r], l[r] = math.Inf(-1), 0
 	}
-	sc := c.expScale()
 	kEnd := c.visible(i0 + bq - 1)
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
+		if c.segs != nil && c.segs.hidden(b, qt, j0/attnKTile) {
+			continue
+		}
+		gen := c.general(b, qt, j0/attnKTile)
+		sc := c.expScale(gen)
 		w := min(attnKTile, kEnd-j0)
 		s, pr := t.s[:bq*w], t.s[:bq*w] // [bq, w]: the probabilities overwrite the scores
 		kT, v := c.keyTile(t, kvh, j0)
@@ -325,7 +342,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 			lim := min(w, max(0, c.visible(i0+r)-j0))
 			srow, prow := s[r*w:r*w+lim], pr[r*w:(r+1)*w]
 			clear(prow[lim:])
-			if c.general() {
+			if gen {
 				c.logits(srow, b, h, i0+r, j0)
 			}
 			mNew := m[r]

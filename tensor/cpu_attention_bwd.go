@@ -170,7 +170,7 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq 
 	i0 := qt * attnQTile
 	bq := min(attnQTile, w.tq-i0)
 	wq := min(kt.wk, w.visible(i0+bq-1)-j0) // keys any query of the tile sees
-	if wq <= 0 {
+	if wq <= 0 || w.segs != nil && w.segs.hidden(b, qt, j0/attnKTile) {
 		return
 	}
 	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]
@@ -216,7 +216,8 @@ func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, 
 func (w *attnBwd[T]) rows(t *attnTiles[T], b, h, i0, bq, j0, wq int, pz []T) {
 	bh := b*w.nh + h
 	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]
-	sc := w.expScale()
+	gen := w.general(b, i0/attnQTile, j0/attnKTile)
+	sc := w.expScale(gen)
 	for r := 0; r < bq; r++ {
 		i := i0 + r
 		lim := min(wq, max(0, w.visible(i)-j0))
@@ -228,7 +229,7 @@ func (w *attnBwd[T]) rows(t *attnTiles[T], b, h, i0, bq, j0, wq int, pz []T) {
 		clear(prow[lim:])
 		clear(dprow[lim:])
 		if lim > 0 {
-			if w.general() {
+			if gen {
 				w.logits(srow, b, h, i, j0)
 			}
 			rowExpSum(prow[:lim], srow[:lim], sc, -lse)

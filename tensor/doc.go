@@ -22,7 +22,9 @@
 //   - fused.go: the fused transformer ops, each declared with its unfused reference
 //     (a composition of ordinary ops that defines its result), and Device.FusedCount;
 //     fused_attention.go: Attention (causal and padding masks, additive bias, dropout,
-//     grouped-query heads, the log-sum-exp) and AttentionReference, with
+//     grouped-query heads, the log-sum-exp; document masks from per-token segment ids,
+//     attention_segments.go, whose tiles the CPU kernel skips when they share no
+//     segment) and AttentionReference, with
 //     cpu_attention*.go its tiled online-softmax CPU kernels, which never hold a [Tq, Tk]
 //     matrix per head; fused_norm.go, fused_act.go, fused_dropout.go, fused_rope.go:
 //     AddLayerNorm, AddRMSNorm, BiasGeLU, BiasSwiGLU, BiasDropoutAdd and RoPE, one pass

@@ -24,6 +24,12 @@ type AttentionOptions struct {
 	// Mask, if not nil, broadcasts to the scores [B, NH, Tq, Tk] and is non-zero where
 	// attention is not allowed (padding: [B, 1, 1, Tk]). Any dtype.
 	Mask *Tensor
+	// Segments, if not nil, are the keys' document (segment) ids [B, Tk], I32: key j is
+	// hidden from query i when Segments[b, j] ≠ Segments[b, i + Tk − Tq] (the queries are
+	// the last Tq keys, as for Causal), so that sequences packing several documents do not
+	// attend across them (Megatron's --reset-attention-mask, with Causal). See
+	// SegmentMask for the same mask as a tensor.
+	Segments *Tensor
 	// Bias, if not nil, is added to the scaled scores: the logits are Scale·q·kᵀ + Bias.
 	// It has q's dtype, broadcasts to [B, NH, Tq, Tk] (T5's relative position bias is
 	// [1, NH, Tq, Tk]) and may require grad: its gradient is summed over the dims it is
@@ -63,8 +69,11 @@ type AttentionArgs struct {
 	// Mask (any dtype; non-zero masks) and Bias (Q's dtype, added to the scaled scores)
 	// broadcast to [B, NH, Tq, Tk]; either may be empty.
 	Mask, Bias Span
-	Out        Span // [B, NH, Tq, HS]: the forward's output, the backward's input
-	LSE        Span // [B, NH, Tq] in Q.DType.Compute(): log-sum-exp of each row's logits
+	// Segments (I32 [B, Tk]; may be empty) hides key j from query i of batch b when
+	// Segments[b, j] ≠ Segments[b, i + Tk − Tq] (AttentionOptions.Segments).
+	Segments Span
+	Out      Span // [B, NH, Tq, HS]: the forward's output, the backward's input
+	LSE      Span // [B, NH, Tq] in Q.DType.Compute(): log-sum-exp of each row's logits
 }
 
 // AttentionGrads are the gradients of AttentionKernels.AttentionBackward: DOut and DLSE
@@ -91,7 +100,7 @@ type AttentionScratcher interface {
 // AttentionKernels are the fused attention kernels of a Backend.
 type AttentionKernels interface {
 	// Attention sets a.Out = P·V and a.LSE, where the logits are X = Scale·Q·Kᵀ + Bias
-	// with masked keys (Mask, Causal) at −∞, L = logsumexp(X) per row, and P = e^(X−L)
+	// with masked keys (Mask, Causal, Segments) at −∞, L = logsumexp(X) per row, and P = e^(X−L)
 	// after dropout. Each key/value head serves NH/G consecutive query heads. A row with
 	// every key masked has L = −∞ and output 0. The kernel may not hold a [Tq, Tk]
 	// matrix per head.
@@ -113,6 +122,7 @@ type AttentionKernels interface {
 //
 // It panics if q, k, v are not rank 4 with those shapes, of one float dtype on one device,
 // if Mask or Bias does not broadcast to [B, NH, Tq, Tk] or Bias's dtype is not q's, if
+// Segments is not I32 [B, Tk] on q's device or Tq > Tk with Segments, if
 // Dropout is outside [0, 1), or if the dropout region is not inside DropoutFull.
 func Attention(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 	p := checkAttention("Attention", q, k, v, o)
@@ -120,12 +130,10 @@ func Attention(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 	dev.countFused(FusedAttention)
 	out = empty(dev, q.dtype, q.shape)
 	lse = empty(dev, q.dtype.Compute(), q.shape[:3])
-	a := AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Mask: spanOrEmpty(o.Mask),
-		Bias: spanOrEmpty(o.Bias), Out: out.Span(), LSE: lse.Span()}
+	a := attentionArgs(q, k, v, o, out, lse)
 	dev.backend.Attention(a, p)
 	record("Attention", []*Tensor{out, lse}, []*Tensor{q, k, v, o.Bias}, func(gys []*Tensor) []*Tensor {
-		a := AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Mask: spanOrEmpty(o.Mask),
-			Bias: spanOrEmpty(o.Bias), Out: out.Span(), LSE: lse.Span()}
+		a := attentionArgs(q, k, v, o, out, lse)
 		g := AttentionGrads{DOut: gys[0].Span(), DLSE: gys[1].Span()}
 		dq, dk, dv := empty(dev, q.dtype, q.shape), empty(dev, k.dtype, k.shape), empty(dev, v.dtype, v.shape)
 		g.DQ, g.DK, g.DV = dq.Span(), dk.Span(), dv.Span()
@@ -145,6 +153,12 @@ func Attention(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 		return []*Tensor{dq, dk, dv, db}
 	})
 	return out, lse
+}
+
+// attentionArgs returns the kernels' tensors of Attention's operands and results.
+func attentionArgs(q, k, v *Tensor, o AttentionOptions, out, lse *Tensor) AttentionArgs {
+	return AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Mask: spanOrEmpty(o.Mask), Bias: spanOrEmpty(o.Bias),
+		Segments: spanOrEmpty(o.Segments), Out: out.Span(), LSE: lse.Span()}
 }
 
 // checkAttention checks Attention's operands and returns the kernels' parameters.
@@ -180,6 +194,9 @@ func checkAttention(op string, q, k, v *Tensor, o AttentionOptions) AttentionPar
 		if b, ok := Broadcast(x.t.shape, scores); !ok || !b.Equal(scores) {
 			panic(fmt.Sprintf("tensor: %s: %s %v does not broadcast to the scores %v", op, x.name, x.t.shape, scores))
 		}
+	}
+	if o.Segments != nil {
+		checkSegments(op, o.Segments, q, k)
 	}
 	if o.Bias != nil && o.Bias.dtype != q.dtype {
 		panic(fmt.Sprintf("tensor: %s: bias %v %v for q %v %v: dtypes differ", op, o.Bias.dtype, o.Bias.shape, q.dtype, q.shape))

@@ -9,6 +9,7 @@ import "math"
 //	k, v   = each key/value head repeated for its NH/G query heads   [B, NH, Tk, HS]
 //	scores = q·kᵀ                                                    [B, NH, Tq, Tk]
 //	with a Bias: x = scores·Scale + Bias, s = 1; else x = scores, s = Scale
+//	Mask   = SegmentMask(Segments, Tq, Mask) with Segments
 //	probs  = Softmax(x, {Scale: s, Causal, Mask})                    masked keys → 0
 //	probs  = DropoutRegion(probs, Dropout, RNG, DropoutFull, DropoutStart)
 //	out    = probs·v                                                 [B, NH, Tq, HS]
@@ -20,6 +21,9 @@ import "math"
 // keys are all masked (ln 0). It panics as Attention does, and if Tk is 0.
 func AttentionReference(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 	p := checkAttention("AttentionReference", q, k, v, o)
+	if o.Segments != nil {
+		o.Mask, o.Segments = SegmentMask(o.Segments, q.shape[2], o.Mask), nil // [B, NH or 1, Tq, Tk]
+	}
 	out, x, s := attendUnfused(q, k, v, o, p)
 	logits := Scale(x, s)
 	if o.Mask != nil {

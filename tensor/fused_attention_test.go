@@ -28,7 +28,8 @@ type attnCase struct {
 	dropout            float64
 	fullyMasked        bool // some row sees no key (lse −∞, whose reference gradient is NaN)
 	scale              float64
-	dropFull, dropFrom []int // the dropout region (nil: the whole tensor)
+	dropFull, dropFrom []int   // the dropout region (nil: the whole tensor)
+	docs               [][]int // per batch, the lengths of the documents packed into Tk keys: Segments
 }
 
 func attnCases() []attnCase {
@@ -51,6 +52,13 @@ func attnCases() []attnCase {
 		{name: "kv_cache", b: 1, nh: 2, g: 2, tq: 20, tk: 150, hs: 8, causal: true, pad: []int{5}},
 		{name: "t1", b: 1, nh: 1, g: 1, tq: 1, tk: 1, hs: 4, causal: true},
 		{name: "negative_scale", b: 1, nh: 1, g: 1, tq: 10, tk: 12, hs: 4, scale: -0.7},
+		{name: "segments", b: 1, nh: 2, g: 2, tq: 40, tk: 40, hs: 8, docs: [][]int{{10, 1, 29}}},
+		{name: "segments_causal_tiles_gqa", b: 2, nh: 2, g: 1, tq: 260, tk: 260, hs: 8, causal: true,
+			docs: [][]int{{70, 160, 30}, {5, 1, 150, 104}}}, // sample 1's last query tiles skip key tile 0
+		{name: "segments_kv_cache_padding", b: 2, nh: 2, g: 1, tq: 20, tk: 150, hs: 8, causal: true, pad: []int{0, 3},
+			docs: [][]int{{140, 10}, {150}}},
+		{name: "segments_bias_dropout", b: 1, nh: 2, g: 2, tq: 140, tk: 140, hs: 8, causal: true, bias: true, scale: 1,
+			dropout: 0.2, docs: [][]int{{64, 76}}},
 	}
 }
 
@@ -94,7 +102,24 @@ func newAttnInputs(dev *tensor.Device, c attnCase, dt tensor.DType, seed uint64)
 	if c.bias {
 		in.o.Bias = draw(2, 1, c.nh, c.tq, c.tk).SetRequiresGrad(true)
 	}
+	if c.docs != nil {
+		in.o.Segments = segmentIDs(dev, c.docs)
+	}
 	return in
+}
+
+// segmentIDs returns the segments [B, T] (I32) of documents of lengths docs[b] packed
+// one after another into each sample, numbered from 0 in each.
+func segmentIDs(dev *tensor.Device, docs [][]int) *tensor.Tensor {
+	var ids []int32
+	for _, lens := range docs {
+		for d, n := range lens {
+			for range n {
+				ids = append(ids, int32(d))
+			}
+		}
+	}
+	return tensor.FromSlice(dev, ids, len(docs), len(ids)/len(docs))
 }
 
 // attnRun runs attention (fused or the reference) forward and backward on fresh leaves
@@ -182,6 +207,8 @@ func TestAttentionGradCheck(t *testing.T) {
 		{name: "causal_padding_bias_gqa", b: 2, nh: 2, g: 1, tq: 5, tk: 7, hs: 3, causal: true, pad: []int{0, 2}, bias: true, scale: 0.8},
 		{name: "dropout_gqa", b: 1, nh: 4, g: 2, tq: 6, tk: 6, hs: 3, causal: true, dropout: 0.3},
 		{name: "tiles", b: 1, nh: 1, g: 1, tq: 66, tk: 130, hs: 2, causal: true},
+		{name: "segments_gqa", b: 2, nh: 2, g: 1, tq: 6, tk: 8, hs: 3, causal: true, docs: [][]int{{3, 5}, {1, 6, 1}}},
+		{name: "segments_tiles", b: 1, nh: 1, g: 1, tq: 70, tk: 140, hs: 2, causal: true, docs: [][]int{{40, 35, 65}}},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -302,6 +329,15 @@ func TestAttentionPanics(t *testing.T) {
 			tensor.Attention(q, kv, kv, tensor.AttentionOptions{Bias: tensor.Zeros(dev, tensor.F64, 1, 4, 3, 5)})
 		}, "bias float64 [1 4 3 5] for q float32 [2 4 3 8]: dtypes differ"},
 		{"dropout", func() { tensor.Attention(q, kv, kv, tensor.AttentionOptions{Dropout: 1}) }, "dropout probability 1 outside [0, 1)"},
+		{"segments_shape", func() {
+			tensor.Attention(q, kv, kv, tensor.AttentionOptions{Segments: tensor.Zeros(dev, tensor.I32, 2, 3)})
+		}, "segments int32 [2 3]: want int32 [B, Tk] = [2 5]"},
+		{"segments_dtype", func() {
+			tensor.Attention(q, kv, kv, tensor.AttentionOptions{Segments: tensor.Zeros(dev, tensor.I64, 2, 5)})
+		}, "segments int64 [2 5]: want int32"},
+		{"segments_tq_gt_tk", func() {
+			tensor.Attention(f32(2, 4, 6, 8), kv, kv, tensor.AttentionOptions{Segments: tensor.Zeros(dev, tensor.I32, 2, 5)})
+		}, "segments with 6 queries for 5 keys"},
 		{"region", func() {
 			tensor.Attention(q, kv, kv, tensor.AttentionOptions{Dropout: 0.1, DropoutFull: tensor.Shape{2, 4, 3, 5}, DropoutStart: []int{0, 1, 0, 0}})
 		}, "tensor: Attention dropout: region start [0 1 0 0] size [2 4 3 5] outside [2 4 3 5]"},

@@ -26,7 +26,8 @@
 //   - trainer.go: Trainer (New, Step, Eval, FinishGradSync) and StepResult; Config
 //     (NoOverlap, Trace).
 //   - forward.go: GPTForward and BERTForward, the forward-step functions the schedules
-//     call, and PassFor, the per-micro-batch Pass.
+//     call (GPTDocumentsForward for micro-batches that carry each token's position and
+//     document, nn.Documents), and PassFor, the per-micro-batch Pass.
 //
 // # A step
 //

@@ -27,18 +27,37 @@ type GPTBatch func(micro int) (ids, labels *tensor.Tensor)
 // activation, and the last chunk of the last stage returns the micro-batch's mean cross
 // entropy against its labels. pass gives each micro-batch's Pass (PassFor).
 func GPTForward(chunks []*nn.GPT, pass func(micro int) *nn.Pass, batch GPTBatch) parallel.ForwardFunc {
+	return GPTDocumentsForward(chunks, pass, func(micro int) GPTMicroBatch {
+		ids, labels := batch(micro)
+		return GPTMicroBatch{IDs: ids, Labels: labels}
+	})
+}
+
+// GPTMicroBatch is one GPT micro-batch as GPTDocumentsForward reads it.
+type GPTMicroBatch struct {
+	IDs, Labels *tensor.Tensor // [B, T] each; -100 labels are ignored
+	// Documents are the documents packed into the sequences (Megatron's
+	// --reset-position-ids, --reset-attention-mask): each token's position and document,
+	// [B, T] each, or nil. Every stage reads them (positions for RoPE, documents for
+	// attention), so the batch function is called on every stage.
+	nn.Documents
+}
+
+// GPTDocumentsForward is GPTForward for micro-batches that carry their documents: every
+// chunk runs nn.GPT.ForwardDocuments with the micro-batch's Documents. With nil
+// Documents it computes what GPTForward does, bit for bit.
+func GPTDocumentsForward(chunks []*nn.GPT, pass func(micro int) *nn.Pass, batch func(micro int) GPTMicroBatch) parallel.ForwardFunc {
 	return func(s parallel.Step) (*tensor.Tensor, error) {
-		m, p := chunks[s.Chunk], pass(s.Micro)
+		m, p, b := chunks[s.Chunk], pass(s.Micro), batch(s.Micro)
 		in := s.Input
 		if in == nil {
-			in, _ = batch(s.Micro)
+			in = b.IDs
 		}
-		out := m.Forward(p, in, nil) // [B, T, C] (T/tp under SP), or logits [B, T, Vp/tp]
+		out := m.ForwardDocuments(p, in, b.Documents) // [B, T, C] (T/tp under SP), or logits [B, T, Vp/tp]
 		if !s.Last {
 			return out, nil
 		}
-		_, labels := batch(s.Micro)
-		loss, _ := m.LossConsuming(p, out, labels) // nothing reads the logits afterwards
+		loss, _ := m.LossConsuming(p, out, b.Labels) // nothing reads the logits afterwards
 		return loss, nil
 	}
 }

@@ -33,11 +33,15 @@ func (c *trainingData) Close() {
 // loadCorpus opens --data-path, or the default corpus (building it on first use), and
 // builds the training and validation samples of the whole run. builder is true on the
 // one rank per host that may write the cache; the others wait for its files. It checks
-// that every token id fits the tokenizer's vocabulary.
+// that every token id fits the tokenizer's vocabulary, and first that the tokenizer has
+// the end-of-document token --eod-mask-loss and the resets need.
 func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*trainingData, error) {
 	tok, err := data.NewTokenizer(c.Tokenizer())
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer-type %s: %w", c.TokenizerType, err)
+	}
+	if err := c.Docs.check(tok.Special().EOD, c.TokenizerType); err != nil {
+		return nil, err
 	}
 	corp := &trainingData{tok: tok}
 	if !c.MockData { // --mock-data: mock.go
@@ -51,6 +55,7 @@ func loadCorpus(ctx context.Context, c *config, builder bool, log io.Writer) (*t
 		return nil, err
 	}
 	gc := data.GPTConfig{SeqLen: c.SeqLength, Seed: c.Seed, Split: c.Split, EOD: tok.Special().EOD,
+		EODMaskLoss: c.Docs.EODMaskLoss, ResetPositionIDs: c.Docs.ResetPositionIDs, ResetAttentionMask: c.Docs.ResetAttentionMask,
 		Cache: data.IndexCache{Dir: filepath.Join(cache, "index"), Builder: builder}}
 	nTrain, nValid := c.TrainSamplesNeeded(), c.EvalIters*c.GlobalBatchSize
 	corp.train, err = corp.split(ctx, c, data.SplitTrain, nTrain, gc)
@@ -109,11 +114,19 @@ func (bs gptBatches) labels(i int) []int32 {
 	return out
 }
 
-// tensors returns the micro-batches as the trainer reads them: token ids and labels
-// [B, T], I32.
-func (bs gptBatches) tensors(dev *tensor.Device) train.GPTBatch {
-	return func(i int) (ids, labels *tensor.Tensor) {
+// microBatches returns the micro-batches as the trainer reads them: token ids and labels
+// [B, T] (I32), with each token's position when positions (--reset-position-ids) and its
+// document when the batches carry them (--reset-attention-mask).
+func (bs gptBatches) microBatches(dev *tensor.Device, positions bool) func(micro int) train.GPTMicroBatch {
+	return func(i int) train.GPTMicroBatch {
 		b := bs[i]
-		return tensor.FromSlice(dev, b.Tokens, b.B, b.T), tensor.FromSlice(dev, bs.labels(i), b.B, b.T)
+		mb := train.GPTMicroBatch{IDs: tensor.FromSlice(dev, b.Tokens, b.B, b.T), Labels: tensor.FromSlice(dev, bs.labels(i), b.B, b.T)}
+		if positions {
+			mb.Positions = tensor.FromSlice(dev, b.PositionIDs, b.B, b.T)
+		}
+		if b.Segments != nil {
+			mb.Segments = tensor.FromSlice(dev, b.Segments, b.B, b.T)
+		}
+		return mb
 	}
 }

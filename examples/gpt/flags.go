@@ -22,6 +22,9 @@ type config struct {
 	// UseCheckpointArgs takes the model flags from --load's checkpoint
 	// (checkpoint_args.go).
 	UseCheckpointArgs bool
+	// Docs are --eod-mask-loss, --reset-position-ids, --reset-attention-mask
+	// (documents.go).
+	Docs docFlags
 
 	// Text generation at the end.
 	Prompt      string
@@ -39,6 +42,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.UntieEmbeddings, "untie-embeddings-and-output-weights", false, "give the output layer its own weight")
 	c.Arch = modelflags.Defaults()
 	c.Arch.Register(fs)
+	c.Docs.register(fs)
 	fs.BoolVar(&c.UseCheckpointArgs, "use-checkpoint-args", false, "take the model's settings (sizes, architecture flags) from --load's checkpoint")
 	fs.StringVar(&c.Prompt, "prompt", "func (b *Buffer) ", "text to continue after training")
 	fs.IntVar(&c.GenTokens, "gen-tokens", 100, "tokens to generate after training (0: none)")

@@ -190,7 +190,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.MicrobatchesAt(it))
-			return train.GPTForward(chunks, pass, gptBatches(batches).tensors(dev)), err
+			return train.GPTDocumentsForward(chunks, pass, gptBatches(batches).microBatches(dev, cfg.Docs.ResetPositionIDs)), err
 		},
 		Eval: func(it int) (err error) {
 			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err == nil {
@@ -231,7 +231,7 @@ func validate(ctx context.Context, cfg *config, corp *trainingData, mesh *parall
 				return 0, err
 			}
 		}
-		loss, err := trainer.Eval(ctx, cfg.Schedule(), train.GPTForward(chunks, pass, batches.tensors(dev)))
+		loss, err := trainer.Eval(ctx, cfg.Schedule(), train.GPTDocumentsForward(chunks, pass, batches.microBatches(dev, cfg.Docs.ResetPositionIDs)))
 		if err != nil {
 			return 0, fmt.Errorf("validation: %w", err)
 		}

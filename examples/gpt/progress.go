@@ -41,6 +41,9 @@ func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, p
 	}
 	r.Printf("model: GPT%s, %d layers, hidden %d, %d heads, seq %d, vocab %d (padded to %d): %s parameters, %s on %s\n",
 		arch, tc.NumLayers, tc.Hidden, tc.Heads, cfg.SeqLength, tc.Vocab, vp, report.Thousands(float64(params)), cfg.DType(), dev)
+	if d := cfg.Docs.describe(); d != "" {
+		r.Printf("documents: %s (each sample's documents apart at the end-of-document token)\n", d)
+	}
 	r.Printf("layout: %d rank(s) = TP %d × PP %d × DP %d; %v; %d micro-batch(es) of %d per DP rank; global batch %d (%s tokens)\n",
 		cfg.World, cfg.TP, cfg.PP, cfg.DP, cfg.Schedule(), cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
 		report.Thousands(float64(cfg.GlobalBatchSize*cfg.SeqLength)))

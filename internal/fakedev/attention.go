@@ -8,7 +8,7 @@ import "megago/tensor"
 // attentionArgs translates the spans of a.
 func (b *Backend) attentionArgs(op string, a tensor.AttentionArgs) tensor.AttentionArgs {
 	return tensor.AttentionArgs{Q: b.span(op, a.Q), K: b.span(op, a.K), V: b.span(op, a.V),
-		Mask: b.span(op, a.Mask), Bias: b.span(op, a.Bias), Out: b.span(op, a.Out), LSE: b.span(op, a.LSE)}
+		Mask: b.span(op, a.Mask), Bias: b.span(op, a.Bias), Segments: b.span(op, a.Segments), Out: b.span(op, a.Out), LSE: b.span(op, a.LSE)}
 }
 
 // Attention runs the CPU kernel on the storage behind the handles.

@@ -26,6 +26,7 @@ const (
 const (
 	spModelUnigram = 1
 	spModelBPE     = 2
+	spModelWord    = 3
 )
 
 // spModelProto holds the decoded fields of a ModelProto, with proto2 defaults applied.

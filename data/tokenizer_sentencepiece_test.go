@@ -132,7 +132,7 @@ func TestSentencePieceModelErrors(t *testing.T) {
 		model []byte
 		want  string
 	}{
-		{"bpe", spTestModel(spModelBPE, "<unk>", "a"), "not unigram"},
+		{"word", spTestModel(spModelWord, "<unk>", "a"), "neither unigram (1) nor BPE (2)"},
 		{"no unk", spTestModel(spModelUnigram, "a", "b"), "no unknown piece"},
 		{"duplicate", spTestModel(spModelUnigram, "<unk>", "a", "a"), "defined twice"},
 		{"garbage", []byte{0xff, 0xff, 0xff}, "malformed"},

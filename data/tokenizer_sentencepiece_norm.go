@@ -119,6 +119,7 @@ func (n *spNormalizer) normalize(s string) string {
 		return ""
 	}
 	var b strings.Builder
+	b.Grow(len(s) + len(s)/2 + len(spaceMarker)) // a space becomes 3 bytes
 	space := " "
 	if n.escapeWS {
 		space = spaceMarker
@@ -127,14 +128,22 @@ func (n *spNormalizer) normalize(s string) string {
 		b.WriteString(space)
 	}
 	prevSpace := n.removeExtraWS
+	identity := len(n.trie) == 0 && n.user == nil
 	for len(s) > 0 {
+		if identity { // copy the characters before the next space or invalid byte as they are
+			if k := plainPrefix(s); k > 0 {
+				b.WriteString(s[:k])
+				s, prevSpace = s[k:], false
+				continue
+			}
+		}
 		r, l := n.prefix(s)
 		for prevSpace && strings.HasPrefix(r, " ") {
 			r = r[1:]
 		}
 		if r != "" {
 			if n.escapeWS {
-				b.WriteString(strings.ReplaceAll(r, " ", spaceMarker))
+				writeEscapedSpaces(&b, r)
 			} else {
 				b.WriteString(r)
 			}
@@ -155,6 +164,41 @@ func (n *spNormalizer) normalize(s string) string {
 		out += space
 	}
 	return out
+}
+
+// plainPrefix returns the length of the valid UTF-8 before s's first space or invalid
+// byte: what an identity normalizer copies unchanged.
+func plainPrefix(s string) int {
+	k := 0
+	for k < len(s) {
+		if c := s[k]; c < utf8.RuneSelf {
+			if c == ' ' {
+				break
+			}
+			k++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[k:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		k += size
+	}
+	return k
+}
+
+// writeEscapedSpaces writes r with each space as "▁".
+func writeEscapedSpaces(b *strings.Builder, r string) {
+	for {
+		i := strings.IndexByte(r, ' ')
+		if i < 0 {
+			b.WriteString(r)
+			return
+		}
+		b.WriteString(r[:i])
+		b.WriteString(spaceMarker)
+		r = r[i+1:]
+	}
 }
 
 // byteTrie is a trie over bytes: node 0 is the root; next maps (node, byte) to a child;

@@ -28,7 +28,10 @@ type spBPE struct {
 	chars  map[string]int32 // symbols of non-ASCII characters
 	unused bool             // the model has unused pieces: resegmentation needs rev
 	split  string           // the marker words start with; "" when words cannot be merged apart
-	cache  wordCache
+	// simpleMax is the number of symbols up to which segment uses mergeSimple
+	// (spSimpleMax; tests change it).
+	simpleMax int
+	cache     wordCache
 }
 
 // spMerge is the piece two adjacent symbols merge into, and its score.
@@ -45,7 +48,7 @@ func spMergeable(typ uint8) bool {
 
 // newSPBPE builds the merge table of t's pieces.
 func newSPBPE(t *SentencePiece) *spBPE {
-	b := &spBPE{t: t, pairs: make(map[uint64]spMerge), chars: make(map[string]int32)}
+	b := &spBPE{t: t, pairs: make(map[uint64]spMerge), chars: make(map[string]int32), simpleMax: spSimpleMax}
 	for i := range b.ascii {
 		b.ascii[i] = -1
 		if id, ok := t.pieceID[string(rune(i))]; ok {
@@ -139,7 +142,7 @@ func (b *spBPE) symbolOf(c string) int32 {
 }
 
 // spWordCacheMax is the longest word (bytes) whose ids are cached.
-const spWordCacheMax = 256
+const spWordCacheMax = 1024
 
 // appendIDs appends the ids of the normalized text s: word by word through the cache
 // when the vocabulary allows (see bpeSplitMarker) and s is valid UTF-8, else whole.
@@ -160,11 +163,18 @@ func (b *spBPE) appendIDs(dst []int32, s string) []int32 {
 		segs := b.segment(&sc, w)
 		start := len(dst)
 		dst = b.t.appendSegments(dst, w, segs, &prevUnk)
-		if len(w) <= spWordCacheMax && !hasUnk(segs, b.t.unk) {
+		if len(w) <= spWordCacheMax && b.cacheable(segs) {
 			b.cache.put(w, append([]int32(nil), dst[start:]...))
 		}
 	}
 	return dst
+}
+
+// cacheable reports whether a word's ids do not depend on the words around it: always
+// with byte fallback; without, if it neither starts nor ends with <unk> (a run of <unk>s
+// across words is one).
+func (b *spBPE) cacheable(segs []spSegment) bool {
+	return b.t.byteFallback || len(segs) == 0 || (segs[0].id != b.t.unk && segs[len(segs)-1].id != b.t.unk)
 }
 
 // nextWord returns the length of the first word of s: up to the first marker after a
@@ -183,11 +193,3 @@ func nextWord(s, marker string) int {
 	return len(s)
 }
 
-func hasUnk(segs []spSegment, unk int32) bool {
-	for _, sg := range segs {
-		if sg.id == unk {
-			return true
-		}
-	}
-	return false
-}

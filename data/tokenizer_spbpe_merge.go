@@ -59,7 +59,7 @@ func (b *spBPE) segment(sc *spBPEScratch, s string) []spSegment {
 		sc.rev = make(map[int32]spRev)
 	}
 	clear(sc.rev)
-	if len(syms) <= spSimpleMax {
+	if len(syms) <= b.simpleMax {
 		syms = b.mergeSimple(sc, syms)
 	} else {
 		syms = b.mergeHeap(sc, syms)

@@ -192,4 +192,3 @@ func nextWord(s, marker string) int {
 	}
 	return len(s)
 }
-

@@ -34,7 +34,7 @@ func init() {
 // sentinels: if the model has pieces <extra_id_0>, <extra_id_1>, ..., those; otherwise
 // extraIDs ids after the pieces in Hugging Face T5's layout, <extra_id_i> = (number of
 // pieces) + extraIDs − 1 − i, so <extra_id_0> is the last id (T5: 32099 of 32100).
-// (Megatron's own SentencePieceTokenizer differs: it appends <CLS>, <SEP>, <EOD>,
+// (Megatron's legacy SentencePieceTokenizer differs: it appends <CLS>, <SEP>, <EOD>,
 // <MASK>, missing <pad>/<s>/</s>, then <extra_id_0> first.)
 //
 // A SentencePiece is immutable and safe for concurrent use.

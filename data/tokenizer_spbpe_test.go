@@ -2,6 +2,7 @@ package data
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -248,4 +249,21 @@ func TestSPBPEMergePaths(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ExampleLoadGPTSentencePiece encodes with a SentencePiece BPE model as Megatron's
+// Llama2Tokenizer does, with and without the legacy BOS. The ids are python3-sentencepiece's.
+func ExampleLoadGPTSentencePiece() {
+	for _, legacy := range []bool{false, true} {
+		tok, err := LoadGPTSentencePiece("testdata/spbpe/llama.model", legacy)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		ids := tok.Encode("Hello world")
+		fmt.Println(ids, tok.Decode(ids), tok.Special().BOS)
+	}
+	// Output:
+	// [504 592 279 499 418 496] Hello world 1
+	// [1 504 592 279 499 418 496] Hello world 1
 }

@@ -165,12 +165,20 @@ func FuzzReadHFTokenizer(f *testing.F) {
 		if err != nil {
 			return
 		}
-		ids := tok.Encode(text)
-		for _, id := range ids {
-			if id < 0 || int(id) >= tok.VocabSize() {
-				t.Fatalf("Encode(%q) gave id %d outside [0, %d)", text, id, tok.VocabSize())
-			}
-		}
-		tok.Decode(ids)
+		encodeInRange(t, tok, text)
 	})
+}
+
+// encodeInRange encodes text, fails unless every id is in [0, VocabSize), decodes the ids
+// and returns them.
+func encodeInRange(t *testing.T, tok Tokenizer, text string) []int32 {
+	t.Helper()
+	ids := tok.Encode(text)
+	for _, id := range ids {
+		if id < 0 || int(id) >= tok.VocabSize() {
+			t.Fatalf("Encode(%q) gave id %d outside [0, %d)", text, id, tok.VocabSize())
+		}
+	}
+	tok.Decode(ids)
+	return ids
 }

@@ -115,6 +115,7 @@ func NewSentencePiece(model []byte, extraIDs int) (*SentencePiece, error) {
 	if err := t.indexPieces(); err != nil {
 		return nil, err
 	}
+	t.norm.findPlain()
 	t.setSpecial(m, extraIDs)
 	t.model = spUnigram{t}
 	if m.modelType == spModelBPE {

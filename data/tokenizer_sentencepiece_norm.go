@@ -53,12 +53,31 @@ func (u dartsTrie) longestPrefix(s string) (value uint32, length int) {
 	return value, length
 }
 
+// startsWith reports whether some key of the trie starts with the byte c.
+func (u dartsTrie) startsWith(c byte) bool {
+	if len(u) == 0 {
+		return false
+	}
+	pos := u.offset(u[0]) ^ uint32(c)
+	return int(pos) < len(u) && u[pos]&((1<<31)|0xFF) == uint32(c)
+}
+
 // spNormalizer is SentencePiece's Normalizer for one model.
 type spNormalizer struct {
 	trie                                            dartsTrie
 	replacement                                     []byte    // NUL-terminated strings the trie's values point into
 	user                                            *byteTrie // user-defined symbols, never normalized; nil if none
 	addDummyPrefix, removeExtraWS, escapeWS, suffix bool
+	// plain marks the ASCII bytes other than space that no rule or user-defined symbol
+	// starts with: normalization copies them (findPlain sets it).
+	plain [utf8.RuneSelf]bool
+}
+
+// findPlain sets n.plain.
+func (n *spNormalizer) findPlain() {
+	for c := range byte(utf8.RuneSelf) {
+		n.plain[c] = c != ' ' && !n.trie.startsWith(c) && (n.user == nil || n.user.next[uint64(c)] == 0)
+	}
 }
 
 // decodeCharsMap splits a precompiled charsmap: a little-endian uint32 trie size in bytes,
@@ -130,12 +149,18 @@ func (n *spNormalizer) normalize(s string) string {
 	prevSpace := n.removeExtraWS
 	identity := len(n.trie) == 0 && n.user == nil
 	for len(s) > 0 {
-		if identity { // copy the characters before the next space or invalid byte as they are
-			if k := plainPrefix(s); k > 0 {
-				b.WriteString(s[:k])
-				s, prevSpace = s[k:], false
-				continue
+		k := 0 // copy the characters no rule changes as they are
+		if identity {
+			k = plainPrefix(s)
+		} else {
+			for k < len(s) && s[k] < utf8.RuneSelf && n.plain[s[k]] {
+				k++
 			}
+		}
+		if k > 0 {
+			b.WriteString(s[:k])
+			s, prevSpace = s[k:], false
+			continue
 		}
 		r, l := n.prefix(s)
 		for prevSpace && strings.HasPrefix(r, " ") {

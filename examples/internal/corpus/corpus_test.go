@@ -110,7 +110,7 @@ func TestBuildSentences(t *testing.T) {
 
 // TestGoSourceKeyTokenizerArgs: the default corpus's cache key changes with the
 // tokenizer flags beyond the type and vocabulary files (a different --tokenizer-model
-// gives different ids), and stays that of the plain spec without them.
+// gives different ids), and is the same on every call.
 func TestGoSourceKeyTokenizerArgs(t *testing.T) {
 	root := t.TempDir()
 	const files = 16 // a quarter of the files is sampled

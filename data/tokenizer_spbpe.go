@@ -14,7 +14,8 @@ import (
 // unused piece, the pair whose piece scores highest is merged, the leftmost one on equal
 // scores (SentencePiece's priority queue orders by score, then by left position). A
 // remaining symbol that is no piece is <unk>; a merged unused piece is split back into the
-// two symbols it was last formed from, recursively, as SentencePiece's resegmentation does.
+// two symbols it was last queued from (in any position of the text), recursively, as
+// SentencePiece's resegmentation does.
 //
 // The merges are a table keyed by the symbol ids of the two halves (every split of every
 // piece), so encoding compares ids, not strings; characters that are no piece but half of
@@ -24,8 +25,8 @@ import (
 type spBPE struct {
 	t      *SentencePiece
 	pairs  map[uint64]spMerge // (left symbol, right symbol) → merged piece
-	ascii  [utf8.RuneSelf]int32
-	chars  map[string]int32 // symbols of non-ASCII characters
+	ascii  [utf8.RuneSelf]int32 // symbols of ASCII characters; -1: none
+	chars  map[string]int32     // symbols of non-ASCII characters
 	unused bool             // the model has unused pieces: resegmentation needs rev
 	split  string           // the marker words start with; "" when words cannot be merged apart
 	// simpleMax is the number of symbols up to which segment uses mergeSimple

@@ -24,11 +24,11 @@ import (
 // merged word by word with the same result, and words are cached.
 type spBPE struct {
 	t      *SentencePiece
-	pairs  map[uint64]spMerge // (left symbol, right symbol) → merged piece
+	pairs  map[uint64]spMerge   // (left symbol, right symbol) → merged piece
 	ascii  [utf8.RuneSelf]int32 // symbols of ASCII characters; -1: none
 	chars  map[string]int32     // symbols of non-ASCII characters
-	unused bool             // the model has unused pieces: resegmentation needs rev
-	split  string           // the marker words start with; "" when words cannot be merged apart
+	unused bool                 // the model has unused pieces: resegmentation needs rev
+	split  string               // the marker words start with; "" when words cannot be merged apart
 	// simpleMax is the number of symbols up to which segment uses mergeSimple
 	// (spSimpleMax; tests change it).
 	simpleMax int

@@ -62,9 +62,12 @@
 // hand-written scanners, Go's regexp having no lookahead; the post-processor's BOS
 // included unless HFNoSpecialTokens; checked id for id against @huggingface/tokenizers in
 // testdata/hf), BertWordPieceLowerCase and BertWordPieceCase (BertWordPiece, with
-// Megatron's added [BOS], [EOS] and <extra_id_N>), SentencePieceTokenizer (unigram
-// SentencePiece .model files such as T5's: the model's own normalization charsmap and
-// SentencePiece's Viterbi, checked against python3-sentencepiece), NullTokenizer, and
+// Megatron's added [BOS], [EOS] and <extra_id_N>), SentencePieceTokenizer (SentencePiece
+// .model files such as T5's: the model's own normalization charsmap, then SentencePiece's
+// Viterbi for unigram models or its BPE merges for BPE ones, checked against
+// python3-sentencepiece), Llama2Tokenizer and GPTSentencePieceTokenizer (GPTSentencePiece:
+// a SentencePiece .model, typically BPE with byte fallback as Llama 2's, given as
+// --tokenizer-model; see below), NullTokenizer, and
 // "gosource-bpe" (GoSourceBPE: the 8192-id example vocabulary in data/vocab, trained on
 // Go standard-library sources). BPETrainer and TrainBPE make a GPT-2-format vocabulary
 // from any corpus; GPT2BPE.WriteFiles writes it for Megatron as well. AddSpecialTokens
@@ -96,6 +99,26 @@
 // against npm tiktoken's ids (testdata/tiktoken). The patterns v1 (cl100k_base's without
 // contractions, one digit a word) and v2 (o200k_base's likewise) run as hand-written
 // scanners; characters newer than Go's Unicode tables may be classed differently.
+//
+// SentencePiece BPE (tokenizer_spbpe*.go) is bpe_model.cc's: the normalized text split
+// into characters and frozen user-defined pieces, then repeatedly the adjacent pair whose
+// concatenation is a piece with the highest score merged, the leftmost on equal scores
+// (SentencePiece's priority queue), an unused piece split back into the halves it was
+// last formed from, a character no piece covers becoming its <0xXX> byte pieces (byte
+// fallback) or <unk>. Merges look up a table keyed by the two halves' ids, and when no
+// piece can span the start of a "▁"-word the text is merged word by word through a
+// cache, which gives the same ids (tested against whole-text merging) at the GPT-2 BPE's
+// speed. testdata/spbpe/gen.py trains four small models (Llama 2's settings; custom
+// normalization rules with user-defined and control pieces; whitespace as a suffix
+// without byte fallback; unused pieces) and writes SentencePiece's ids for multilingual
+// texts. Llama2Tokenizer and GPTSentencePieceTokenizer follow current Megatron, where
+// both are its SentencePieceTokenizer wrapper with default settings: Encode is
+// encode_as_ids (no BOS or EOS; "<s>" in text is text), Decode is decode_ids, BOS, EOS
+// and pad are the model's bos_id, eos_id and pad_id, EOD is EOS, and CLS, SEP and mask
+// are -1. Megatron's legacy tokenizers (--legacy-tokenizer, removed in 2026) had
+// _Llama2Tokenizer.tokenize(s, bos=True, eos=False) put BOS before every text;
+// TokenizerConfig.LegacyTokenizer does that for Llama2Tokenizer, so datasets made by
+// either Megatron can be reproduced.
 //
 // # Datasets
 //

@@ -8,8 +8,9 @@ import (
 )
 
 // Tokenizer turns text into token ids and back. Implementations: GPT-2 byte-level BPE
-// (files or the built-in "gpt2" vocabulary), BERT WordPiece, unigram SentencePiece, and
-// Megatron's NullTokenizer. Implementations are safe for concurrent use.
+// (files or the built-in "gpt2" vocabulary), BERT WordPiece, SentencePiece (unigram and
+// BPE), Hugging Face tokenizer.json files, and Megatron's NullTokenizer. Implementations
+// are safe for concurrent use.
 type Tokenizer interface {
 	// Encode returns the ids of text.
 	Encode(text string) []int32
@@ -36,9 +37,10 @@ func NoSpecial() SpecialIDs {
 // TokenizerConfig names a tokenizer the way Megatron's flags do.
 type TokenizerConfig struct {
 	// Type is Megatron's --tokenizer-type: GPT2BPETokenizer, BertWordPieceLowerCase,
-	// BertWordPieceCase, SentencePieceTokenizer, HuggingFaceTokenizer, TikTokenizer,
-	// NullTokenizer; or "gpt2" for the built-in GPT-2 vocabulary and "gosource-bpe" for
-	// megago's example vocabulary, which need no files.
+	// BertWordPieceCase, SentencePieceTokenizer, GPTSentencePieceTokenizer,
+	// Llama2Tokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer; or "gpt2" for the
+	// built-in GPT-2 vocabulary and "gosource-bpe" for megago's example vocabulary, which
+	// need no files.
 	Type      string
 	VocabFile string // vocab.json, vocab.txt or a SentencePiece .model
 	MergeFile string // merges.txt (GPT-2 BPE)
@@ -46,7 +48,9 @@ type TokenizerConfig struct {
 	// TikTokenizer's number of ids (0: 131072).
 	VocabSize int
 	// TokenizerModel is Megatron's --tokenizer-model: HuggingFaceTokenizer's directory
-	// holding tokenizer.json and tokenizer_config.json, or TikTokenizer's JSON vocabulary.
+	// holding tokenizer.json and tokenizer_config.json; the SentencePiece .model file of
+	// Llama2Tokenizer, GPTSentencePieceTokenizer and SentencePieceTokenizer (which also
+	// takes it as VocabFile); TikTokenizer's JSON vocabulary.
 	TokenizerModel string
 	// TiktokenPattern, TiktokenNumSpecialTokens and SpecialTokens are TikTokenizer's
 	// --tiktoken-pattern, --tiktoken-num-special-tokens and --tokenizer-special-tokens
@@ -57,6 +61,11 @@ type TokenizerConfig struct {
 	// HFNoSpecialTokens is Megatron's --tokenizer-hf-no-include-special-tokens:
 	// HuggingFaceTokenizer leaves out its post-processor's special tokens (BOS).
 	HFNoSpecialTokens bool
+	// LegacyTokenizer is Megatron's --legacy-tokenizer (its tokenizers before 2026, removed
+	// since): Llama2Tokenizer adds BOS before every text, as the legacy
+	// _Llama2Tokenizer.tokenize did; current Megatron adds nothing. Other tokenizers ignore
+	// it.
+	LegacyTokenizer bool
 	// VocabExtraIDs is Megatron's --vocab-extra-ids: the number of T5 sentinels
 	// <extra_id_0>, <extra_id_1>, ... added after a WordPiece or SentencePiece vocabulary
 	// (T5 uses 100). Other tokenizers, which Megatron does not extend, get ForT5's

@@ -9,26 +9,32 @@ import (
 
 func init() {
 	tokenizerTypes["SentencePieceTokenizer"] = func(c TokenizerConfig) (Tokenizer, error) {
-		return LoadSentencePiece(c.VocabFile, c.VocabExtraIDs)
+		model := c.VocabFile
+		if model == "" {
+			model = c.TokenizerModel
+		}
+		return LoadSentencePiece(model, c.VocabExtraIDs)
 	}
 }
 
-// SentencePiece is a unigram SentencePiece tokenizer read from a .model file (T5's
-// spiece.model, Megatron's SentencePieceTokenizer). Encoding is SentencePiece's: the
-// model's normalizer (its precompiled charsmap, e.g. nmt_nfkc; extra whitespace removed;
-// a "▁" dummy prefix; spaces as "▁"), then the Viterbi segmentation that maximizes the
-// sum of piece scores (user-defined pieces always win; a character no piece covers is
-// <unk> with score min − 10, and consecutive <unk>s become one, or with byte fallback
-// each such character becomes its UTF-8 byte pieces <0xXX>). Text is encoded literally:
-// "<s>" or "<extra_id_0>" in it are not special. Decoding is SentencePiece's DecodeIds.
-// Only unigram models are read (LoadSentencePiece rejects BPE ones).
+// SentencePiece is a SentencePiece tokenizer read from a .model file (T5's spiece.model,
+// Llama 2's tokenizer.model; Megatron's SentencePieceTokenizer). Encoding is
+// SentencePiece's: the model's normalizer (its precompiled charsmap, e.g. nmt_nfkc; extra
+// whitespace removed; a "▁" dummy prefix; spaces as "▁"), then the model type's
+// segmentation — unigram: the Viterbi segmentation that maximizes the sum of piece scores
+// (user-defined pieces always win; a character no piece covers is <unk> with score
+// min − 10); BPE: characters merged pairwise, the adjacent pair whose merged piece scores
+// highest first (see spBPE) — and then a character no piece covers is <unk>, consecutive
+// <unk>s becoming one, or with byte fallback its UTF-8 byte pieces <0xXX>. Text is encoded
+// literally: "<s>" or "<extra_id_0>" in it are not special. Decoding is SentencePiece's
+// DecodeIds. Word and character models are refused.
 //
 // Special ids: BOS, EOS and Pad are the model's <s>, </s> and <pad> (by trainer_spec's
 // piece names, when they are control pieces); EOD is EOS; CLS, SEP and Mask are -1. T5
 // sentinels: if the model has pieces <extra_id_0>, <extra_id_1>, ..., those; otherwise
 // extraIDs ids after the pieces in Hugging Face T5's layout, <extra_id_i> = (number of
 // pieces) + extraIDs − 1 − i, so <extra_id_0> is the last id (T5: 32099 of 32100).
-// (Megatron's own SentencePieceTokenizer differs: it appends <CLS>, <SEP>, <EOD>,
+// (Megatron's legacy SentencePieceTokenizer differs: it appends <CLS>, <SEP>, <EOD>,
 // <MASK>, missing <pad>/<s>/</s>, then <extra_id_0> first.)
 //
 // A SentencePiece is immutable and safe for concurrent use.
@@ -48,6 +54,21 @@ type SentencePiece struct {
 	norm         spNormalizer
 	extra        int // sentinels appended after the pieces
 	special      SpecialIDs
+	model        spModel // the model type's segmentation
+}
+
+// spModel is the segmentation step of a SentencePiece model type.
+type spModel interface {
+	// appendIDs appends the ids of the normalized text s to dst.
+	appendIDs(dst []int32, s string) []int32
+}
+
+// spUnigram is the unigram model: SentencePiece.viterbi.
+type spUnigram struct{ t *SentencePiece }
+
+func (u spUnigram) appendIDs(dst []int32, s string) []int32 {
+	prevUnk := false
+	return u.t.appendSegments(dst, s, u.t.viterbi(s), &prevUnk)
 }
 
 // LoadSentencePiece reads a SentencePiece .model file; extraIDs is Megatron's
@@ -71,8 +92,8 @@ func NewSentencePiece(model []byte, extraIDs int) (*SentencePiece, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.modelType != spModelUnigram {
-		return nil, fmt.Errorf("model type %d is not unigram (1); only unigram models are supported", m.modelType)
+	if m.modelType != spModelUnigram && m.modelType != spModelBPE {
+		return nil, fmt.Errorf("model type %d is neither unigram (1) nor BPE (2); word and character models are not supported", m.modelType)
 	}
 	if m.hasDenormalizer {
 		return nil, fmt.Errorf("models with a denormalizer are not supported")
@@ -94,7 +115,12 @@ func NewSentencePiece(model []byte, extraIDs int) (*SentencePiece, error) {
 	if err := t.indexPieces(); err != nil {
 		return nil, err
 	}
+	t.norm.findPlain()
 	t.setSpecial(m, extraIDs)
+	t.model = spUnigram{t}
+	if m.modelType == spModelBPE {
+		t.model = newSPBPE(t)
+	}
 	return t, nil
 }
 
@@ -149,6 +175,28 @@ func (t *SentencePiece) indexPieces() error {
 			t.byteID[b], t.byteOf[id] = id, int16(b)
 		}
 	}
+	return t.checkBytePieces()
+}
+
+// checkBytePieces refuses the byte pieces SentencePiece refuses: a byte piece that is not
+// <0xXX>, byte pieces without byte_fallback, and byte_fallback without all 256.
+func (t *SentencePiece) checkBytePieces() error {
+	n := 0
+	for i, typ := range t.types {
+		if typ != spByte {
+			continue
+		}
+		if t.byteOf[i] < 0 {
+			return fmt.Errorf("byte piece %d %q is not <0xXX>", i, t.pieces[i])
+		}
+		if !t.byteFallback {
+			return fmt.Errorf("byte piece %q although trainer_spec.byte_fallback is false", t.pieces[i])
+		}
+		n++
+	}
+	if t.byteFallback && n != 256 {
+		return fmt.Errorf("trainer_spec.byte_fallback is true but the model has %d byte pieces <0xXX>, not 256", n)
+	}
 	return nil
 }
 
@@ -191,21 +239,26 @@ func (t *SentencePiece) Special() SpecialIDs {
 
 // Encode returns the ids of text (no BOS or EOS added, as Megatron's tokenize).
 func (t *SentencePiece) Encode(text string) []int32 {
-	s := t.norm.normalize(text)
-	var ids []int32
-	prevUnk := false
-	for _, sg := range t.viterbi(s) {
+	return t.model.appendIDs(nil, t.norm.normalize(text))
+}
+
+// appendSegments appends the ids of the segments of s, as SentencePieceProcessor::Encode
+// turns a model's pieces into ids: an unknown segment becomes its bytes' <0xXX> ids with
+// byte fallback; without, a run of unknown segments is one <unk>. *prevUnk says whether
+// the last segment before these was unknown, and is updated.
+func (t *SentencePiece) appendSegments(ids []int32, s string, segs []spSegment, prevUnk *bool) []int32 {
+	for _, sg := range segs {
 		isUnk := sg.id == t.unk
 		switch {
 		case isUnk && t.byteFallback:
 			for i := sg.start; i < sg.end; i++ {
 				ids = append(ids, t.byteID[s[i]])
 			}
-		case isUnk && prevUnk: // a run of unknown characters is one <unk>
+		case isUnk && *prevUnk: // a run of unknown characters is one <unk>
 		default:
 			ids = append(ids, sg.id)
 		}
-		prevUnk = isUnk
+		*prevUnk = isUnk
 	}
 	return ids
 }

@@ -26,6 +26,7 @@ const (
 const (
 	spModelUnigram = 1
 	spModelBPE     = 2
+	spModelWord    = 3
 )
 
 // spModelProto holds the decoded fields of a ModelProto, with proto2 defaults applied.
@@ -54,18 +55,27 @@ func parseSPModel(b []byte) (*spModelProto, error) {
 	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			return m.parsePiece(v)
+			if err := m.parsePiece(v); err != nil {
+				return fmt.Errorf("pieces[%d]: %w", len(m.pieces), err)
+			}
 		case num == 2 && typ == protowire.BytesType:
-			return protoFields(v, m.trainerField)
+			if err := protoFields(v, m.trainerField); err != nil {
+				return fmt.Errorf("trainer_spec: %w", err)
+			}
 		case num == 3 && typ == protowire.BytesType:
-			return protoFields(v, m.normalizerField)
-		case num == 5 && typ == protowire.BytesType: // denormalizer_spec
-			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if err := protoFields(v, m.normalizerField); err != nil {
+				return fmt.Errorf("normalizer_spec: %w", err)
+			}
+		case num == 5 && typ == protowire.BytesType:
+			err := protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 				if num == 2 && typ == protowire.BytesType && len(v) > 0 {
 					m.hasDenormalizer = true
 				}
 				return nil
 			})
+			if err != nil {
+				return fmt.Errorf("denormalizer_spec: %w", err)
+			}
 		}
 		return nil
 	})
@@ -88,7 +98,7 @@ func (m *spModelProto) parsePiece(b []byte) error {
 			score = math.Float32frombits(uint32(x))
 		case num == 3 && wt == protowire.VarintType:
 			if x < spNormal || x > spByte {
-				return fmt.Errorf("piece %d: unknown type %d", len(m.pieces), x)
+				return fmt.Errorf("unknown type %d", x)
 			}
 			typ = uint8(x)
 		}

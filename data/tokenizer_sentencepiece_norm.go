@@ -53,12 +53,31 @@ func (u dartsTrie) longestPrefix(s string) (value uint32, length int) {
 	return value, length
 }
 
+// startsWith reports whether some key of the trie starts with the byte c.
+func (u dartsTrie) startsWith(c byte) bool {
+	if len(u) == 0 {
+		return false
+	}
+	pos := u.offset(u[0]) ^ uint32(c)
+	return int(pos) < len(u) && u[pos]&((1<<31)|0xFF) == uint32(c)
+}
+
 // spNormalizer is SentencePiece's Normalizer for one model.
 type spNormalizer struct {
 	trie                                            dartsTrie
 	replacement                                     []byte    // NUL-terminated strings the trie's values point into
 	user                                            *byteTrie // user-defined symbols, never normalized; nil if none
 	addDummyPrefix, removeExtraWS, escapeWS, suffix bool
+	// plain marks the ASCII bytes other than space that no rule or user-defined symbol
+	// starts with: normalization copies them (findPlain sets it).
+	plain [utf8.RuneSelf]bool
+}
+
+// findPlain sets n.plain.
+func (n *spNormalizer) findPlain() {
+	for c := range byte(utf8.RuneSelf) {
+		n.plain[c] = c != ' ' && !n.trie.startsWith(c) && (n.user == nil || n.user.next[uint64(c)] == 0)
+	}
 }
 
 // decodeCharsMap splits a precompiled charsmap: a little-endian uint32 trie size in bytes,
@@ -119,6 +138,7 @@ func (n *spNormalizer) normalize(s string) string {
 		return ""
 	}
 	var b strings.Builder
+	b.Grow(len(s) + len(s)/2 + len(spaceMarker)) // a space becomes 3 bytes
 	space := " "
 	if n.escapeWS {
 		space = spaceMarker
@@ -127,14 +147,28 @@ func (n *spNormalizer) normalize(s string) string {
 		b.WriteString(space)
 	}
 	prevSpace := n.removeExtraWS
+	identity := len(n.trie) == 0 && n.user == nil
 	for len(s) > 0 {
+		k := 0 // copy the characters no rule changes as they are
+		if identity {
+			k = plainPrefix(s)
+		} else {
+			for k < len(s) && s[k] < utf8.RuneSelf && n.plain[s[k]] {
+				k++
+			}
+		}
+		if k > 0 {
+			b.WriteString(s[:k])
+			s, prevSpace = s[k:], false
+			continue
+		}
 		r, l := n.prefix(s)
 		for prevSpace && strings.HasPrefix(r, " ") {
 			r = r[1:]
 		}
 		if r != "" {
 			if n.escapeWS {
-				b.WriteString(strings.ReplaceAll(r, " ", spaceMarker))
+				writeEscapedSpaces(&b, r)
 			} else {
 				b.WriteString(r)
 			}
@@ -155,6 +189,41 @@ func (n *spNormalizer) normalize(s string) string {
 		out += space
 	}
 	return out
+}
+
+// plainPrefix returns the length of the valid UTF-8 before s's first space or invalid
+// byte: what an identity normalizer copies unchanged.
+func plainPrefix(s string) int {
+	k := 0
+	for k < len(s) {
+		if c := s[k]; c < utf8.RuneSelf {
+			if c == ' ' {
+				break
+			}
+			k++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[k:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		k += size
+	}
+	return k
+}
+
+// writeEscapedSpaces writes r with each space as "▁".
+func writeEscapedSpaces(b *strings.Builder, r string) {
+	for {
+		i := strings.IndexByte(r, ' ')
+		if i < 0 {
+			b.WriteString(r)
+			return
+		}
+		b.WriteString(r[:i])
+		b.WriteString(spaceMarker)
+		r = r[i+1:]
+	}
 }
 
 // byteTrie is a trie over bytes: node 0 is the root; next maps (node, byte) to a child;

@@ -3,13 +3,10 @@ package data
 import (
 	"bufio"
 	"encoding/json"
-	"math"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // spGolden is one line of testdata/tokenizer/spm/golden.jsonl, written by make_golden.py
@@ -103,25 +100,14 @@ func TestSentencePieceSpecial(t *testing.T) {
 // spTestModel serializes a ModelProto with the given pieces (all normal except "<unk>")
 // and trainer_spec.model_type.
 func spTestModel(modelType uint64, pieces ...string) []byte {
-	var b []byte
-	for _, p := range pieces {
-		var sp []byte
-		sp = protowire.AppendTag(sp, 1, protowire.BytesType)
-		sp = protowire.AppendString(sp, p)
-		sp = protowire.AppendTag(sp, 2, protowire.Fixed32Type)
-		sp = protowire.AppendFixed32(sp, math.Float32bits(-1))
+	ps := make([]spProtoPiece, len(pieces))
+	for i, p := range pieces {
+		ps[i] = spProtoPiece{p, -1, spNormal}
 		if p == "<unk>" {
-			sp = protowire.AppendTag(sp, 3, protowire.VarintType)
-			sp = protowire.AppendVarint(sp, spUnknown)
+			ps[i].typ = spUnknown
 		}
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendBytes(b, sp)
 	}
-	var ts []byte
-	ts = protowire.AppendTag(ts, 3, protowire.VarintType)
-	ts = protowire.AppendVarint(ts, modelType)
-	b = protowire.AppendTag(b, 2, protowire.BytesType)
-	return protowire.AppendBytes(b, ts)
+	return spProto(modelType, false, true, ps...)
 }
 
 // TestSentencePieceModelErrors checks that unusable models are rejected with a reason,
@@ -132,7 +118,7 @@ func TestSentencePieceModelErrors(t *testing.T) {
 		model []byte
 		want  string
 	}{
-		{"bpe", spTestModel(spModelBPE, "<unk>", "a"), "not unigram"},
+		{"word", spTestModel(spModelWord, "<unk>", "a"), "neither unigram (1) nor BPE (2)"},
 		{"no unk", spTestModel(spModelUnigram, "a", "b"), "no unknown piece"},
 		{"duplicate", spTestModel(spModelUnigram, "<unk>", "a", "a"), "defined twice"},
 		{"garbage", []byte{0xff, 0xff, 0xff}, "malformed"},

@@ -43,12 +43,13 @@ at the end.`,
 type tokenizerFlags struct{ cfg data.TokenizerConfig }
 
 func (t *tokenizerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.cfg.Type, "tokenizer-type", "", "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, SentencePieceTokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer or gpt2")
+	fs.StringVar(&t.cfg.Type, "tokenizer-type", "", "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer or gpt2")
 	fs.StringVar(&t.cfg.VocabFile, "vocab-file", "", "vocabulary file (vocab.json, vocab.txt or a SentencePiece .model)")
 	fs.StringVar(&t.cfg.MergeFile, "merge-file", "", "BPE merges file (merges.txt)")
 	fs.IntVar(&t.cfg.VocabSize, "vocab-size", 0, "vocabulary size of the NullTokenizer (its EOD is vocab-size - 1); TikTokenizer: number of ids, special tokens included (0: 131072)")
-	fs.StringVar(&t.cfg.TokenizerModel, "tokenizer-model", "", "HuggingFaceTokenizer: directory holding tokenizer.json and tokenizer_config.json; TikTokenizer: its JSON vocabulary")
+	fs.StringVar(&t.cfg.TokenizerModel, "tokenizer-model", "", "HuggingFaceTokenizer: directory holding tokenizer.json and tokenizer_config.json; Llama2Tokenizer, GPTSentencePieceTokenizer, SentencePieceTokenizer: a SentencePiece .model file; TikTokenizer: its JSON vocabulary")
 	fs.BoolVar(&t.cfg.HFNoSpecialTokens, "tokenizer-hf-no-include-special-tokens", false, "HuggingFaceTokenizer: leave out the post-processor's special tokens (BOS)")
+	fs.BoolVar(&t.cfg.LegacyTokenizer, "legacy-tokenizer", false, "Megatron's legacy tokenizers: Llama2Tokenizer adds BOS before every text")
 	fs.StringVar(&t.cfg.TiktokenPattern, "tiktoken-pattern", "v2", "TikTokenizer: pre-tokenizer pattern, v1 or v2")
 	fs.IntVar(&t.cfg.TiktokenNumSpecialTokens, "tiktoken-num-special-tokens", data.DefaultTikTokenNumSpecial, "TikTokenizer: number of special tokens, the first ids")
 	special := func(s string) error {

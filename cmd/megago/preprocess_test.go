@@ -278,3 +278,37 @@ func readUint16Tokens(t *testing.T, bin string) []uint16 {
 	}
 	return got
 }
+
+// TestPreprocessCommandSentencePieceBPE tokenizes with a SentencePiece BPE .model as
+// Llama2Tokenizer, as current Megatron does (no BOS) and with -legacy-tokenizer (BOS, as
+// Megatron's legacy _Llama2Tokenizer); the ids of "Hello world" are python3-sentencepiece's
+// (data/testdata/spbpe/golden.json), then the EOD (</s>, 2).
+func TestPreprocessCommandSentencePieceBPE(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte("{\"text\": \"Hello world\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hello := []uint16{504, 592, 279, 499, 418, 496}
+	const bos, eod = 1, 2
+	for _, c := range []struct {
+		typ   string
+		flags []string
+		want  []uint16
+	}{
+		{"Llama2Tokenizer", nil, append(slices.Clone(hello), eod)},
+		{"Llama2Tokenizer", []string{"-legacy-tokenizer"}, append(append([]uint16{bos}, hello...), eod)},
+		{"GPTSentencePieceTokenizer", nil, append(slices.Clone(hello), eod)},
+	} {
+		prefix := filepath.Join(dir, "out")
+		args := append([]string{"preprocess", "-input", input, "-output-prefix", prefix, "-append-eod",
+			"-tokenizer-type", c.typ, "-tokenizer-model", "../../data/testdata/spbpe/llama.model"}, c.flags...)
+		if _, stderr, err := run(t, args...); err != nil {
+			t.Fatalf("megago %v: %v\n%s", args, err, stderr)
+		}
+		got := readUint16Tokens(t, prefix+"_text_document.bin")
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s %v: tokens %v, want %v", c.typ, c.flags, got, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -105,4 +106,36 @@ func TestBuildSentences(t *testing.T) {
 	}
 	_, err = Open([]string{prefix}, 10, "tiny")
 	assert.ErrorContains(t, err, "the tiny tokenizer has 10 ids")
+}
+
+// TestGoSourceKeyTokenizerArgs: the default corpus's cache key changes with the
+// tokenizer flags beyond the type and vocabulary files (a different --tokenizer-model
+// gives different ids), and is the same on every call.
+func TestGoSourceKeyTokenizerArgs(t *testing.T) {
+	root := t.TempDir()
+	const files = 16 // a quarter of the files is sampled
+	for i := range files {
+		dir := filepath.Join(root, "src", fmt.Sprintf("p%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "a.go"), []byte("package p\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(args string) string {
+		t.Helper()
+		_, k, _, err := goSourceFiles(root, "go1", Spec{TokenizerType: "Llama2Tokenizer", TokenizerArgs: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	plain, a, b := key(""), key("-tokenizer-model a.model"), key("-tokenizer-model b.model")
+	if plain == a || a == b || plain == b {
+		t.Errorf("keys %s (no args), %s (a.model), %s (b.model): want three different keys", plain, a, b)
+	}
+	if again := key(""); again != plain {
+		t.Errorf("key without args %s, then %s", plain, again)
+	}
 }

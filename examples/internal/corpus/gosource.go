@@ -38,6 +38,9 @@ type Spec struct {
 	// flags) in the cache key and in the equivalent megago preprocess command.
 	Tokenizer                           data.Tokenizer
 	TokenizerType, VocabFile, MergeFile string
+	// TokenizerArgs are the other flags that choose the tokenizer's files and settings
+	// ("-tokenizer-model FILE -legacy-tokenizer"; settings.Common.TokenizerArgs).
+	TokenizerArgs string
 	// Sentences splits a document into its sequences (BERT's and T5's sentences), whose
 	// concatenation is the document; nil makes each file one sequence followed by the
 	// end-of-document token (GPT).
@@ -130,8 +133,8 @@ func goSource(ctx context.Context, s Spec, builder bool, log io.Writer) (prefix,
 	if err != nil {
 		return "", "", nil, fmt.Errorf("tokenizing the default corpus: %w", err)
 	}
-	fmt.Fprintf(log, "tokenized %d documents into %d tokens in %.1fs (the same as: megago preprocess -input %s -output-prefix %s -tokenizer-type %s -append-eod)\n",
-		sum.Documents, sum.Outputs[0].Tokens, time.Since(start).Seconds(), jsonl, filepath.Join(dir, "gosrc"), s.TokenizerType)
+	fmt.Fprintf(log, "tokenized %d documents into %d tokens in %.1fs (the same as: megago preprocess -input %s -output-prefix %s -tokenizer-type %s%s -append-eod)\n",
+		sum.Documents, sum.Outputs[0].Tokens, time.Since(start).Seconds(), jsonl, filepath.Join(dir, "gosrc"), s.TokenizerType, prefixSpace(s.TokenizerArgs))
 	return prefix, about, files, nil
 }
 
@@ -261,6 +264,9 @@ func goSourceFiles(root, version string, s Spec) (files []string, key string, si
 	src := filepath.Join(root, "src")
 	h := sha256.New()
 	fmt.Fprintf(h, "megago gosrc v2\n%s\n%s %s %s\n", version, s.TokenizerType, s.VocabFile, s.MergeFile)
+	if s.TokenizerArgs != "" { // absent from older keys, which stay valid
+		fmt.Fprintf(h, "tokenizer: %s\n", s.TokenizerArgs)
+	}
 	if s.Sentences != nil {
 		fmt.Fprintf(h, "sentences: %s\n", s.Unit)
 	}
@@ -335,4 +341,12 @@ func writeJSONL(path, root string, files []string) error {
 		}
 		return nil
 	})
+}
+
+// prefixSpace returns s after a space, or "" if s is empty.
+func prefixSpace(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " " + s
 }

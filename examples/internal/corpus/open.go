@@ -24,6 +24,7 @@ func Sources(ctx context.Context, c *settings.Common, s Spec, vocab int, builder
 		return nil, "", nil, err
 	}
 	s.TokenizerType, s.VocabFile, s.MergeFile = c.TokenizerType, c.VocabFile, c.MergeFile
+	s.TokenizerArgs = c.TokenizerArgs()
 	prefixes, _, _ := c.Blend() // checked with the flags
 	if perSplit := splitPrefixes(c); perSplit != nil {
 		prefixes = append(perSplit[data.SplitTrain], perSplit[data.SplitValid]...)

@@ -67,9 +67,11 @@ type Common struct {
 	CacheDir                            string
 	Seed                                uint64
 
-	// Hugging Face tokenizer (--tokenizer-model, --tokenizer-hf-no-include-special-tokens).
+	// Hugging Face and SentencePiece tokenizers (--tokenizer-model,
+	// --tokenizer-hf-no-include-special-tokens, --legacy-tokenizer).
 	TokenizerModel    string
 	HFNoSpecialTokens bool
+	LegacyTokenizer   bool
 	NullVocabSize     int // NullTokenizer's and TikTokenizer's --vocab-size
 
 	// TikTokenizer (--tiktoken-pattern, --tiktoken-num-special-tokens,

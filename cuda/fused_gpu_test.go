@@ -60,8 +60,8 @@ func TestGPUFusedBiasGeLUDropoutAdd(t *testing.T) {
 	y.BackwardWithGrad(dyc)
 	w.want["bias_gelu"], w.want["bias_gelu/dx"], w.want["bias_gelu/dbias"] = y, xc.Grad(), bc.Grad()
 	yg, dxg, dbg := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, c)
-	w.b.biasGeLU(yg.Span(), xg.Span(), bg.Span())
-	w.b.biasGeLUBackward(dxg.Span(), dbg.Span(), dyg.Span(), xg.Span(), bg.Span())
+	w.b.BiasActivation(tensor.OpGeLUTanh, yg.Span(), xg.Span(), bg.Span())
+	w.b.BiasActivationBackward(tensor.OpGeLUTanh, dxg.Span(), dbg.Span(), dyg.Span(), xg.Span(), bg.Span())
 	w.got["bias_gelu"], w.got["bias_gelu/dx"], w.got["bias_gelu/dbias"] = yg, dxg, dbg
 
 	// Dropout of a shard: rows [2, 8) and columns [24, 48) of a [10, 48] tensor.
@@ -106,11 +106,13 @@ func TestGPUFusedNormsWithResidual(t *testing.T) {
 		mean, rstd := tensor.Empty(w.gpu, tensor.F32, rows), tensor.Empty(w.gpu, tensor.F32, rows)
 		dx, dw, db := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, c), tensor.Empty(w.gpu, tensor.F32, c)
 		if rms {
-			w.b.addRMSNorm(yg.Span(), sg.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), 1e-5)
-			w.b.rmsNormBackwardAdd(dx.Span(), dw.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), rstd.Span())
+			p := tensor.NormParams{Eps: 1e-5, RMS: true}
+			w.b.ResidualNorm(yg.Span(), sg.Span(), tensor.Span{}, rstd.Span(), xg.Span(), rg.Span(), wg.Span(), tensor.Span{}, p)
+			w.b.ResidualNormBackward(dx.Span(), dw.Span(), tensor.Span{}, t1g.Span(), t2g.Span(), sg.Span(), wg.Span(), tensor.Span{}, rstd.Span(), p)
 		} else {
-			w.b.addLayerNorm(yg.Span(), sg.Span(), mean.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), bg.Span(), 1e-5)
-			w.b.layerNormBackwardAdd(dx.Span(), dw.Span(), db.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), mean.Span(), rstd.Span())
+			p := tensor.NormParams{Eps: 1e-5}
+			w.b.ResidualNorm(yg.Span(), sg.Span(), mean.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), bg.Span(), p)
+			w.b.ResidualNormBackward(dx.Span(), dw.Span(), db.Span(), t1g.Span(), t2g.Span(), sg.Span(), wg.Span(), mean.Span(), rstd.Span(), p)
 			w.want[name+"/db"], w.got[name+"/db"] = bl.Grad(), db
 		}
 		w.got[name], w.got[name+"/sum"], w.got[name+"/dx"], w.got[name+"/dw"] = yg, sg, dx, dw

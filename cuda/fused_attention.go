@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"megago/cuda/internal/cublaslt"
@@ -13,7 +15,7 @@ import (
 // Fused attention (kernels/attention.cu) and linear layers with cuBLASLt epilogues.
 
 // attentionVariant checks q's shape and returns the module, the kernels' dtype name and
-// suffix, B·NH and T.
+// suffix, B·NH and Tq.
 func attentionVariant(op string, q tensor.Span) (mod, dt, sfx string, bnh, t int64) {
 	if len(q.Shape) != 4 {
 		panic(fmt.Sprintf("cuda: %s: q %v, want [B, NH, T, HS]", op, q.Shape))
@@ -33,6 +35,63 @@ func attentionVariant(op string, q tensor.Span) (mod, dt, sfx string, bnh, t int
 	return kernels.AttentionModule(dt, hs), dt, fmt.Sprintf("%s_%d", dt, hs), int64(q.Shape[0] * q.Shape[1]), int64(q.Shape[2])
 }
 
+// flashCovers reports whether the flash kernels compute attention of a with p: q in
+// bf16 or f32 with a head size they are built for, and no mask, bias or segments.
+func flashCovers(a tensor.AttentionArgs) bool {
+	return (a.Q.DType == tensor.BF16 || a.Q.DType == tensor.F32) && len(a.Q.Shape) == 4 &&
+		slices.Contains(kernels.AttentionHeadSizes(), a.Q.Shape[3]) && a.Mask.Empty() && a.Bias.Empty() && a.Segments.Empty()
+}
+
+// flashParams are attention.cu's FP: the sequence lengths, query heads per key/value
+// head and query heads, the scale, causality, and the dropout probability, key and the
+// placement of the probabilities [B, NH, Tq, Tk] in the full tensor the mask is drawn at
+// (strides of its first three dims and the index of this call's first element).
+type flashParams struct {
+	tq, tk, group, nh int64
+	scale             float32
+	causal            bool
+	drop              float64
+	key               [2]uint32
+	ds                [3]int64
+	dbase             int64
+}
+
+// newFlashParams returns the parameters of attention of q [B, NH, Tq, HS] over k
+// [B, G, Tk, HS] with p.
+func newFlashParams(q, k tensor.Span, p tensor.AttentionParams) flashParams {
+	f := flashParams{tq: int64(q.Shape[2]), tk: int64(k.Shape[2]), group: int64(q.Shape[1] / k.Shape[1]),
+		nh: int64(q.Shape[1]), scale: float32(p.Scale), causal: p.Causal, drop: p.Dropout, key: p.Key}
+	if p.Dropout > 0 {
+		if len(p.Full) != 4 || len(p.Start) != 4 {
+			panic(fmt.Sprintf("cuda: Attention: dropout region %v at %v, want rank 4", p.Full, p.Start))
+		}
+		st := contiguousStrides(p.Full)
+		f.ds = [3]int64{int64(st[0]), int64(st[1]), int64(st[2])}
+		for d, v := range p.Start {
+			f.dbase += int64(v * st[d])
+		}
+	}
+	return f
+}
+
+// bytes returns f in FP's layout.
+func (f flashParams) bytes() []byte {
+	le := binary.LittleEndian
+	b := le.AppendUint64(nil, uint64(f.tq))
+	b = le.AppendUint64(b, uint64(f.tk))
+	b = le.AppendUint64(b, uint64(f.group))
+	b = le.AppendUint64(b, uint64(f.nh))
+	b = le.AppendUint32(b, math.Float32bits(f.scale))
+	b = le.AppendUint32(b, uint32(boolArg(f.causal)))
+	b = le.AppendUint64(b, math.Float64bits(f.drop))
+	b = le.AppendUint32(b, f.key[0])
+	b = le.AppendUint32(b, f.key[1])
+	for _, v := range f.ds {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	return le.AppendUint64(b, uint64(f.dbase))
+}
+
 // Tiles of attention.cu: queries per block of the forward and dQ kernels, keys per block
 // of the dK/dV kernel.
 const attnQueriesPerBlock = 64
@@ -44,43 +103,42 @@ func attnKeysPerBlock(hs int) int64 {
 	return 32
 }
 
-// flashAttention sets out = softmax(scale·q·kᵀ (causal: key j hidden from query i > j))·v
-// and lse [B·NH, T] (F32) to each query's log-sum-exp, without storing the scores. q, k,
-// v and out are [B, NH, T, HS] in bf16 or f32 with HS 32, 64 or 128 (CPU twin:
-// MatMul(Softmax(MatMulT(q, k, false, true), {Scale, Causal}), v)). It panics on other
-// shapes or dtypes.
-func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, scale float64, causal bool) {
-	mod, _, sfx, bnh, t := attentionVariant("FlashAttention", q)
+// flashAttention sets out [B, NH, Tq, HS] = dropout(softmax(scale·q·kᵀ with causal
+// masking))·v and lse [B·NH, Tq] (F32) to each query's log-sum-exp, without storing the
+// scores, for q [B, NH, Tq, HS] and k, v [B, G, Tk, HS] in bf16 or f32 with HS 32, 64 or
+// 128 (CPU twin: the CPU backend's Attention without mask, bias or segments). It panics
+// on other shapes or dtypes.
+func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, f flashParams) {
+	mod, _, sfx, bnh, tq := attentionVariant("FlashAttention", q)
 	release := b.dev.bind()
 	defer release()
 	const op = "FlashAttention"
-	grid := [3]uint32{uint32((t + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1}
+	grid := [3]uint32{uint32((tq + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1}
 	b.must(b.dev.launch(mod, "flash_fwd_"+sfx, grid, [3]uint32{attnQueriesPerBlock, 1, 1}, 0, driver.NewKernelArgs().
-		Ptr(b.ptr(op, out)).Ptr(b.ptr(op, lse)).Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).I64(t).
-		F32(float32(scale)).I32(boolArg(causal))))
+		Ptr(b.ptr(op, out)).Ptr(b.ptr(op, lse)).Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).Bytes(f.bytes())))
 }
 
-// flashAttentionBackward sets dq, dk and dv from dout, recomputing the scores from q, k
-// and flashAttention's out and lse.
-func (b *Backend) flashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout tensor.Span, scale float64, causal bool) {
-	mod, dt, sfx, bnh, t := attentionVariant("FlashAttentionBackward", q)
+// flashAttentionBackward sets dq, dk and dv from dout and dlse (F32 [B·NH, Tq]; may be
+// empty: zeros), recomputing the scores from q, k and flashAttention's out and lse.
+func (b *Backend) flashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout, dlse tensor.Span, f flashParams) {
+	mod, dt, sfx, bnh, tq := attentionVariant("FlashAttentionBackward", q)
 	release := b.dev.bind()
 	defer release()
 	const op = "FlashAttentionBackward"
 	hs := q.Shape[3]
-	d, err := b.alloc.get(max(1, bnh*t) * 4) // D = rowsum(dO ∘ O)
+	d, err := b.alloc.get(max(1, bnh*tq) * 4) // D = rowsum(dO ∘ O) − dL
 	b.must(err)
 	defer b.alloc.put(d)
-	b.run(mod, "flash_bwd_pre_"+dt, bnh*t, driver.NewKernelArgs().Ptr(d).Ptr(b.ptr(op, out)).Ptr(b.ptr(op, dout)).
-		I64(bnh*t).I64(int64(hs)))
+	b.run(mod, "flash_bwd_pre_"+dt, bnh*tq, driver.NewKernelArgs().Ptr(d).Ptr(b.ptr(op, out)).Ptr(b.ptr(op, dout)).
+		Ptr(b.ptr(op, dlse)).I64(bnh*tq).I64(int64(hs)))
 	common := func(a *driver.KernelArgs) *driver.KernelArgs {
 		return a.Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).Ptr(b.ptr(op, dout)).Ptr(b.ptr(op, lse)).Ptr(d).
-			I64(t).F32(float32(scale)).I32(boolArg(causal))
+			Bytes(f.bytes())
 	}
-	kb := attnKeysPerBlock(hs)
-	b.must(b.dev.launch(mod, "flash_bwd_dkdv_"+sfx, [3]uint32{uint32((t + kb - 1) / kb), uint32(bnh), 1},
+	kb, bkv := attnKeysPerBlock(hs), int64(k.Shape[0]*k.Shape[1])
+	b.must(b.dev.launch(mod, "flash_bwd_dkdv_"+sfx, [3]uint32{uint32((f.tk + kb - 1) / kb), uint32(bkv), 1},
 		[3]uint32{uint32(kb), 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dk)).Ptr(b.ptr(op, dv)))))
-	b.must(b.dev.launch(mod, "flash_bwd_dq_"+sfx, [3]uint32{uint32((t + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1},
+	b.must(b.dev.launch(mod, "flash_bwd_dq_"+sfx, [3]uint32{uint32((tq + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1},
 		[3]uint32{attnQueriesPerBlock, 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dq)))))
 }
 

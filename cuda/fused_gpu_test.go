@@ -195,9 +195,10 @@ func TestGPUFlashAttention(t *testing.T) {
 				w.want["out"], w.want["dq"], w.want["dk"], w.want["dv"] = o.Cast(dt), q.Grad().Cast(dt), k.Grad().Cast(dt), v.Grad().Cast(dt)
 
 				og, lse := tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, tensor.F32, b*nh, tt)
-				w.b.flashAttention(og.Span(), lse.Span(), qg.Span(), kg.Span(), vg.Span(), scale, causal)
+				f := flashParams{tq: tt, tk: tt, group: 1, nh: nh, scale: float32(scale), causal: causal}
+				w.b.flashAttention(og.Span(), lse.Span(), qg.Span(), kg.Span(), vg.Span(), f)
 				dq, dk, dv := tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs)
-				w.b.flashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), scale, causal)
+				w.b.flashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), tensor.Span{}, f)
 				w.got["out"], w.got["dq"], w.got["dk"], w.got["dv"] = og, dq, dk, dv
 				w.check()
 			})

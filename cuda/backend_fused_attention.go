@@ -3,8 +3,8 @@ package cuda
 import "megago/tensor"
 
 // tensor.AttentionKernels on the CUDA backend: attention.cu's flash kernels
-// (fused_attention.go) for q in bf16 or f32 with a head size they are built for (32, 64,
-// 128), covering grouped-query attention (G < NH), Tq ≠ Tk with the seam's causal rule,
+// (fused_attention.go) for q in bf16 or f32 with a head size they are built for (8, 16,
+// 32, 64, 128), covering grouped-query attention (G < NH), Tq ≠ Tk with the seam's causal rule,
 // attention dropout with the CPU backend's mask bits, and the log-sum-exp output and its
 // gradient (DLSE). The other cases still run the host fallback (host_fallback.go: the
 // operands are copied to host memory, the CPU backend's kernel runs on them and the

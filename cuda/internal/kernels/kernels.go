@@ -24,7 +24,7 @@ type Module struct {
 }
 
 // AttentionHeadSizes returns the head sizes the fused attention kernels are built for.
-func AttentionHeadSizes() []int { return []int{32, 64, 128} }
+func AttentionHeadSizes() []int { return []int{8, 16, 32, 64, 128} }
 
 // Modules returns every module by name. The fused attention kernels are one module per
 // (dtype, head size), compiled only when used.

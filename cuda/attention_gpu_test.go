@@ -7,17 +7,18 @@ import (
 )
 
 // Fused attention through tensor.Attention on this backend against the CPU backend's
-// kernel: out, lse and the gradients of q, k and v (through out and lse), F32 within
-// float32 rounding and BF16 within bf16 rounding; the covered cases must run the flash
-// kernels, the others the host fallback.
+// kernel: out, lse and the gradients of q, k, v (through out and lse) and of a bias, F32
+// within float32 rounding and BF16 within bf16 rounding; the cases without a bias must
+// run the flash kernels, those with one the host fallback.
 
-// attnCase is one call of tensor.Attention: shapes, options (Mask is set by mask) and
-// whether the GPU kernels cover it.
+// attnCase is one call of tensor.Attention: shapes and options.
 type attnCase struct {
 	b, nh, g, tq, tk, hs int
 	causal               bool
 	dropout              float64
-	mask                 bool // a padding mask [B, 1, 1, Tk]: not covered by the kernels
+	mask                 bool // a padding mask [B, 1, 1, Tk]
+	segments             bool // documents of 7 tokens
+	bias                 bool // T5's bias [1, NH, Tq, Tk]: not covered by the kernels
 }
 
 // run computes the case on dev in dt and returns out, lse and the input gradients.
@@ -39,13 +40,26 @@ func (c attnCase) run(dev *tensor.Device, dt tensor.DType) map[string]*tensor.Te
 		}
 		o.Mask = tensor.FromSlice(dev, m, c.b, 1, 1, c.tk)
 	}
+	if c.segments {
+		seg := make([]int32, c.b*c.tk)
+		for j := range seg {
+			seg[j] = int32((j%c.tk + j/c.tk) / 7)
+		}
+		o.Segments = tensor.FromSlice(dev, seg, c.b, c.tk)
+	}
+	res := map[string]*tensor.Tensor{}
+	if c.bias {
+		o.Bias = rowLeaf(dev, dt, 76, -1, 1, 1, c.nh, c.tq, c.tk)
+		defer func() { res["dbias"] = o.Bias.Grad() }()
+	}
 	out, lse := tensor.Attention(q, k, v, o)
 	dy := rowLeaf(dev, dt, 74, -1, 1, c.b, c.nh, c.tq, c.hs).Detach()
 	dl := rowLeaf(dev, lse.DType(), 75, -1, 1, c.b, c.nh, c.tq).Detach()
 	// Rows that see no key have lse −∞, and so has the loss; only its gradients are used.
 	loss := tensor.Add(tensor.Sum(tensor.Mul(out, dy).Cast(tensor.F32)), tensor.Sum(tensor.Mul(lse, dl)))
 	loss.Backward()
-	return map[string]*tensor.Tensor{"out": out, "lse": lse, "dq": q.Grad(), "dk": k.Grad(), "dv": v.Grad()}
+	res["out"], res["lse"], res["dq"], res["dk"], res["dv"] = out, lse, q.Grad(), k.Grad(), v.Grad()
+	return res
 }
 
 func TestGPUAttentionFollowsCPU(t *testing.T) {
@@ -60,15 +74,17 @@ func TestGPUAttentionFollowsCPU(t *testing.T) {
 		{"gqa/kvcache", attnCase{b: 1, nh: 4, g: 1, tq: 5, tk: 70, hs: 32, causal: true}},
 		{"tq>tk/causal", attnCase{b: 1, nh: 2, g: 2, tq: 40, tk: 24, hs: 32, causal: true}},
 		{"gqa/dropout", attnCase{b: 2, nh: 4, g: 2, tq: 20, tk: 20, hs: 32, causal: true, dropout: 0.2}},
-		{"mask/fallback", attnCase{b: 2, nh: 2, g: 2, tq: 9, tk: 9, hs: 32, mask: true}},
+		{"gqa/mask", attnCase{b: 2, nh: 4, g: 2, tq: 9, tk: 19, hs: 32, mask: true}},
+		{"segments/causal/mask", attnCase{b: 2, nh: 2, g: 1, tq: 30, tk: 30, hs: 16, causal: true, segments: true, mask: true}},
+		{"bias/fallback", attnCase{b: 2, nh: 2, g: 2, tq: 9, tk: 9, hs: 32, bias: true}},
 	}
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 		for _, tc := range cases {
 			t.Run(dt.String()+"/"+tc.name, func(t *testing.T) {
 				before := b.fallbacks.Load()
 				got := tc.c.run(gpu, dt)
-				if fell := b.fallbacks.Load() - before; (fell > 0) != tc.c.mask {
-					t.Errorf("%d host fallback calls, want them only for a mask (%v)", fell, tc.c.mask)
+				if fell := b.fallbacks.Load() - before; (fell > 0) != tc.c.bias {
+					t.Errorf("%d host fallback calls, want them only with a bias (%v)", fell, tc.c.bias)
 				}
 				compareResults(t, tc.c.run(cpu, dt), got, nil)
 			})

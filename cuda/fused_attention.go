@@ -35,17 +35,19 @@ func attentionVariant(op string, q tensor.Span) (mod, dt, sfx string, bnh, t int
 	return kernels.AttentionModule(dt, hs), dt, fmt.Sprintf("%s_%d", dt, hs), int64(q.Shape[0] * q.Shape[1]), int64(q.Shape[2])
 }
 
-// flashCovers reports whether the flash kernels compute attention of a with p: q in
-// bf16 or f32 with a head size they are built for, and no mask, bias or segments.
+// flashCovers reports whether the flash kernels compute attention of a: q in bf16 or f32
+// with a head size they are built for, and no bias.
 func flashCovers(a tensor.AttentionArgs) bool {
 	return (a.Q.DType == tensor.BF16 || a.Q.DType == tensor.F32) && len(a.Q.Shape) == 4 &&
-		slices.Contains(kernels.AttentionHeadSizes(), a.Q.Shape[3]) && a.Mask.Empty() && a.Bias.Empty() && a.Segments.Empty()
+		slices.Contains(kernels.AttentionHeadSizes(), a.Q.Shape[3]) && a.Bias.Empty()
 }
 
 // flashParams are attention.cu's FP: the sequence lengths, query heads per key/value
 // head and query heads, the scale, causality, and the dropout probability, key and the
 // placement of the probabilities [B, NH, Tq, Tk] in the full tensor the mask is drawn at
-// (strides of its first three dims and the index of this call's first element).
+// (strides of its first three dims and the index of this call's first element), the
+// padding mask with its strides over [B, NH, Tq, Tk] (0 along broadcast dims) and dtype,
+// and the segments [B, Tk] (I32). The pointers may be 0.
 type flashParams struct {
 	tq, tk, group, nh int64
 	scale             float32
@@ -54,10 +56,31 @@ type flashParams struct {
 	key               [2]uint32
 	ds                [3]int64
 	dbase             int64
+	mask              driver.DevicePtr
+	ms                [4]int64
+	mdt               tensor.DType
+	seg               driver.DevicePtr
+}
+
+// flashParams returns the parameters of attention of a with p.
+func (b *Backend) flashParams(a tensor.AttentionArgs, p tensor.AttentionParams) flashParams {
+	f := newFlashParams(a.Q, a.K, p)
+	f.seg = b.ptr("Attention", a.Segments)
+	if !a.Mask.Empty() {
+		f.mask, f.mdt = b.ptr("Attention", a.Mask), a.Mask.DType
+		sh := a.Mask.Shape
+		st := contiguousStrides(sh)
+		for d := range min(len(sh), 4) { // right-aligned, as broadcasting aligns shapes
+			if n := sh[len(sh)-1-d]; n != 1 {
+				f.ms[3-d] = int64(st[len(sh)-1-d])
+			}
+		}
+	}
+	return f
 }
 
 // newFlashParams returns the parameters of attention of q [B, NH, Tq, HS] over k
-// [B, G, Tk, HS] with p.
+// [B, G, Tk, HS] with p, without mask or segments.
 func newFlashParams(q, k tensor.Span, p tensor.AttentionParams) flashParams {
 	f := flashParams{tq: int64(q.Shape[2]), tk: int64(k.Shape[2]), group: int64(q.Shape[1] / k.Shape[1]),
 		nh: int64(q.Shape[1]), scale: float32(p.Scale), causal: p.Causal, drop: p.Dropout, key: p.Key}
@@ -89,7 +112,14 @@ func (f flashParams) bytes() []byte {
 	for _, v := range f.ds {
 		b = le.AppendUint64(b, uint64(v))
 	}
-	return le.AppendUint64(b, uint64(f.dbase))
+	b = le.AppendUint64(b, uint64(f.dbase))
+	b = le.AppendUint64(b, uint64(f.mask))
+	for _, v := range f.ms {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	b = le.AppendUint32(b, uint32(dtArg(f.mdt)))
+	b = le.AppendUint32(b, 0) // padding: seg is 8-aligned
+	return le.AppendUint64(b, uint64(f.seg))
 }
 
 // Tiles of attention.cu: queries per block of the forward and dQ kernels, keys per block

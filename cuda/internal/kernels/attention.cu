@@ -9,7 +9,10 @@
 // attention hides key j from query i when j > i + Tk − Tq. Attention dropout zeroes
 // probability (b, h, i, j) when the uniform draw (prelude.cu's uniform_at) of its index
 // in the full probability tensor, FP.dbase + b·ds0 + h·ds1 + i·ds2 + j, is below FP.drop,
-// and scales the others by 1/(1−drop): the CPU backend's mask. One thread per row, plain
+// and scales the others by 1/(1−drop): the CPU backend's mask. A padding mask (any
+// dtype, broadcast to [B, NH, Tq, Tk] by the strides FP.ms, non-zero hides) and document
+// segments (I32 [B, Tk]: key j hidden from query i when seg[b, j] ≠ seg[b, i + Tk − Tq])
+// hide keys as causality does. One thread per row, plain
 // FMAs: no tensor cores yet. HS is a template parameter (32, 64, 128) so rows live in
 // registers.
 
@@ -21,6 +24,10 @@ struct FP {
   double drop;
   u32 k0, k1;
   i64 ds0, ds1, ds2, dbase;
+  const void* mask;  // may be null
+  i64 ms[4];
+  int mdt;
+  const int* seg;  // may be null
 };
 
 // fp_kend returns the end of the keys query tile [q0, q0 + n) may see.
@@ -29,9 +36,13 @@ __device__ __forceinline__ i64 fp_kend(const FP& f, i64 q0, i64 n) {
   return max((i64)0, min(f.Tk, q0 + n + f.Tk - f.Tq));
 }
 
-// fp_visible reports whether query qi sees key kj.
-__device__ __forceinline__ bool fp_visible(const FP& f, i64 qi, i64 kj) {
-  return kj < f.Tk && (!f.causal || kj <= qi + f.Tk - f.Tq);
+// fp_visible reports whether query qi of row bh (of B·NH) sees key kj.
+__device__ __forceinline__ bool fp_visible(const FP& f, i64 bh, i64 qi, i64 kj) {
+  if (kj >= f.Tk || (f.causal && kj > qi + f.Tk - f.Tq)) return false;
+  if (!f.mask && !f.seg) return true;
+  i64 b = bh / f.nh, h = bh - b * f.nh;
+  if (f.mask && ld_d(f.mask, f.mdt, b * f.ms[0] + h * f.ms[1] + qi * f.ms[2] + kj * f.ms[3]) != 0.0) return false;
+  return !f.seg || f.seg[b * f.Tk + kj] == f.seg[b * f.Tk + qi + f.Tk - f.Tq];
 }
 
 // fp_keep returns the dropout factor of probability (bh, qi, kj): 0 or 1/(1−drop).
@@ -93,7 +104,7 @@ __device__ void flash_fwd_impl(typename S::T* O, float* L, const typename S::T* 
         float dot = 0.0f;
 #pragma unroll
         for (int d = 0; d < HS; d++) dot += q[d] * ks[j][d];
-        float sj = fp_visible(f, qi, kj) ? dot : NEG_INF;
+        float sj = fp_visible(f, bh, qi, kj) ? dot : NEG_INF;
         sc[threadIdx.x][j] = sj;
         mt = fmaxf(mt, sj);
       }
@@ -186,7 +197,7 @@ __device__ void flash_bwd_dkdv_impl(typename S::T* dK, typename S::T* dV, const 
 #pragma unroll 1
       for (int i = 0; i < BQ; i++) {
         i64 qi = i0 + i;
-        if (qi >= f.Tq || !fp_visible(f, qi, kj)) continue;
+        if (qi >= f.Tq || !fp_visible(f, bh, qi, kj)) continue;
         float s = 0.0f, dp = 0.0f;
 #pragma unroll
         for (int d = 0; d < HS; d++) {
@@ -243,7 +254,7 @@ __device__ void flash_bwd_dq_impl(typename S::T* dQ, const typename S::T* Q, con
 #pragma unroll 1
       for (int j = 0; j < FA_BC; j++) {
         i64 kj = k0 + j;
-        if (!fp_visible(f, qi, kj)) continue;
+        if (!fp_visible(f, bh, qi, kj)) continue;
         float s = 0.0f, dp = 0.0f;
 #pragma unroll
         for (int d = 0; d < HS; d++) {

@@ -5,13 +5,13 @@ import "megago/tensor"
 // tensor.AttentionKernels on the CUDA backend: attention.cu's flash kernels
 // (fused_attention.go) for q in bf16 or f32 with a head size they are built for (8, 16,
 // 32, 64, 128), covering grouped-query attention (G < NH), Tq ≠ Tk with the seam's causal
-// rule, a padding Mask (any dtype and broadcast), document Segments, attention dropout
-// with the CPU backend's mask bits, and the log-sum-exp output and its gradient (DLSE).
-// The other cases still run the host fallback (host_fallback.go: the operands are copied
-// to host memory, the CPU backend's kernel runs on them and the outputs are copied back,
-// slow but bit for bit the CPU's results): an additive Bias (T5; its gradient is a
-// reduction over the broadcast dims no kernel does yet), F16 or F64 operands, and other
-// head sizes.
+// rule, a padding Mask (any dtype and broadcast), document Segments, an additive Bias
+// (T5) with its gradient, attention dropout with the CPU backend's mask bits, and the
+// log-sum-exp output and its gradient (DLSE). The other cases, F16 or F64 operands and
+// other head sizes, still run the host fallback (host_fallback.go: the operands are
+// copied to host memory, the CPU backend's kernel runs on them and the outputs are copied
+// back, slow but bit for bit the CPU's results). The bias gradient goes through a buffer
+// of the logits' gradient [B, NH, Tq, Tk] (F32) for the backward's duration.
 
 // Attention runs flash_fwd when flashCovers a, else the host fallback.
 func (b *Backend) Attention(a tensor.AttentionArgs, p tensor.AttentionParams) {
@@ -29,7 +29,7 @@ func (b *Backend) Attention(a tensor.AttentionArgs, p tensor.AttentionParams) {
 // fallback.
 func (b *Backend) AttentionBackward(a tensor.AttentionArgs, g tensor.AttentionGrads, p tensor.AttentionParams) {
 	if flashCovers(a) {
-		b.flashAttentionBackward(g.DQ, g.DK, g.DV, a.Q, a.K, a.V, a.Out, a.LSE, g.DOut, g.DLSE, b.flashParams(a, p))
+		b.flashAttentionBackward(g.DQ, g.DK, g.DV, g.DBias, a.Q, a.K, a.V, a.Out, a.LSE, g.DOut, g.DLSE, b.flashParams(a, p))
 		return
 	}
 	h := b.hostRun()

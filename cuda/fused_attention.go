@@ -36,10 +36,10 @@ func attentionVariant(op string, q tensor.Span) (mod, dt, sfx string, bnh, t int
 }
 
 // flashCovers reports whether the flash kernels compute attention of a: q in bf16 or f32
-// with a head size they are built for, and no bias.
+// with a head size they are built for.
 func flashCovers(a tensor.AttentionArgs) bool {
 	return (a.Q.DType == tensor.BF16 || a.Q.DType == tensor.F32) && len(a.Q.Shape) == 4 &&
-		slices.Contains(kernels.AttentionHeadSizes(), a.Q.Shape[3]) && a.Bias.Empty()
+		slices.Contains(kernels.AttentionHeadSizes(), a.Q.Shape[3])
 }
 
 // flashParams are attention.cu's FP: the sequence lengths, query heads per key/value
@@ -47,7 +47,9 @@ func flashCovers(a tensor.AttentionArgs) bool {
 // placement of the probabilities [B, NH, Tq, Tk] in the full tensor the mask is drawn at
 // (strides of its first three dims and the index of this call's first element), the
 // padding mask with its strides over [B, NH, Tq, Tk] (0 along broadcast dims) and dtype,
-// and the segments [B, Tk] (I32). The pointers may be 0.
+// the segments [B, Tk] (I32), the additive bias with its strides and dtype, and the
+// backward's buffer for the logits' gradient (set when the bias's is wanted). The
+// pointers may be 0.
 type flashParams struct {
 	tq, tk, group, nh int64
 	scale             float32
@@ -60,23 +62,41 @@ type flashParams struct {
 	ms                [4]int64
 	mdt               tensor.DType
 	seg               driver.DevicePtr
+	bias              driver.DevicePtr
+	bs                [4]int64
+	bdt               tensor.DType
+	dsout             driver.DevicePtr
 }
 
 // flashParams returns the parameters of attention of a with p.
 func (b *Backend) flashParams(a tensor.AttentionArgs, p tensor.AttentionParams) flashParams {
 	f := newFlashParams(a.Q, a.K, p)
 	f.seg = b.ptr("Attention", a.Segments)
-	if !a.Mask.Empty() {
-		f.mask, f.mdt = b.ptr("Attention", a.Mask), a.Mask.DType
-		sh := a.Mask.Shape
-		st := contiguousStrides(sh)
-		for d := range min(len(sh), 4) { // right-aligned, as broadcasting aligns shapes
-			if n := sh[len(sh)-1-d]; n != 1 {
-				f.ms[3-d] = int64(st[len(sh)-1-d])
-			}
+	f.mask, f.mdt, f.ms = b.ptr("Attention", a.Mask), a.Mask.DType, scoreStrides(a.Mask.Shape)
+	f.bias, f.bdt, f.bs = b.ptr("Attention", a.Bias), a.Bias.DType, scoreStrides(a.Bias.Shape)
+	return f
+}
+
+// scoreStrides returns the strides over the scores [B, NH, Tq, Tk] of a contiguous
+// tensor of shape sh that broadcasts to them: 0 along broadcast dims.
+func scoreStrides(sh tensor.Shape) [4]int64 {
+	var ss [4]int64
+	st := contiguousStrides(sh)
+	for d := range min(len(sh), 4) { // right-aligned, as broadcasting aligns shapes
+		if sh[len(sh)-1-d] != 1 {
+			ss[3-d] = int64(st[len(sh)-1-d])
 		}
 	}
-	return f
+	return ss
+}
+
+// scoreShape returns sh padded on the left with 1s to rank 4.
+func scoreShape(sh tensor.Shape) [4]int64 {
+	s := [4]int64{1, 1, 1, 1}
+	for d := range min(len(sh), 4) {
+		s[3-d] = int64(sh[len(sh)-1-d])
+	}
+	return s
 }
 
 // newFlashParams returns the parameters of attention of q [B, NH, Tq, HS] over k
@@ -119,7 +139,14 @@ func (f flashParams) bytes() []byte {
 	}
 	b = le.AppendUint32(b, uint32(dtArg(f.mdt)))
 	b = le.AppendUint32(b, 0) // padding: seg is 8-aligned
-	return le.AppendUint64(b, uint64(f.seg))
+	b = le.AppendUint64(b, uint64(f.seg))
+	b = le.AppendUint64(b, uint64(f.bias))
+	for _, v := range f.bs {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	b = le.AppendUint32(b, uint32(dtArg(f.bdt)))
+	b = le.AppendUint32(b, 0)
+	return le.AppendUint64(b, uint64(f.dsout))
 }
 
 // Tiles of attention.cu: queries per block of the forward and dQ kernels, keys per block
@@ -149,8 +176,10 @@ func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, f flashParams) {
 }
 
 // flashAttentionBackward sets dq, dk and dv from dout and dlse (F32 [B·NH, Tq]; may be
-// empty: zeros), recomputing the scores from q, k and flashAttention's out and lse.
-func (b *Backend) flashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout, dlse tensor.Span, f flashParams) {
+// empty: zeros), recomputing the scores from q, k and flashAttention's out and lse, and,
+// when dbias (f.bias's shape) is not empty, dbias through a buffer of the logits'
+// gradient [B, NH, Tq, Tk] (F32).
+func (b *Backend) flashAttentionBackward(dq, dk, dv, dbias, q, k, v, out, lse, dout, dlse tensor.Span, f flashParams) {
 	mod, dt, sfx, bnh, tq := attentionVariant("FlashAttentionBackward", q)
 	release := b.dev.bind()
 	defer release()
@@ -165,11 +194,24 @@ func (b *Backend) flashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout, dl
 		return a.Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).Ptr(b.ptr(op, dout)).Ptr(b.ptr(op, lse)).Ptr(d).
 			Bytes(f.bytes())
 	}
+	if !dbias.Empty() {
+		n := bnh * tq * f.tk * 4
+		ds, err := b.alloc.get(max(1, n))
+		b.must(err)
+		defer b.alloc.put(ds)
+		b.must(b.dev.memset(ds, 4, 0, bnh*tq*f.tk))
+		f.dsout = ds
+	}
 	kb, bkv := attnKeysPerBlock(hs), int64(k.Shape[0]*k.Shape[1])
 	b.must(b.dev.launch(mod, "flash_bwd_dkdv_"+sfx, [3]uint32{uint32((f.tk + kb - 1) / kb), uint32(bkv), 1},
 		[3]uint32{uint32(kb), 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dk)).Ptr(b.ptr(op, dv)))))
 	b.must(b.dev.launch(mod, "flash_bwd_dq_"+sfx, [3]uint32{uint32((tq + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1},
 		[3]uint32{attnQueriesPerBlock, 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dq)))))
+	if !dbias.Empty() {
+		s := scoreShape(dbias.Shape)
+		b.run(mod, "attn_dbias", int64(dbias.Numel()), driver.NewKernelArgs().Ptr(b.ptr(op, dbias)).I32(dtArg(dbias.DType)).
+			Ptr(f.dsout).I64(int64(q.Shape[0])).I64(f.nh).I64(tq).I64(f.tk).I64(s[0]).I64(s[1]).I64(s[2]).I64(s[3]))
+	}
 }
 
 // linear sets y [M, N] = x [M, K]·wᵀ (w [N, K], PyTorch's layout) + bias [N], then GeLU

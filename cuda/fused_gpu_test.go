@@ -198,7 +198,7 @@ func TestGPUFlashAttention(t *testing.T) {
 				f := flashParams{tq: tt, tk: tt, group: 1, nh: nh, scale: float32(scale), causal: causal}
 				w.b.flashAttention(og.Span(), lse.Span(), qg.Span(), kg.Span(), vg.Span(), f)
 				dq, dk, dv := tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs)
-				w.b.flashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), tensor.Span{}, f)
+				w.b.flashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), tensor.Span{}, qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), tensor.Span{}, f)
 				w.got["out"], w.got["dq"], w.got["dk"], w.got["dv"] = og, dq, dk, dv
 				w.check()
 			})

@@ -12,7 +12,10 @@
 // and scales the others by 1/(1−drop): the CPU backend's mask. A padding mask (any
 // dtype, broadcast to [B, NH, Tq, Tk] by the strides FP.ms, non-zero hides) and document
 // segments (I32 [B, Tk]: key j hidden from query i when seg[b, j] ≠ seg[b, i + Tk − Tq])
-// hide keys as causality does. One thread per row, plain
+// hide keys as causality does. An additive bias (q's dtype, broadcast by the strides
+// FP.bs) joins the logits: scale·q·kᵀ + bias; for its gradient the dQ kernel writes the
+// logits' gradient dS [B·NH, Tq, Tk] (F32) to FP.dsout, which attn_dbias sums over the
+// bias's broadcast dims. One thread per row, plain
 // FMAs: no tensor cores yet. HS is a template parameter (32, 64, 128) so rows live in
 // registers.
 
@@ -28,7 +31,18 @@ struct FP {
   i64 ms[4];
   int mdt;
   const int* seg;  // may be null
+  const void* bias;  // may be null
+  i64 bs[4];
+  int bdt;
+  float* dsout;  // may be null
 };
+
+// fp_bias returns the bias of logit (bh, qi, kj), 0 without one.
+__device__ __forceinline__ float fp_bias(const FP& f, i64 bh, i64 qi, i64 kj) {
+  if (!f.bias) return 0.0f;
+  i64 b = bh / f.nh, h = bh - b * f.nh;
+  return ld_f(f.bias, f.bdt, b * f.bs[0] + h * f.bs[1] + qi * f.bs[2] + kj * f.bs[3]);
+}
 
 // fp_kend returns the end of the keys query tile [q0, q0 + n) may see.
 __device__ __forceinline__ i64 fp_kend(const FP& f, i64 q0, i64 n) {
@@ -104,7 +118,7 @@ __device__ void flash_fwd_impl(typename S::T* O, float* L, const typename S::T* 
         float dot = 0.0f;
 #pragma unroll
         for (int d = 0; d < HS; d++) dot += q[d] * ks[j][d];
-        float sj = fp_visible(f, bh, qi, kj) ? dot : NEG_INF;
+        float sj = fp_visible(f, bh, qi, kj) ? dot + fp_bias(f, bh, qi, kj) : NEG_INF;
         sc[threadIdx.x][j] = sj;
         mt = fmaxf(mt, sj);
       }
@@ -204,7 +218,7 @@ __device__ void flash_bwd_dkdv_impl(typename S::T* dK, typename S::T* dV, const 
           s += qt[i][d] * kt[threadIdx.x][d];
           dp += got[i][d] * vt[threadIdx.x][d];
         }
-        float p = __expf(s * f.scale - lt[i]);
+        float p = __expf(s * f.scale + fp_bias(f, bh, qi, kj) - lt[i]);
         float z = fp_keep(f, bh, qi, kj);
         float ds = p * (z * dp - dt[i]), pz = p * z;
 #pragma unroll
@@ -261,7 +275,8 @@ __device__ void flash_bwd_dq_impl(typename S::T* dQ, const typename S::T* Q, con
           s += q[d] * ks[j][d];
           dp += g[d] * vs[j][d];
         }
-        float ds = __expf(s * f.scale - li) * (fp_keep(f, bh, qi, kj) * dp - di);
+        float ds = __expf(s * f.scale + fp_bias(f, bh, qi, kj) - li) * (fp_keep(f, bh, qi, kj) * dp - di);
+        if (f.dsout) f.dsout[(bh * f.Tq + qi) * f.Tk + kj] = ds;
 #pragma unroll
         for (int d = 0; d < HS; d++) dq[d] += ds * ks[j][d];
       }
@@ -300,4 +315,22 @@ extern "C" __global__ void flash_bwd_pre_bf16(float* D, const u16* O, const u16*
 extern "C" __global__ void flash_bwd_pre_f32(float* D, const float* O, const float* dO, const float* dL, i64 rows,
                                              i64 hs) {
   flash_bwd_pre_impl<F32S>(D, O, dO, dL, rows, hs);
+}
+
+// attn_dbias sets dbias (dtype dt, shape bshape: [B, NH, Tq, Tk] with 1 along broadcast
+// dims) to the sums of ds [B, NH, Tq, Tk] over those dims, in double, in a fixed order.
+extern "C" __global__ void attn_dbias(void* dbias, int dt, const float* ds, i64 B, i64 NH, i64 Tq, i64 Tk, i64 s0,
+                                      i64 s1, i64 s2, i64 s3) {
+  GRID_STRIDE(e, s0 * s1 * s2 * s3) {
+    i64 c3 = e % s3, r = e / s3, c2 = r % s2;
+    r /= s2;
+    i64 c1 = r % s1, c0 = r / s1;
+    double acc = 0;
+    for (i64 b = (s0 == 1 ? 0 : c0); b < (s0 == 1 ? B : c0 + 1); b++)
+      for (i64 h = (s1 == 1 ? 0 : c1); h < (s1 == 1 ? NH : c1 + 1); h++)
+        for (i64 i = (s2 == 1 ? 0 : c2); i < (s2 == 1 ? Tq : c2 + 1); i++)
+          for (i64 j = (s3 == 1 ? 0 : c3); j < (s3 == 1 ? Tk : c3 + 1); j++)
+            acc += (double)ds[((b * NH + h) * Tq + i) * Tk + j];
+    st_d(dbias, dt, e, acc);
+  }
 }

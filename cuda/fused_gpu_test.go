@@ -72,8 +72,9 @@ func TestGPUFusedBiasGeLUDropoutAdd(t *testing.T) {
 	d.BackwardWithGrad(dyc)
 	w.want["dropout_add"], w.want["dropout_add/dx"] = d, x2.Grad()
 	dg, ddx := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, rows, c)
-	w.b.biasDropoutAdd(dg.Span(), xg.Span(), bg.Span(), rg.Span(), 0.3, rng.Key(), dropoutRegion{Full: full, Start: start})
-	w.b.dropoutBackward(ddx.Span(), dyg.Span(), 0.3, rng.Key(), dropoutRegion{Full: full, Start: start})
+	dp := tensor.DropoutParams{P: 0.3, Key: rng.Key(), Full: full, Start: start}
+	w.b.BiasDropoutResidual(dg.Span(), xg.Span(), bg.Span(), rg.Span(), dp)
+	w.b.BiasDropoutBackward(ddx.Span(), tensor.Span{}, dyg.Span(), dp)
 	w.got["dropout_add"], w.got["dropout_add/dx"] = dg, ddx
 	w.check()
 }
@@ -151,10 +152,9 @@ func TestGPUFusedRoPEAndEncoder(t *testing.T) {
 	y := ropeTwin(x, pos, 10000)
 	y.BackwardWithGrad(dyc)
 	w.want["rope"], w.want["rope/dx"] = y, x.Grad()
-	pg := tensor.FromSlice(w.gpu, []int32{0, 7, 100, 3000, 4}, tt)
 	yg, dxg := tensor.Empty(w.gpu, tensor.F32, b, nh, tt, hs), tensor.Empty(w.gpu, tensor.F32, b, nh, tt, hs)
-	w.b.rope(yg.Span(), xg.Span(), pg.Span(), 10000, false)
-	w.b.rope(dxg.Span(), dyg.Span(), pg.Span(), 10000, true)
+	w.b.RotaryEmbedding(yg.Span(), xg.Span(), tensor.RoPEParams{Positions: pos, Theta: 10000})
+	w.b.RotaryEmbedding(dxg.Span(), dyg.Span(), tensor.RoPEParams{Positions: pos, Theta: 10000, Inverse: true})
 	w.got["rope"], w.got["rope/dx"] = yg, dxg
 
 	const v, c, maxT = 9, 16, 12

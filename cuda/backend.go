@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"megago/cuda/internal/driver"
 	"megago/tensor"
@@ -60,6 +61,9 @@ type Backend struct {
 	errMu   sync.Mutex
 	errFlag driver.DevicePtr // prelude.cu's ErrFlag
 	pending bool             // a kernel that reports bad indices ran since the last check
+
+	// fallbacks counts the fused kernels run on the host (host_fallback.go), for tests.
+	fallbacks atomic.Int64
 
 	// nccl loads NCCL on the first NewComm on this backend, from Config.Search.
 	nccl func() (ncclAPI, error)

@@ -15,9 +15,16 @@
 //   - alloc.go: the caching allocator (MemStats, OutOfMemoryError).
 //   - gpu.go: the device behind a Backend (realGPU: one stream, cuBLASLt, compiled
 //     modules); launch.go: launch geometry and the strided-index argument of kernels.
-//   - fused.go, fused_attention.go: fused kernels beyond tensor.Backend's ops (bias+GeLU,
-//     bias+dropout+add, add+norm, RoPE, the GPT encoder, flash attention, linear layers
-//     with cuBLASLt epilogues, and their backward), unexported, each documented with its
+//   - backend_fused_rows.go, backend_fused_attention.go: tensor's fused-op seam
+//     (tensor.RowKernels, tensor.AttentionKernels) on GPU kernels. Every RowKernels method
+//     runs on the GPU for every float dtype (residual + LayerNorm/RMSNorm, bias + any
+//     activation, bias + SwiGLU, bias + dropout + residual with the CPU backend's mask
+//     bits, RoPE). Attention runs the flash kernels for bf16 and f32 with head sizes 8 to
+//     128, grouped-query heads, Tq ≠ Tk, causal, padding masks, document segments, an
+//     additive bias (T5) and dropout; F16/F64 and other head sizes still take the host
+//     fallback (host_fallback.go: copy to the host, run the CPU kernel, copy back).
+//   - fused.go, fused_attention.go: the launches behind the seam and other fused kernels
+//     (the GPT encoder, linear layers with cuBLASLt epilogues), each documented with its
 //     CPU twin.
 //   - nccl_comm.go, nccl_send.go: Comm, parallel.Comm over NCCL (NewComm,
 //     NewCommFromEnv); nccl_device.go: what a Comm needs from the device and from NCCL,
@@ -81,7 +88,7 @@
 // name that hashes the source and options and ends in NVRTC's version; files are written
 // under a temporary name and renamed. Without NVRTC a cached image of the same source
 // from any NVRTC is used. The fused attention kernels are one module per dtype and head
-// size (32, 64, 128), so only the variants a model uses are compiled.
+// size (8, 16, 32, 64, 128), so only the variants a model uses are compiled.
 //
 // # Numerics
 //

@@ -7,34 +7,20 @@ import (
 	"megago/tensor"
 )
 
-// Fused kernels beyond tensor.Backend's ops. They are unexported: users reach fused
-// kernels through tensor's fused operations, not through this package. Each takes
-// contiguous spans like the Backend methods and states its CPU twin: the composition of
-// tensor ops it equals (within rounding), which the GPU tests compare against. Shape
-// letters: B batch, T sequence, C channels, NH heads, HS head size; "rows" is B·T.
+// The launches of the row-wise fused kernels (internal/kernels/fused.cu, and bias_act of
+// elementwise.cu) behind tensor.RowKernels (backend_fused_rows.go). They take contiguous
+// spans like the Backend methods; the caller binds the device. Shape letters: B batch,
+// T sequence, C channels, NH heads, HS head size; "rows" is B·T.
 
-// biasGeLU sets y = gelu(x + bias) (tanh approximation; CPU twin: GeLU(Add(x, bias))) for
-// x, y [rows, C] and bias [C] (may be empty). y may be x.
-func (b *Backend) biasGeLU(y, x, bias tensor.Span) {
-	release := b.dev.bind()
-	defer release()
-	rows, c := lastDim(x)
-	b.run("fused", "bias_gelu", rows*c, driver.NewKernelArgs().Ptr(b.ptr("BiasGeLU", y)).Ptr(b.ptr("BiasGeLU", x)).
-		Ptr(b.ptr("BiasGeLU", bias)).I32(dtArg(x.DType)).I64(rows).I64(c))
-}
-
-// biasGeLUBackward sets dx = dy·gelu'(x + bias) and, when dbias is not empty, dbias to the
-// column sums of dx (the bias gradient).
-func (b *Backend) biasGeLUBackward(dx, dbias, dy, x, bias tensor.Span) {
-	release := b.dev.bind()
-	defer release()
-	rows, c := lastDim(x)
-	b.run("fused", "bias_gelu_bwd", rows*c, driver.NewKernelArgs().Ptr(b.ptr("BiasGeLUBackward", dx)).
-		Ptr(b.ptr("BiasGeLUBackward", dy)).Ptr(b.ptr("BiasGeLUBackward", x)).Ptr(b.ptr("BiasGeLUBackward", bias)).
-		I32(dtArg(x.DType)).I64(rows).I64(c))
-	if !dbias.Empty() {
-		b.columnSum(dbias, dx, rows, c)
+// colSums sets dst [C] to the column sums of a [rows, C]: in double for an F64 a (one
+// thread per column), else in columnSum's two float stages.
+func (b *Backend) colSums(dst, a tensor.Span, rows, c int64) {
+	if a.DType.Compute() != tensor.F64 {
+		b.columnSum(dst, a, rows, c)
+		return
 	}
+	b.run("reduce", "reduce_cols_d", c, driver.NewKernelArgs().Ptr(b.ptr("column sum", dst)).I32(dtArg(dst.DType)).
+		Ptr(b.ptr("column sum", a)).I32(dtArg(a.DType)).I64(1).I64(rows).I64(c).I32(0))
 }
 
 // columnSum sets dst[j] = Σ_r a[r, j] in two deterministic stages.
@@ -80,65 +66,28 @@ func (r dropoutRegion) maskIdx(s tensor.Span) (idxDesc, int64) {
 // DropoutRegion(Add(x, bias), p, rng, full, start))). bias and residual may be empty;
 // x, y, residual are [rows, C], bias [C].
 func (b *Backend) biasDropoutAdd(y, x, bias, residual tensor.Span, p float64, key [2]uint32, r dropoutRegion) {
-	release := b.dev.bind()
-	defer release()
+	const op = "BiasDropoutResidual"
 	rows, c := lastDim(x)
 	x0, base := r.maskIdx(x)
-	b.run("fused", "bias_dropout_add", rows*c, driver.NewKernelArgs().Ptr(b.ptr("BiasDropoutAdd", y)).
-		Ptr(b.ptr("BiasDropoutAdd", x)).Ptr(b.ptr("BiasDropoutAdd", bias)).Ptr(b.ptr("BiasDropoutAdd", residual)).
+	b.run("fused", "bias_dropout_add"+computeSuffix(x.DType), rows*c, driver.NewKernelArgs().Ptr(b.ptr(op, y)).
+		Ptr(b.ptr(op, x)).Ptr(b.ptr(op, bias)).Ptr(b.ptr(op, residual)).
 		I32(dtArg(x.DType)).I64(rows*c).I64(c).Bytes(x0.bytes()).I64(base).U32(key[0]).U32(key[1]).F64(p))
 }
 
 // dropoutBackward sets dx = dy·mask/(1−p) with the mask biasDropoutAdd drew for the same
-// key and region.
+// key and region (dx = dy for p = 0).
 func (b *Backend) dropoutBackward(dx, dy tensor.Span, p float64, key [2]uint32, r dropoutRegion) {
-	release := b.dev.bind()
-	defer release()
+	const op = "BiasDropoutBackward"
 	n := int64(dy.Numel())
 	x0, base := r.maskIdx(dy)
-	b.run("fused", "dropout_bwd", n, driver.NewKernelArgs().Ptr(b.ptr("DropoutBackward", dx)).Ptr(b.ptr("DropoutBackward", dy)).
+	b.run("fused", "dropout_bwd"+computeSuffix(dy.DType), n, driver.NewKernelArgs().Ptr(b.ptr(op, dx)).Ptr(b.ptr(op, dy)).
 		I32(dtArg(dy.DType)).I64(n).Bytes(x0.bytes()).I64(base).U32(key[0]).U32(key[1]).F64(p))
 }
 
-// addLayerNorm sets sum = x + res (rounded to x's dtype) and y = LayerNorm(sum) with
-// per-row mean and rstd (CPU twin: LayerNorm(Add(x, res), w, bias, eps)). w and bias may
-// be empty.
-func (b *Backend) addLayerNorm(y, sum, mean, rstd, x, res, w, bias tensor.Span, eps float64) {
-	release := b.dev.bind()
-	defer release()
-	b.normForward("AddLayerNorm", y, mean, rstd, x, res, sum, w, bias, eps, false)
-}
-
-// addRMSNorm sets sum = x + res and y = RMSNorm(sum) (CPU twin: RMSNorm(Add(x, res), w,
-// eps)).
-func (b *Backend) addRMSNorm(y, sum, rstd, x, res, w tensor.Span, eps float64) {
-	release := b.dev.bind()
-	defer release()
-	b.normForward("AddRMSNorm", y, tensor.Span{}, rstd, x, res, sum, w, tensor.Span{}, eps, true)
-}
-
-// layerNormBackwardAdd is LayerNormBackward for the norm of sum (x here) whose output
-// gradient is dy, adding dextra (the gradient reaching sum from the residual stream; may
-// be empty) into dx, which is then the gradient of both addends of addLayerNorm.
-func (b *Backend) layerNormBackwardAdd(dx, dw, db, dy, x, w, dextra, mean, rstd tensor.Span) {
-	release := b.dev.bind()
-	defer release()
-	b.normBackward("LayerNormBackwardAdd", dx, dw, db, dy, x, w, dextra, mean, rstd)
-}
-
-// rmsNormBackwardAdd is RMSNormBackward with dextra added into dx.
-func (b *Backend) rmsNormBackwardAdd(dx, dw, dy, x, w, dextra, rstd tensor.Span) {
-	release := b.dev.bind()
-	defer release()
-	b.normBackward("RMSNormBackwardAdd", dx, dw, tensor.Span{}, dy, x, w, dextra, tensor.Span{}, rstd)
-}
-
-// rope rotates x [B, NH, T, HS] by the positions [T] (I32 or I64) as Hugging Face Llama's
+// rope rotates x [..., T, HS] by the positions [T] (I32 or I64) as Hugging Face Llama's
 // rotate_half does with frequency θ^(−2i/HS); inverse rotates back, which is the
 // backward. y may be x.
 func (b *Backend) rope(y, x, positions tensor.Span, theta float64, inverse bool) {
-	release := b.dev.bind()
-	defer release()
 	r := len(x.Shape)
 	if r < 2 || x.Shape[r-1]%2 != 0 || positions.Numel() != x.Shape[r-2] {
 		panic(fmt.Sprintf("cuda: RoPE: x %v with %d positions", x.Shape, positions.Numel()))
@@ -149,8 +98,9 @@ func (b *Backend) rope(y, x, positions tensor.Span, theta float64, inverse bool)
 	if inverse {
 		sign = -1
 	}
-	b.run("fused", "rope", bnh*t*hs/2, driver.NewKernelArgs().Ptr(b.ptr("RoPE", y)).Ptr(b.ptr("RoPE", x)).I32(dtArg(x.DType)).
-		Ptr(b.ptr("RoPE", positions)).I32(dtArg(positions.DType)).I64(bnh).I64(t).I64(hs).F64(theta).F64(sign))
+	b.run("fused", "rope"+computeSuffix(x.DType), bnh*t*hs/2, driver.NewKernelArgs().Ptr(b.ptr("RoPE", y)).
+		Ptr(b.ptr("RoPE", x)).I32(dtArg(x.DType)).Ptr(b.ptr("RoPE", positions)).I32(dtArg(positions.DType)).
+		I64(bnh).I64(t).I64(hs).F64(theta).F64(sign))
 }
 
 // encoder sets out [B, T, C] = wte[ids] + wpe[pos0 + t] (GPT-2's token and position

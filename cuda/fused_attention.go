@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"megago/cuda/internal/cublaslt"
@@ -13,7 +15,7 @@ import (
 // Fused attention (kernels/attention.cu) and linear layers with cuBLASLt epilogues.
 
 // attentionVariant checks q's shape and returns the module, the kernels' dtype name and
-// suffix, B·NH and T.
+// suffix, B·NH and Tq.
 func attentionVariant(op string, q tensor.Span) (mod, dt, sfx string, bnh, t int64) {
 	if len(q.Shape) != 4 {
 		panic(fmt.Sprintf("cuda: %s: q %v, want [B, NH, T, HS]", op, q.Shape))
@@ -33,6 +35,120 @@ func attentionVariant(op string, q tensor.Span) (mod, dt, sfx string, bnh, t int
 	return kernels.AttentionModule(dt, hs), dt, fmt.Sprintf("%s_%d", dt, hs), int64(q.Shape[0] * q.Shape[1]), int64(q.Shape[2])
 }
 
+// flashCovers reports whether the flash kernels compute attention of a: q in bf16 or f32
+// with a head size they are built for.
+func flashCovers(a tensor.AttentionArgs) bool {
+	return (a.Q.DType == tensor.BF16 || a.Q.DType == tensor.F32) && len(a.Q.Shape) == 4 &&
+		slices.Contains(kernels.AttentionHeadSizes(), a.Q.Shape[3])
+}
+
+// flashParams are attention.cu's FP: the sequence lengths, query heads per key/value
+// head and query heads, the scale, causality, and the dropout probability, key and the
+// placement of the probabilities [B, NH, Tq, Tk] in the full tensor the mask is drawn at
+// (strides of its first three dims and the index of this call's first element), the
+// padding mask with its strides over [B, NH, Tq, Tk] (0 along broadcast dims) and dtype,
+// the segments [B, Tk] (I32), the additive bias with its strides and dtype, and the
+// backward's buffer for the logits' gradient (set when the bias's is wanted). The
+// pointers may be 0.
+type flashParams struct {
+	tq, tk, group, nh int64
+	scale             float32
+	causal            bool
+	drop              float64
+	key               [2]uint32
+	ds                [3]int64
+	dbase             int64
+	mask              driver.DevicePtr
+	ms                [4]int64
+	mdt               tensor.DType
+	seg               driver.DevicePtr
+	bias              driver.DevicePtr
+	bs                [4]int64
+	bdt               tensor.DType
+	dsout             driver.DevicePtr
+}
+
+// flashParams returns the parameters of attention of a with p.
+func (b *Backend) flashParams(a tensor.AttentionArgs, p tensor.AttentionParams) flashParams {
+	f := newFlashParams(a.Q, a.K, p)
+	f.seg = b.ptr("Attention", a.Segments)
+	f.mask, f.mdt, f.ms = b.ptr("Attention", a.Mask), a.Mask.DType, scoreStrides(a.Mask.Shape)
+	f.bias, f.bdt, f.bs = b.ptr("Attention", a.Bias), a.Bias.DType, scoreStrides(a.Bias.Shape)
+	return f
+}
+
+// scoreStrides returns the strides over the scores [B, NH, Tq, Tk] of a contiguous
+// tensor of shape sh that broadcasts to them: 0 along broadcast dims.
+func scoreStrides(sh tensor.Shape) [4]int64 {
+	var ss [4]int64
+	st := contiguousStrides(sh)
+	for d := range min(len(sh), 4) { // right-aligned, as broadcasting aligns shapes
+		if sh[len(sh)-1-d] != 1 {
+			ss[3-d] = int64(st[len(sh)-1-d])
+		}
+	}
+	return ss
+}
+
+// scoreShape returns sh padded on the left with 1s to rank 4.
+func scoreShape(sh tensor.Shape) [4]int64 {
+	s := [4]int64{1, 1, 1, 1}
+	for d := range min(len(sh), 4) {
+		s[3-d] = int64(sh[len(sh)-1-d])
+	}
+	return s
+}
+
+// newFlashParams returns the parameters of attention of q [B, NH, Tq, HS] over k
+// [B, G, Tk, HS] with p, without mask or segments.
+func newFlashParams(q, k tensor.Span, p tensor.AttentionParams) flashParams {
+	f := flashParams{tq: int64(q.Shape[2]), tk: int64(k.Shape[2]), group: int64(q.Shape[1] / k.Shape[1]),
+		nh: int64(q.Shape[1]), scale: float32(p.Scale), causal: p.Causal, drop: p.Dropout, key: p.Key}
+	if p.Dropout > 0 {
+		if len(p.Full) != 4 || len(p.Start) != 4 {
+			panic(fmt.Sprintf("cuda: Attention: dropout region %v at %v, want rank 4", p.Full, p.Start))
+		}
+		st := contiguousStrides(p.Full)
+		f.ds = [3]int64{int64(st[0]), int64(st[1]), int64(st[2])}
+		for d, v := range p.Start {
+			f.dbase += int64(v * st[d])
+		}
+	}
+	return f
+}
+
+// bytes returns f in FP's layout.
+func (f flashParams) bytes() []byte {
+	le := binary.LittleEndian
+	b := le.AppendUint64(nil, uint64(f.tq))
+	b = le.AppendUint64(b, uint64(f.tk))
+	b = le.AppendUint64(b, uint64(f.group))
+	b = le.AppendUint64(b, uint64(f.nh))
+	b = le.AppendUint32(b, math.Float32bits(f.scale))
+	b = le.AppendUint32(b, uint32(boolArg(f.causal)))
+	b = le.AppendUint64(b, math.Float64bits(f.drop))
+	b = le.AppendUint32(b, f.key[0])
+	b = le.AppendUint32(b, f.key[1])
+	for _, v := range f.ds {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	b = le.AppendUint64(b, uint64(f.dbase))
+	b = le.AppendUint64(b, uint64(f.mask))
+	for _, v := range f.ms {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	b = le.AppendUint32(b, uint32(dtArg(f.mdt)))
+	b = le.AppendUint32(b, 0) // padding: seg is 8-aligned
+	b = le.AppendUint64(b, uint64(f.seg))
+	b = le.AppendUint64(b, uint64(f.bias))
+	for _, v := range f.bs {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	b = le.AppendUint32(b, uint32(dtArg(f.bdt)))
+	b = le.AppendUint32(b, 0)
+	return le.AppendUint64(b, uint64(f.dsout))
+}
+
 // Tiles of attention.cu: queries per block of the forward and dQ kernels, keys per block
 // of the dK/dV kernel.
 const attnQueriesPerBlock = 64
@@ -44,44 +160,58 @@ func attnKeysPerBlock(hs int) int64 {
 	return 32
 }
 
-// flashAttention sets out = softmax(scale·q·kᵀ (causal: key j hidden from query i > j))·v
-// and lse [B·NH, T] (F32) to each query's log-sum-exp, without storing the scores. q, k,
-// v and out are [B, NH, T, HS] in bf16 or f32 with HS 32, 64 or 128 (CPU twin:
-// MatMul(Softmax(MatMulT(q, k, false, true), {Scale, Causal}), v)). It panics on other
-// shapes or dtypes.
-func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, scale float64, causal bool) {
-	mod, _, sfx, bnh, t := attentionVariant("FlashAttention", q)
+// flashAttention sets out [B, NH, Tq, HS] = dropout(softmax(scale·q·kᵀ with causal
+// masking))·v and lse [B·NH, Tq] (F32) to each query's log-sum-exp, without storing the
+// scores, for q [B, NH, Tq, HS] and k, v [B, G, Tk, HS] in bf16 or f32 with HS 32, 64 or
+// 128 (CPU twin: the CPU backend's Attention without mask, bias or segments). It panics
+// on other shapes or dtypes.
+func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, f flashParams) {
+	mod, _, sfx, bnh, tq := attentionVariant("FlashAttention", q)
 	release := b.dev.bind()
 	defer release()
 	const op = "FlashAttention"
-	grid := [3]uint32{uint32((t + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1}
+	grid := [3]uint32{uint32((tq + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1}
 	b.must(b.dev.launch(mod, "flash_fwd_"+sfx, grid, [3]uint32{attnQueriesPerBlock, 1, 1}, 0, driver.NewKernelArgs().
-		Ptr(b.ptr(op, out)).Ptr(b.ptr(op, lse)).Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).I64(t).
-		F32(float32(scale)).I32(boolArg(causal))))
+		Ptr(b.ptr(op, out)).Ptr(b.ptr(op, lse)).Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).Bytes(f.bytes())))
 }
 
-// flashAttentionBackward sets dq, dk and dv from dout, recomputing the scores from q, k
-// and flashAttention's out and lse.
-func (b *Backend) flashAttentionBackward(dq, dk, dv, q, k, v, out, lse, dout tensor.Span, scale float64, causal bool) {
-	mod, dt, sfx, bnh, t := attentionVariant("FlashAttentionBackward", q)
+// flashAttentionBackward sets dq, dk and dv from dout and dlse (F32 [B·NH, Tq]; may be
+// empty: zeros), recomputing the scores from q, k and flashAttention's out and lse, and,
+// when dbias (f.bias's shape) is not empty, dbias through a buffer of the logits'
+// gradient [B, NH, Tq, Tk] (F32).
+func (b *Backend) flashAttentionBackward(dq, dk, dv, dbias, q, k, v, out, lse, dout, dlse tensor.Span, f flashParams) {
+	mod, dt, sfx, bnh, tq := attentionVariant("FlashAttentionBackward", q)
 	release := b.dev.bind()
 	defer release()
 	const op = "FlashAttentionBackward"
 	hs := q.Shape[3]
-	d, err := b.alloc.get(max(1, bnh*t) * 4) // D = rowsum(dO ∘ O)
+	d, err := b.alloc.get(max(1, bnh*tq) * 4) // D = rowsum(dO ∘ O) − dL
 	b.must(err)
 	defer b.alloc.put(d)
-	b.run(mod, "flash_bwd_pre_"+dt, bnh*t, driver.NewKernelArgs().Ptr(d).Ptr(b.ptr(op, out)).Ptr(b.ptr(op, dout)).
-		I64(bnh*t).I64(int64(hs)))
+	b.run(mod, "flash_bwd_pre_"+dt, bnh*tq, driver.NewKernelArgs().Ptr(d).Ptr(b.ptr(op, out)).Ptr(b.ptr(op, dout)).
+		Ptr(b.ptr(op, dlse)).I64(bnh*tq).I64(int64(hs)))
 	common := func(a *driver.KernelArgs) *driver.KernelArgs {
 		return a.Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).Ptr(b.ptr(op, dout)).Ptr(b.ptr(op, lse)).Ptr(d).
-			I64(t).F32(float32(scale)).I32(boolArg(causal))
+			Bytes(f.bytes())
 	}
-	kb := attnKeysPerBlock(hs)
-	b.must(b.dev.launch(mod, "flash_bwd_dkdv_"+sfx, [3]uint32{uint32((t + kb - 1) / kb), uint32(bnh), 1},
+	if !dbias.Empty() {
+		n := bnh * tq * f.tk * 4
+		ds, err := b.alloc.get(max(1, n))
+		b.must(err)
+		defer b.alloc.put(ds)
+		b.must(b.dev.memset(ds, 4, 0, bnh*tq*f.tk))
+		f.dsout = ds
+	}
+	kb, bkv := attnKeysPerBlock(hs), int64(k.Shape[0]*k.Shape[1])
+	b.must(b.dev.launch(mod, "flash_bwd_dkdv_"+sfx, [3]uint32{uint32((f.tk + kb - 1) / kb), uint32(bkv), 1},
 		[3]uint32{uint32(kb), 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dk)).Ptr(b.ptr(op, dv)))))
-	b.must(b.dev.launch(mod, "flash_bwd_dq_"+sfx, [3]uint32{uint32((t + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1},
+	b.must(b.dev.launch(mod, "flash_bwd_dq_"+sfx, [3]uint32{uint32((tq + attnQueriesPerBlock - 1) / attnQueriesPerBlock), uint32(bnh), 1},
 		[3]uint32{attnQueriesPerBlock, 1, 1}, 0, common(driver.NewKernelArgs().Ptr(b.ptr(op, dq)))))
+	if !dbias.Empty() {
+		s := scoreShape(dbias.Shape)
+		b.run(mod, "attn_dbias", int64(dbias.Numel()), driver.NewKernelArgs().Ptr(b.ptr(op, dbias)).I32(dtArg(dbias.DType)).
+			Ptr(f.dsout).I64(int64(q.Shape[0])).I64(f.nh).I64(tq).I64(f.tk).I64(s[0]).I64(s[1]).I64(s[2]).I64(s[3]))
+	}
 }
 
 // linear sets y [M, N] = x [M, K]·wᵀ (w [N, K], PyTorch's layout) + bias [N], then GeLU

@@ -60,8 +60,8 @@ func TestGPUFusedBiasGeLUDropoutAdd(t *testing.T) {
 	y.BackwardWithGrad(dyc)
 	w.want["bias_gelu"], w.want["bias_gelu/dx"], w.want["bias_gelu/dbias"] = y, xc.Grad(), bc.Grad()
 	yg, dxg, dbg := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, c)
-	w.b.biasGeLU(yg.Span(), xg.Span(), bg.Span())
-	w.b.biasGeLUBackward(dxg.Span(), dbg.Span(), dyg.Span(), xg.Span(), bg.Span())
+	w.b.BiasActivation(tensor.OpGeLUTanh, yg.Span(), xg.Span(), bg.Span())
+	w.b.BiasActivationBackward(tensor.OpGeLUTanh, dxg.Span(), dbg.Span(), dyg.Span(), xg.Span(), bg.Span())
 	w.got["bias_gelu"], w.got["bias_gelu/dx"], w.got["bias_gelu/dbias"] = yg, dxg, dbg
 
 	// Dropout of a shard: rows [2, 8) and columns [24, 48) of a [10, 48] tensor.
@@ -72,8 +72,9 @@ func TestGPUFusedBiasGeLUDropoutAdd(t *testing.T) {
 	d.BackwardWithGrad(dyc)
 	w.want["dropout_add"], w.want["dropout_add/dx"] = d, x2.Grad()
 	dg, ddx := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, rows, c)
-	w.b.biasDropoutAdd(dg.Span(), xg.Span(), bg.Span(), rg.Span(), 0.3, rng.Key(), dropoutRegion{Full: full, Start: start})
-	w.b.dropoutBackward(ddx.Span(), dyg.Span(), 0.3, rng.Key(), dropoutRegion{Full: full, Start: start})
+	dp := tensor.DropoutParams{P: 0.3, Key: rng.Key(), Full: full, Start: start}
+	w.b.BiasDropoutResidual(dg.Span(), xg.Span(), bg.Span(), rg.Span(), dp)
+	w.b.BiasDropoutBackward(ddx.Span(), tensor.Span{}, dyg.Span(), dp)
 	w.got["dropout_add"], w.got["dropout_add/dx"] = dg, ddx
 	w.check()
 }
@@ -106,11 +107,13 @@ func TestGPUFusedNormsWithResidual(t *testing.T) {
 		mean, rstd := tensor.Empty(w.gpu, tensor.F32, rows), tensor.Empty(w.gpu, tensor.F32, rows)
 		dx, dw, db := tensor.Empty(w.gpu, tensor.F32, rows, c), tensor.Empty(w.gpu, tensor.F32, c), tensor.Empty(w.gpu, tensor.F32, c)
 		if rms {
-			w.b.addRMSNorm(yg.Span(), sg.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), 1e-5)
-			w.b.rmsNormBackwardAdd(dx.Span(), dw.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), rstd.Span())
+			p := tensor.NormParams{Eps: 1e-5, RMS: true}
+			w.b.ResidualNorm(yg.Span(), sg.Span(), tensor.Span{}, rstd.Span(), xg.Span(), rg.Span(), wg.Span(), tensor.Span{}, p)
+			w.b.ResidualNormBackward(dx.Span(), dw.Span(), tensor.Span{}, t1g.Span(), t2g.Span(), sg.Span(), wg.Span(), tensor.Span{}, rstd.Span(), p)
 		} else {
-			w.b.addLayerNorm(yg.Span(), sg.Span(), mean.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), bg.Span(), 1e-5)
-			w.b.layerNormBackwardAdd(dx.Span(), dw.Span(), db.Span(), t1g.Span(), sg.Span(), wg.Span(), t2g.Span(), mean.Span(), rstd.Span())
+			p := tensor.NormParams{Eps: 1e-5}
+			w.b.ResidualNorm(yg.Span(), sg.Span(), mean.Span(), rstd.Span(), xg.Span(), rg.Span(), wg.Span(), bg.Span(), p)
+			w.b.ResidualNormBackward(dx.Span(), dw.Span(), db.Span(), t1g.Span(), t2g.Span(), sg.Span(), wg.Span(), mean.Span(), rstd.Span(), p)
 			w.want[name+"/db"], w.got[name+"/db"] = bl.Grad(), db
 		}
 		w.got[name], w.got[name+"/sum"], w.got[name+"/dx"], w.got[name+"/dw"] = yg, sg, dx, dw
@@ -149,10 +152,9 @@ func TestGPUFusedRoPEAndEncoder(t *testing.T) {
 	y := ropeTwin(x, pos, 10000)
 	y.BackwardWithGrad(dyc)
 	w.want["rope"], w.want["rope/dx"] = y, x.Grad()
-	pg := tensor.FromSlice(w.gpu, []int32{0, 7, 100, 3000, 4}, tt)
 	yg, dxg := tensor.Empty(w.gpu, tensor.F32, b, nh, tt, hs), tensor.Empty(w.gpu, tensor.F32, b, nh, tt, hs)
-	w.b.rope(yg.Span(), xg.Span(), pg.Span(), 10000, false)
-	w.b.rope(dxg.Span(), dyg.Span(), pg.Span(), 10000, true)
+	w.b.RotaryEmbedding(yg.Span(), xg.Span(), tensor.RoPEParams{Positions: pos, Theta: 10000})
+	w.b.RotaryEmbedding(dxg.Span(), dyg.Span(), tensor.RoPEParams{Positions: pos, Theta: 10000, Inverse: true})
 	w.got["rope"], w.got["rope/dx"] = yg, dxg
 
 	const v, c, maxT = 9, 16, 12
@@ -193,9 +195,10 @@ func TestGPUFlashAttention(t *testing.T) {
 				w.want["out"], w.want["dq"], w.want["dk"], w.want["dv"] = o.Cast(dt), q.Grad().Cast(dt), k.Grad().Cast(dt), v.Grad().Cast(dt)
 
 				og, lse := tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, tensor.F32, b*nh, tt)
-				w.b.flashAttention(og.Span(), lse.Span(), qg.Span(), kg.Span(), vg.Span(), scale, causal)
+				f := flashParams{tq: tt, tk: tt, group: 1, nh: nh, scale: float32(scale), causal: causal}
+				w.b.flashAttention(og.Span(), lse.Span(), qg.Span(), kg.Span(), vg.Span(), f)
 				dq, dk, dv := tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs), tensor.Empty(w.gpu, dt, b, nh, tt, hs)
-				w.b.flashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), scale, causal)
+				w.b.flashAttentionBackward(dq.Span(), dk.Span(), dv.Span(), tensor.Span{}, qg.Span(), kg.Span(), vg.Span(), og.Span(), lse.Span(), dg.Span(), tensor.Span{}, f)
 				w.got["out"], w.got["dq"], w.got["dk"], w.got["dv"] = og, dq, dk, dv
 				w.check()
 			})

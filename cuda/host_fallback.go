@@ -2,16 +2,18 @@ package cuda
 
 import "megago/tensor"
 
-// hostRun is one call of a fused kernel's host fallback (backend_fused_rows.go,
-// backend_fused_attention.go): inputs are copied to CPU backend storage (in), outputs are
-// staged there (out) and copied back to the device by done.
+// hostRun is one call of a fused kernel's host fallback (backend_fused_attention.go):
+// inputs are copied to CPU backend storage (in), outputs are staged there (out) and
+// copied back to the device by done.
 type hostRun struct {
 	b    *Backend
 	cpu  tensor.Backend
 	outs [][2]tensor.Span // device span, host span
 }
 
+// hostRun starts a host fallback call, counted in b.fallbacks.
 func (b *Backend) hostRun() *hostRun {
+	b.fallbacks.Add(1)
 	return &hostRun{b: b, cpu: tensor.NewCPU().Backend()}
 }
 

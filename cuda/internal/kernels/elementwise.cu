@@ -147,6 +147,44 @@ extern "C" __global__ void unary_bwd_d(void* dx, int dt, const void* x, const vo
   unary_bwd_impl<double>(dx, dt, x, y, dy, n, op, p);
 }
 
+// bias_act sets y = op(x + bias[j]) for x, y [n/c, c] (tensor.RowKernels.BiasActivation);
+// bias may be null. It is here, not in fused.cu, to share unary_fn.
+template <typename C>
+__device__ void bias_act_impl(void* y, const void* x, const void* bias, int dt, i64 n, i64 c, int op) {
+  GRID_STRIDE(e, n) {
+    C v = IO<C>::ld(x, dt, e);
+    if (bias) v += IO<C>::ld(bias, dt, e % c);
+    IO<C>::st(y, dt, e, unary_fn<C>(op, v, 0));
+  }
+}
+
+extern "C" __global__ void bias_act_f(void* y, const void* x, const void* bias, int dt, i64 n, i64 c, int op) {
+  bias_act_impl<float>(y, x, bias, dt, n, c, op);
+}
+extern "C" __global__ void bias_act_d(void* y, const void* x, const void* bias, int dt, i64 n, i64 c, int op) {
+  bias_act_impl<double>(y, x, bias, dt, n, c, op);
+}
+
+// bias_act_bwd sets dx = dy·op'(x + bias[j]); the bias gradient is dx's column sum.
+template <typename C>
+__device__ void bias_act_bwd_impl(void* dx, const void* dy, const void* x, const void* bias, int dt, i64 n, i64 c,
+                                  int op) {
+  GRID_STRIDE(e, n) {
+    C v = IO<C>::ld(x, dt, e);
+    if (bias) v += IO<C>::ld(bias, dt, e % c);
+    IO<C>::st(dx, dt, e, IO<C>::ld(dy, dt, e) * unary_grad<C>(op, v, unary_fn<C>(op, v, 0), 0));
+  }
+}
+
+extern "C" __global__ void bias_act_bwd_f(void* dx, const void* dy, const void* x, const void* bias, int dt, i64 n,
+                                          i64 c, int op) {
+  bias_act_bwd_impl<float>(dx, dy, x, bias, dt, n, c, op);
+}
+extern "C" __global__ void bias_act_bwd_d(void* dx, const void* dy, const void* x, const void* bias, int dt, i64 n,
+                                          i64 c, int op) {
+  bias_act_bwd_impl<double>(dx, dy, x, bias, dt, n, c, op);
+}
+
 // Binary ops (tensor.BinaryOp).
 #define OP_ADD 1
 #define OP_SUB 2

@@ -24,7 +24,7 @@ type Module struct {
 }
 
 // AttentionHeadSizes returns the head sizes the fused attention kernels are built for.
-func AttentionHeadSizes() []int { return []int{32, 64, 128} }
+func AttentionHeadSizes() []int { return []int{8, 16, 32, 64, 128} }
 
 // Modules returns every module by name. The fused attention kernels are one module per
 // (dtype, head size), compiled only when used.
@@ -32,7 +32,8 @@ func Modules() map[string]Module {
 	m := map[string]Module{
 		"elementwise": {File: "elementwise", Kernels: []string{"fill64", "arange", "cast", "copy_strided_2",
 			"copy_strided_4", "copy_strided_8", "random_fill", "unary_f", "unary_d", "unary_bwd_f", "unary_bwd_d",
-			"binary_f", "binary_d", "where", "accumulate_grad"}},
+			"binary_f", "binary_d", "where", "accumulate_grad", "bias_act_f", "bias_act_d", "bias_act_bwd_f",
+			"bias_act_bwd_d"}},
 		"reduce": {File: "reduce", Kernels: []string{"reduce_rows_f", "reduce_rows_d", "reduce_cols_f", "reduce_cols_d",
 			"max_dim_f", "max_dim_d", "gather", "scatter_add", "sumsq_partial", "sumsq_finish", "colsum_partial",
 			"colsum_finish"}},
@@ -43,7 +44,8 @@ func Modules() map[string]Module {
 			"encoder", "encoder_bwd", "ce_fwd_f", "ce_fwd_d", "ce_bwd_f", "ce_bwd_d", "vce_stats", "vce_loss",
 			"vce_bwd"}},
 		"optim": {File: "optim", Kernels: []string{"adam_f", "adam_d", "sgd_f", "sgd_d"}},
-		"fused": {File: "fused", Kernels: []string{"bias_gelu", "bias_gelu_bwd", "bias_dropout_add", "dropout_bwd", "rope"}},
+		"fused": {File: "fused", Kernels: []string{"bias_dropout_add_f", "bias_dropout_add_d", "dropout_bwd_f",
+			"dropout_bwd_d", "swiglu_f", "swiglu_d", "swiglu_bwd_f", "swiglu_bwd_d", "rope_f", "rope_d"}},
 	}
 	for _, dt := range []string{"bf16", "f32"} {
 		for _, hs := range AttentionHeadSizes() {
@@ -52,7 +54,7 @@ func Modules() map[string]Module {
 				File:  "attention",
 				Extra: fmt.Sprintf("FLASH(%s, %sS, %d)\n", dt, map[string]string{"bf16": "BF16", "f32": "F32"}[dt], hs),
 				Kernels: []string{fmt.Sprintf("flash_fwd_%s_%d", dt, hs), fmt.Sprintf("flash_bwd_dkdv_%s_%d", dt, hs),
-					fmt.Sprintf("flash_bwd_dq_%s_%d", dt, hs), "flash_bwd_pre_" + dt},
+					fmt.Sprintf("flash_bwd_dq_%s_%d", dt, hs), "flash_bwd_pre_" + dt, "attn_dbias"},
 			}
 		}
 	}

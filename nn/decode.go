@@ -17,10 +17,11 @@ import (
 // same alone and in any batch, and equal Generate's, which runs the same ops on [B, T].
 
 // SlotCache is a KV cache of fixed slots: for every layer and slot, keys and values
-// [1, G/tp, MaxLen, HS], allocated once outside any scope. A slot holds one sequence's
+// [1, MaxLen, G/tp, HS], allocated once outside any scope. Position-major, so that a
+// sequence's new positions and its valid positions [0, Past+N) are views of its slot. A slot holds one sequence's
 // positions [0, Past); which positions are valid is the caller's bookkeeping (DecodeSeq).
 type SlotCache struct {
-	K, V   [][]*tensor.Tensor // [layer][slot] [1, G/tp, MaxLen, HS]
+	K, V   [][]*tensor.Tensor // [layer][slot] [1, MaxLen, G/tp, HS]
 	MaxLen int                // positions per slot
 }
 
@@ -44,8 +45,8 @@ func NewSlotCache(m *GPT, slots, maxLen int) *SlotCache {
 	for range m.Block.Layers {
 		k, v := make([]*tensor.Tensor, slots), make([]*tensor.Tensor, slots)
 		for s := range k {
-			k[s] = tensor.Zeros(dev, dt, 1, c.KVHeads/m.region.tp.Size(), maxLen, c.HeadSize).Keep()
-			v[s] = tensor.Zeros(dev, dt, 1, c.KVHeads/m.region.tp.Size(), maxLen, c.HeadSize).Keep()
+			k[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
+			v[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
 		}
 		sc.K, sc.V = append(sc.K, k), append(sc.V, v)
 	}
@@ -150,7 +151,7 @@ func maxInt(x []int) int {
 }
 
 // decode is Forward for DecodeStep: x [1, N, C] → [1, N, C], keys and values of layer's
-// slots k, v [slot] [1, G/tp, MaxLen, HS].
+// slots k, v [slot] [1, MaxLen, G/tp, HS].
 func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, k, v []*tensor.Tensor) *tensor.Tensor {
 	if l.Cross != nil {
 		panic(fmt.Sprintf("nn: %s: DecodeStep of a decoder layer with cross-attention", l.name))
@@ -164,25 +165,20 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 }
 
 // decode is forward for DecodeStep: it projects x [1, N, C], stores each sequence's keys
-// and values in its slot of ck, cv ([slot] [1, G/tp, MaxLen, HS]) and attends each
-// sequence's queries to its slot, one key/value group at a time (a group's positions
-// [0, Past+N) are a view of the slot), causally within the new tokens.
+// and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and attends each
+// sequence's queries to its slot's positions [0, Past+N), causally within the new tokens.
 func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
-	q, k, v := a.project(p, x, pos, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
-	gl, per := k.Dim(1), a.spec.per
+	q, k, v := a.project(p, x, pos, 0)                  // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
+	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3) // [1, N, G/tp, HS]
 	outs := make([]*tensor.Tensor, len(seqs))
-	heads := make([]*tensor.Tensor, gl)
 	off := 0
 	for i, s := range seqs {
-		for g := range gl {
-			kg, vg := ck[s.Slot].Narrow(1, g, 1), cv[s.Slot].Narrow(1, g, 1) // [1, 1, MaxLen, HS]
-			kg.Narrow(2, s.Past, s.N).CopyFrom(k.Narrow(1, g, 1).Narrow(2, off, s.N))
-			vg.Narrow(2, s.Past, s.N).CopyFrom(v.Narrow(1, g, 1).Narrow(2, off, s.N))
-			qg := q.Narrow(1, g*per, per).Narrow(2, off, s.N) // [1, NH/G, n, HS]
-			heads[g] = a.core(p, qg, kg.Narrow(2, 0, s.Past+s.N), vg.Narrow(2, 0, s.Past+s.N),
-				AttentionMask{Causal: true}, a.spec) // [1, n, NH/G·HS]
-		}
-		outs[i] = concat(2, heads) // [1, n, NH·HS/tp]
+		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
+		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
+		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N).Permute(0, 2, 1, 3) // [1, G/tp, Past+n, HS]
+		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N).Permute(0, 2, 1, 3)
+		qs := q.Narrow(2, off, s.N)                                          // [1, NH/tp, n, HS]
+		outs[i] = a.core(p, qs, ks, vs, AttentionMask{Causal: true}, a.spec) // [1, n, NH·HS/tp]
 		off += s.N
 	}
 	return a.Proj.ForwardWithBias(p, concat(1, outs)) // [1, N, C]
@@ -210,13 +206,23 @@ func (m *GPT) decodeLogits(p *Pass, x *tensor.Tensor, seqs []DecodeSeq) [][]floa
 	if len(want) == 0 {
 		return nil
 	}
-	logits := m.logits(p, concat(1, want))                                             // [1, R, Vp/tp]
-	full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.region.tp, logits)) // [1, R, Vp]
-	r, v := logits.Dim(1), m.Config.Vocab
-	vp := len(full) / r
+	logits := m.logits(p, concat(1, want))                    // [1, R, Vp/tp]
+	full := parallel.GatherFromTP(p.Ctx, m.region.tp, logits) // [1, R, Vp]
+	r, vp, v := full.Dim(1), full.Dim(2), m.Config.Vocab
 	rows := make([][]float64, r)
+	if full.DType() == tensor.F32 {
+		vals := tensor.ToSlice[float32](full)
+		for i := range rows {
+			rows[i] = make([]float64, v)
+			for j, x := range vals[i*vp : i*vp+v] {
+				rows[i][j] = float64(x)
+			}
+		}
+		return rows
+	}
+	vals := tensor.ToSlice[float64](full)
 	for i := range rows {
-		rows[i] = full[i*vp : i*vp+v : i*vp+v]
+		rows[i] = vals[i*vp : i*vp+v : i*vp+v] // drop the padded columns
 	}
 	return rows
 }

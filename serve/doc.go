@@ -47,11 +47,12 @@
 // token top_p = max(top_p·decay, bound)). Logprobs are log-softmax of the raw logits
 // (temperature 1, before Ban), as Megatron and OpenAI report them.
 //
-// Tensor parallelism: every rank runs the same plan; the plan travels to the rank
-// goroutines over channels and the logits, gathered over TP inside DecodeStep, are read
-// from rank 0. A failed step (a collective error, a panic) fails every running and queued
-// request and stops the engine; Close then returns the error. Ranks as processes under
-// megago launch (rank 0 scheduling and broadcasting each plan) are not implemented.
+// Tensor parallelism: every rank runs the same plan. With goroutine ranks (NewEngine) the
+// plan travels to the rank goroutines over channels; with ranks as processes (megago
+// launch), rank 0 runs the engine (NewLeaderEngine) and broadcasts each plan over the TP
+// group to the other ranks, which run Follow. The logits, gathered over TP inside
+// DecodeStep, are read on rank 0. A failed step (a collective error, a panic) fails every
+// running and queued request and stops the engine; Close then returns the error.
 //
 // Load: RunLoad drives an Engine with closed-loop clients and reports generated tokens/s,
 // time to first token and latency percentiles; `megago bench engine` prints them for 1, 8

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"megago/nn"
+	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -142,6 +143,11 @@ type Engine struct {
 // there are several. It allocates the KV cache of every rank (CacheBytes each) and returns
 // an error for an invalid configuration or a cache over cfg.MemoryBudget. Close stops it.
 func NewEngine(models []*nn.GPT, cfg EngineConfig) (*Engine, error) {
+	return newEngine(models, cfg, nil)
+}
+
+// newEngine is NewEngine, or NewLeaderEngine when leader (rank 0's TP group) is not nil.
+func newEngine(models []*nn.GPT, cfg EngineConfig, leader parallel.Comm) (*Engine, error) {
 	if len(models) == 0 {
 		return nil, errors.New("serve: NewEngine: no models")
 	}
@@ -163,7 +169,7 @@ func NewEngine(models []*nn.GPT, cfg EngineConfig) (*Engine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	for _, m := range models {
-		e.ranks = append(e.ranks, startRank(ctx, m, cfg))
+		e.ranks = append(e.ranks, startRank(ctx, m, cfg, leader))
 	}
 	go e.loop()
 	return e, nil

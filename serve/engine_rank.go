@@ -14,8 +14,10 @@ import (
 type rank struct {
 	m       *nn.GPT
 	cache   *nn.SlotCache
+	leader  parallel.Comm // with process ranks, rank 0's TP group, over which it broadcasts plans
 	plans   chan stepPlan
 	results chan stepResult
+	ended   chan struct{} // closed when the goroutine has released the cache
 }
 
 // stepResult is a rank's answer to a plan.
@@ -25,15 +27,32 @@ type stepResult struct {
 }
 
 // startRank allocates m's cache and starts its goroutine, which runs under ctx (cancelled
-// when a rank fails, so the others leave their collectives).
-func startRank(ctx context.Context, m *nn.GPT, cfg EngineConfig) *rank {
-	r := &rank{m: m, cache: nn.NewSlotCache(m, cfg.MaxRequests, cfg.MaxSeqLen),
-		plans: make(chan stepPlan), results: make(chan stepResult)}
+// when a rank fails, so the others leave their collectives). With leader (rank 0 of
+// process ranks) it first sends the cache's size to the followers and, when stopped,
+// tells them to stop.
+func startRank(ctx context.Context, m *nn.GPT, cfg EngineConfig, leader parallel.Comm) *rank {
+	r := &rank{m: m, cache: nn.NewSlotCache(m, cfg.MaxRequests, cfg.MaxSeqLen), leader: leader,
+		plans: make(chan stepPlan), results: make(chan stepResult), ended: make(chan struct{})}
 	go func() {
+		defer close(r.ended)
 		defer r.cache.Release()
 		p := nn.Eval(ctx)
+		var err error // a failed broadcast: the followers are gone, the steps fail
+		if leader != nil {
+			err = broadcastInts(ctx, leader, m, []int32{int32(cfg.MaxRequests), int32(cfg.MaxSeqLen)})
+		}
 		for plan := range r.plans {
+			if err == nil && leader != nil {
+				err = broadcastInts(ctx, leader, m, encodePlan(plan))
+			}
+			if err != nil {
+				r.results <- stepResult{err: fmt.Errorf("serve: sending the plan to the TP ranks: %w", err)}
+				continue
+			}
 			r.results <- r.step(p, plan)
+		}
+		if err == nil && leader != nil {
+			broadcastInts(ctx, leader, m, nil) // an empty plan: stop
 		}
 	}()
 	return r
@@ -71,10 +90,14 @@ func (e *Engine) run(plan stepPlan) ([][]float64, error) {
 	return rows, errors.Join(errs...)
 }
 
-// stopRanks ends the ranks' goroutines, which free their caches.
+// stopRanks ends the ranks' goroutines, which tell followers to stop and free their
+// caches, and waits for them.
 func (e *Engine) stopRanks() {
 	for _, r := range e.ranks {
 		close(r.plans)
+	}
+	for _, r := range e.ranks {
+		<-r.ended
 	}
 	e.cancel()
 }

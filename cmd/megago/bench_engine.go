@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -56,8 +57,14 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&c.Threads, "threads", 0, "threads (GOMAXPROCS); 0 keeps Go's default")
 	fs.IntVar(&c.TP, "tensor-model-parallel-size", 1, "goroutine TP ranks")
 	fs.Uint64Var(&c.Seed, "seed", 1337, "seed of the weights and the prompts")
-	if err := parseFlags(fs, args, stdout); err != nil {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "usage: %s\n\nFlags:\n", benchEngineUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
 		return err
+	} else if err != nil {
+		return &usageError{err}
 	}
 	if err := noArgs(fs); err != nil {
 		return err

@@ -23,6 +23,8 @@ import (
 type SlotCache struct {
 	K, V   [][]*tensor.Tensor // [layer][slot] [1, MaxLen, G/tp, HS]
 	MaxLen int                // positions per slot
+
+	logits []float64 // DecodeStep's result rows, reused from step to step
 }
 
 // SlotCacheBytes returns the memory a SlotCache of slots × maxLen positions takes for m
@@ -76,7 +78,8 @@ type DecodeSeq struct {
 // DecodeStep runs m in inference mode on the new tokens ids [N] of seqs (concatenated in
 // seqs' order; N = Σ seqs[i].N), writes their keys and values into c and returns the
 // asked-for logits over the true vocabulary, [R][V] for R = Σ seqs[i].Logits rows in
-// seqs' order, the same on every TP rank. Under tensor parallelism every rank of m's TP
+// seqs' order, the same on every TP rank. The rows live in a buffer of c that the next
+// DecodeStep overwrites. Under tensor parallelism every rank of m's TP
 // group calls it with the same ids and seqs (its own cache).
 //
 // It returns an error for a failed collective. It panics if m is a pipeline stage or
@@ -100,7 +103,7 @@ func (m *GPT) DecodeStep(p *Pass, c *SlotCache, ids []int32, seqs []DecodeSeq) (
 			beforeForward(l)
 			x = l.decode(p, x, pos, seqs, c.K[i], c.V[i])
 		}
-		rows = m.decodeLogits(p, x, seqs)
+		rows = m.decodeLogits(p, c, x, seqs)
 	})
 	return rows, err
 }
@@ -193,8 +196,8 @@ func concat(dim int, ts []*tensor.Tensor) *tensor.Tensor {
 }
 
 // decodeLogits returns the logits over the true vocabulary of the rows of x [1, N, C]
-// that seqs ask for, [R][V], gathered over TP.
-func (m *GPT) decodeLogits(p *Pass, x *tensor.Tensor, seqs []DecodeSeq) [][]float64 {
+// that seqs ask for, [R][V], gathered over TP, in c's buffer.
+func (m *GPT) decodeLogits(p *Pass, c *SlotCache, x *tensor.Tensor, seqs []DecodeSeq) [][]float64 {
 	var want []*tensor.Tensor
 	off := 0
 	for _, s := range seqs {
@@ -209,20 +212,26 @@ func (m *GPT) decodeLogits(p *Pass, x *tensor.Tensor, seqs []DecodeSeq) [][]floa
 	logits := m.logits(p, concat(1, want))                    // [1, R, Vp/tp]
 	full := parallel.GatherFromTP(p.Ctx, m.region.tp, logits) // [1, R, Vp]
 	r, vp, v := full.Dim(1), full.Dim(2), m.Config.Vocab
-	rows := make([][]float64, r)
+	if cap(c.logits) < r*v {
+		c.logits = make([]float64, r*v)
+	}
+	buf := c.logits[:r*v]
 	if full.DType() == tensor.F32 {
-		vals := tensor.ToSlice[float32](full)
-		for i := range rows {
-			rows[i] = make([]float64, v)
-			for j, x := range vals[i*vp : i*vp+v] {
-				rows[i][j] = float64(x)
+		for i, x := range tensor.ToSlice[float32](full) {
+			if j := i % vp; j < v { // drop the padded columns
+				buf[i/vp*v+j] = float64(x)
 			}
 		}
-		return rows
+	} else {
+		for i, x := range tensor.ToSlice[float64](full) {
+			if j := i % vp; j < v {
+				buf[i/vp*v+j] = x
+			}
+		}
 	}
-	vals := tensor.ToSlice[float64](full)
+	rows := make([][]float64, r)
 	for i := range rows {
-		rows[i] = vals[i*vp : i*vp+v : i*vp+v] // drop the padded columns
+		rows[i] = buf[i*v : (i+1)*v : (i+1)*v]
 	}
 	return rows
 }

@@ -38,6 +38,7 @@ type benchEngineConfig struct {
 	PerClient, Prompt, NewTokens     int
 	Slots, PrefillChunk, Threads, TP int
 	Seed                             uint64
+	CPUProfile                       string
 }
 
 func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -57,6 +58,7 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&c.Threads, "threads", 0, "threads (GOMAXPROCS); 0 keeps Go's default")
 	fs.IntVar(&c.TP, "tensor-model-parallel-size", 1, "goroutine TP ranks")
 	fs.Uint64Var(&c.Seed, "seed", 1337, "seed of the weights and the prompts")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the load runs to this file")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stdout, "usage: %s\n\nFlags:\n", benchEngineUsage)
@@ -95,6 +97,11 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer e.Close()
 	fmt.Fprintf(stderr, "model built in %.1f s; KV cache %.0f MiB per rank; GOMAXPROCS %d\n",
 		time.Since(t0).Seconds(), mb(e.CacheBytes()), runtime.GOMAXPROCS(0))
+	stop, err := startRecording(c.CPUProfile, "")
+	if err != nil {
+		return err
+	}
+	defer stop()
 	var ratios []string
 	base := 0.0
 	for _, n := range clients {

@@ -120,6 +120,18 @@ func (a *SelfAttention) Forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 // forward is Forward returning the output projection's bias [C] (nil without biases)
 // beside the output, not yet added, for the layer to add with its dropout and residual.
 func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cache *KVCache) (y, bias *tensor.Tensor) {
+	q, k, v := a.project(p, x, m, cache.Len())
+	if cache != nil {
+		k, v = cache.append(k, v)
+	}
+	out := a.core(p, q, k, v, m, a.spec) // [B, T, NH·HS/tp]
+	return a.Proj.ForwardWithBias(p, out)
+}
+
+// project returns this rank's queries q [B, NH/tp, T, HS] and key and value groups k, v
+// [B, G/tp, T, HS] of x [B, T, C], normalized (QKNorm) and rotated (RoPE) by m's
+// positions, or past..past+T−1 when it has none.
+func (a *SelfAttention) project(p *Pass, x *tensor.Tensor, m AttentionMask, past int) (q, k, v *tensor.Tensor) {
 	c := a.cfg
 	qkv := a.QKV.Forward(p, x) // [B, T, G/tp·(NH/G+2)·HS]
 	b, t := qkv.Dim(0), qkv.Dim(1)
@@ -129,21 +141,17 @@ func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	// and a permute of each part.
 	heads := qkv.Reshape(b, t, gl, per+2, c.HeadSize).Permute(0, 2, 3, 1, 4) // [B, G/tp, NH/G+2, T, HS]
 	parts := tensor.Split(heads, 2, per, 1, 1)
-	q := parts[0].Reshape(b, gl*per, t, c.HeadSize) // [B, NH/tp, T, HS]
-	k := parts[1].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
-	v := parts[2].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
+	q = parts[0].Reshape(b, gl*per, t, c.HeadSize) // [B, NH/tp, T, HS]
+	k = parts[1].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
+	v = parts[2].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
 	// The projection and its permuted copy are consumed (the parts are q, k and v, or views).
 	releaseDead(qkv, q, k, v)
 	releaseDead(heads, q, k, v)
 	if a.QNorm != nil {
 		q, k = a.QNorm.Forward(q), a.KNorm.Forward(k) // over HS, before RoPE as in Megatron
 	}
-	q, k = a.rope(q, k, m, cache.Len())
-	if cache != nil {
-		k, v = cache.append(k, v)
-	}
-	out := a.core(p, q, k, v, m, a.spec) // [B, T, NH·HS/tp]
-	return a.Proj.ForwardWithBias(p, out)
+	q, k = a.rope(q, k, m, past)
+	return q, k, v
 }
 
 // append adds new keys and values [B, G/tp, Tnew, HS] to the cache and returns all of them.

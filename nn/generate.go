@@ -193,14 +193,7 @@ func (c *KVCache) release() {
 // recoverCommError turns a panic carrying a *parallel.Error (a collective that failed
 // inside a TP mapping) into *err; any other panic is a bug and continues.
 func recoverCommError(err *error) {
-	r := recover()
-	if r == nil {
-		return
+	if r := recover(); r != nil {
+		*err = commError("Generate", r)
 	}
-	var pe *parallel.Error
-	if e, ok := r.(error); ok && errors.As(e, &pe) {
-		*err = fmt.Errorf("nn: Generate: %w", e)
-		return
-	}
-	panic(r)
 }

@@ -31,6 +31,7 @@ func init() {
 		name:    "bench",
 		summary: "time training steps of a GPT (the peer of bench/torch_gpt.py)",
 		usage: `megago bench gpt [flags]
+       megago bench engine [flags]   (the serving engine; megago bench engine -h)
 
 Bench gpt times full training steps (zero grad, forward, cross entropy,
 backward, AdamW update) of a GPT-2 style model on random tokens, on one rank,
@@ -95,6 +96,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workload := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		workload, args = args[0], args[1:]
+	}
+	if workload == "engine" {
+		return runBenchEngine(ctx, args, stdout, stderr)
 	}
 	var c benchConfig
 	fs.IntVar(&c.Layers, "layers", 12, "transformer layers L")

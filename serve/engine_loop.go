@@ -1,0 +1,169 @@
+package serve
+
+import (
+	"fmt"
+
+	"megago/nn"
+)
+
+// stepPlan is one engine step: the new tokens of every sequence that runs in it.
+type stepPlan struct {
+	ids    []int32        // [N] new tokens, sequences in order
+	seqs   []nn.DecodeSeq // where each sequence's tokens go and which logits it needs
+	owners []*seq         // the request of each entry of seqs
+}
+
+// loop is the scheduler: until the engine is closed and has drained, it admits queued
+// requests into free slots, drops cancelled ones, and runs a step over the rest.
+func (e *Engine) loop() {
+	defer close(e.done)
+	defer e.stopRanks()
+	free := make([]int, e.cfg.MaxRequests) // free slots, the lowest last
+	for i := range free {
+		free[i] = len(free) - 1 - i
+	}
+	var running []*seq
+	for {
+		e.mu.Lock()
+		for len(free) > 0 && len(e.queue) > 0 {
+			s := e.queue[0]
+			e.queue = e.queue[1:]
+			s.slot, free = free[len(free)-1], free[:len(free)-1]
+			running = append(running, s)
+		}
+		closed, failed := e.closed, e.err
+		e.mu.Unlock()
+		running, free = e.reap(running, free, failed)
+		if len(running) == 0 {
+			if closed || failed != nil {
+				e.failQueued()
+				return
+			}
+			<-e.wake
+			continue
+		}
+		plan := e.plan(running)
+		rows, err := e.run(plan)
+		if err != nil {
+			e.mu.Lock()
+			e.err = err
+			e.mu.Unlock()
+			for _, s := range running {
+				s.finish("error", err)
+			}
+			running, free = nil, nil
+			continue
+		}
+		running, free = e.advance(running, free, plan, rows)
+	}
+}
+
+// reap finishes the running requests whose client has gone (or all of them, with the
+// engine's error) and returns the others and the free slots.
+func (e *Engine) reap(running []*seq, free []int, failed error) ([]*seq, []int) {
+	kept := running[:0]
+	for _, s := range running {
+		switch {
+		case failed != nil:
+			s.finish("error", failed)
+		case s.ctx.Err() != nil:
+			s.finish("cancelled", s.ctx.Err())
+			free = append(free, s.slot)
+		default:
+			kept = append(kept, s)
+		}
+	}
+	return kept, free
+}
+
+// failQueued finishes the requests still queued when the engine stops: "error" after a
+// failure (Close lets the queue drain otherwise, so none is left).
+func (e *Engine) failQueued() {
+	e.mu.Lock()
+	q, err := e.queue, e.err
+	e.queue, e.closed = nil, true
+	e.mu.Unlock()
+	if err == nil {
+		err = ErrClosed
+	}
+	for _, s := range q {
+		s.finish("error", err)
+	}
+}
+
+// plan builds the next step: one token of every decoding request, then prompt chunks of
+// prefilling ones in admission order within PrefillChunk tokens. A chunk asks for the
+// logits of all its tokens with PromptLogprobs, else of its last token when it ends the
+// prompt and tokens are to be generated.
+func (e *Engine) plan(running []*seq) stepPlan {
+	var p stepPlan
+	budget := e.cfg.PrefillChunk
+	for pass := 0; pass < 2; pass++ { // decoding requests first
+		for _, s := range running {
+			if s.prefilling() != (pass == 1) {
+				continue
+			}
+			todo := s.pending()
+			if pass == 1 {
+				if budget == 0 {
+					break
+				}
+				todo = todo[:min(len(todo), budget)]
+				budget -= len(todo)
+			}
+			d := nn.DecodeSeq{Slot: s.slot, Past: s.fed, N: len(todo)}
+			switch {
+			case s.req.PromptLogprobs && s.prefilling():
+				d.Logits = d.N
+			case s.fed+d.N == len(s.tokens) && s.req.MaxNewTokens > s.generations:
+				d.Logits = 1
+			}
+			p.ids = append(p.ids, todo...)
+			p.seqs = append(p.seqs, d)
+			p.owners = append(p.owners, s)
+		}
+	}
+	return p
+}
+
+// advance applies a step's logits rows ([R][V], in plan order) to its requests: prompt
+// log-probabilities, then, once a request's tokens are all in the cache, its next token.
+// It returns the requests still running and the free slots.
+func (e *Engine) advance(running []*seq, free []int, p stepPlan, rows [][]float64) ([]*seq, []int) {
+	done := map[*seq]bool{}
+	r := 0
+	for i, s := range p.owners {
+		d := p.seqs[i]
+		lr := rows[r : r+d.Logits]
+		r += d.Logits
+		if s.prefilling() && s.req.PromptLogprobs {
+			s.addPromptLogprobs(d.Past+d.N-d.Logits, lr)
+		}
+		s.fed += d.N
+		if s.fed < len(s.tokens) {
+			continue // more prompt to come
+		}
+		s.sendPromptLogprobs()
+		if s.generations >= s.req.MaxNewTokens {
+			s.finish("length", nil)
+			done[s] = true
+			continue
+		}
+		if end, reason, err := s.next(lr[len(lr)-1]); end {
+			if err != nil {
+				err = fmt.Errorf("serve: request in slot %d, token %d: %w", s.slot, s.generations, err)
+			}
+			s.finish(reason, err)
+			done[s] = true
+		}
+	}
+	kept := running[:0]
+	for _, s := range running {
+		if done[s] {
+			free = append(free, s.slot)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	return kept, free
+}

@@ -1,0 +1,164 @@
+package serve
+
+import (
+	"context"
+	"math"
+	"sort"
+	"time"
+
+	"megago/nn"
+)
+
+// seq is one request inside the engine: its tokens (prompt, then generated), how many of
+// them are in its cache slot, and its event stream.
+type seq struct {
+	ctx    context.Context
+	req    Request
+	out    chan Event // capacity for every event it can send, so the scheduler never blocks
+	slot   int
+	tokens []int32 // prompt + generated
+	fed    int     // tokens[:fed] have keys and values in the slot
+	topP   float64 // the current top-p (Megatron's top_p_decay lowers it)
+
+	promptLP    []float32 // log p(prompt[i] | prompt[:i]), i = 1..fed−1, while prefilling
+	submitted   time.Time
+	first       time.Time // when the first token (or the prompt logprobs) went out
+	promptSent  bool
+	generations int
+}
+
+// newSeq returns the engine's record of r, submitted now.
+func newSeq(ctx context.Context, r Request) *seq {
+	return &seq{ctx: ctx, req: r, out: make(chan Event, r.MaxNewTokens+2), slot: -1,
+		tokens: append(make([]int32, 0, len(r.Prompt)+r.MaxNewTokens), r.Prompt...),
+		topP:   r.Sampling.TopP, submitted: time.Now()}
+}
+
+// prefilling reports whether some prompt tokens are not in the cache yet.
+func (s *seq) prefilling() bool { return s.fed < len(s.req.Prompt) }
+
+// pending returns the tokens to feed: the rest of the prompt, or the last generated one.
+func (s *seq) pending() []int32 { return s.tokens[s.fed:] }
+
+// finish sends the Done event and closes the stream.
+func (s *seq) finish(reason string, err error) {
+	now := time.Now()
+	if s.first.IsZero() {
+		s.first = now
+	}
+	s.out <- Event{Done: true, FinishReason: reason, Err: err, Stats: Stats{
+		PromptTokens: len(s.req.Prompt), GeneratedTokens: s.generations,
+		TimeToFirst: s.first.Sub(s.submitted), Total: now.Sub(s.submitted)}}
+	close(s.out)
+}
+
+// addPromptLogprobs records the prompt log-probabilities in rows, the logits [V] of the
+// positions from..from+len(rows)−1.
+func (s *seq) addPromptLogprobs(from int, rows [][]float64) {
+	for j, row := range rows {
+		if next := from + j + 1; next < len(s.req.Prompt) {
+			s.promptLP = append(s.promptLP, float32(logprobOf(row, s.req.Prompt[next])))
+		}
+	}
+}
+
+// sendPromptLogprobs sends the prompt log-probabilities once, when asked for.
+func (s *seq) sendPromptLogprobs() {
+	if s.promptSent || !s.req.PromptLogprobs {
+		return
+	}
+	s.promptSent = true
+	s.first = time.Now()
+	s.out <- Event{PromptLogprobs: s.promptLP}
+}
+
+// next chooses, sends and appends the token that follows logits [V] and reports whether
+// the request is finished (and with what reason).
+func (s *seq) next(logits []float64) (done bool, reason string, err error) {
+	r := s.req
+	pick := logits
+	if r.Ban != nil {
+		if ban := r.Ban(s.tokens[len(r.Prompt):]); len(ban) > 0 {
+			pick = append([]float64(nil), logits...)
+			for _, id := range ban {
+				if id >= 0 && int(id) < len(pick) {
+					pick[id] = math.Inf(-1)
+				}
+			}
+		}
+	}
+	o := nn.GenerateOptions{MaxNewTokens: 1, Temperature: r.Sampling.Temperature, TopK: r.Sampling.TopK,
+		TopP: s.topP, Seed: r.Sampling.Seed}
+	id, err := o.NextToken(pick, s.generations, 0)
+	if err != nil {
+		return true, "error", err
+	}
+	tok := &Token{ID: id}
+	if r.Logprobs {
+		tok.Logprob = float32(logprobOf(logits, id))
+	}
+	if r.TopLogprobs > 0 {
+		tok.Top = topLogprobs(logits, r.TopLogprobs)
+	}
+	if s.first.IsZero() {
+		s.first = time.Now()
+	}
+	s.tokens = append(s.tokens, id)
+	s.generations++
+	s.out <- Event{Token: tok}
+	if p := r.Sampling; s.topP > 0 && p.TopPDecay > 0 { // Megatron's top_p_decay and top_p_bound
+		s.topP *= p.TopPDecay
+		if p.TopPBound > 0 {
+			s.topP = max(s.topP, p.TopPBound)
+		}
+	}
+	gen := s.tokens[len(r.Prompt):]
+	switch {
+	case isStop(id, r.StopIDs) || (r.Stop != nil && r.Stop(gen)):
+		return true, "stop", nil
+	case s.generations >= r.MaxNewTokens:
+		return true, "length", nil
+	}
+	return false, "", nil
+}
+
+func isStop(id int32, stop []int32) bool {
+	for _, s := range stop {
+		if id == s {
+			return true
+		}
+	}
+	return false
+}
+
+// logSumExp returns log Σ exp(x) over x [V].
+func logSumExp(x []float64) float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = max(m, v)
+	}
+	s := 0.0
+	for _, v := range x {
+		s += math.Exp(v - m)
+	}
+	return m + math.Log(s)
+}
+
+// logprobOf returns log softmax(logits)[id].
+func logprobOf(logits []float64, id int32) float64 { return logits[id] - logSumExp(logits) }
+
+// topLogprobs returns the n most likely ids of logits [V] with their log-probabilities,
+// most likely first (ties by id).
+func topLogprobs(logits []float64, n int) []TokenLogprob {
+	ids := make([]int, len(logits))
+	for i := range ids {
+		ids[i] = i
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return logits[ids[a]] > logits[ids[b]] })
+	lse := logSumExp(logits)
+	out := make([]TokenLogprob, min(n, len(ids)))
+	for i := range out {
+		out[i] = TokenLogprob{ID: int32(ids[i]), Logprob: float32(logits[ids[i]] - lse)}
+	}
+	return out
+}

@@ -159,9 +159,9 @@ func (s *Server) requests(run *openAIRun, prompts [][]int32, param string, stopI
 		}
 		n := run.maxNew
 		if n < 0 {
-			n = maxLen - len(p)
+			n = max(maxLen-len(p), 1) // the rest of the context, at least one token
 		}
-		if len(p)+n > maxLen || len(p) >= maxLen && n > 0 || len(p) > maxLen {
+		if len(p)+n > maxLen {
 			return nil, badRequest(param, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in your prompt; %d for the completion). Please reduce your prompt; or completion length.",
 				maxLen, len(p)+n, len(p), n)
 		}

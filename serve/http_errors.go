@@ -122,6 +122,7 @@ func decodeStrict(body []byte, v any) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &typeErr):
+		typeErr.Field = strings.ReplaceAll(typeErr.Field, "openAIParams.", "") // the embedded struct of shared fields
 		if typeErr.Field == "" {
 			return badRequest("", "request body must be a JSON object, not %s", typeErr.Value)
 		}

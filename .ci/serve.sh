@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# .ci/serve.sh: megago serve end to end, on 127.0.0.1 only. Trains a tiny GPT with the gpt
+# example (a few seconds), serves it with `megago serve`, then: the official openai npm
+# client lists models, completes, chat-completes and streams (serve/testdata/clients/
+# openai.mjs); curl -X PUT /api gets Megatron's response shape; playwright-core drives
+# Debian's chromium through the web page, streaming a completion and taking a screenshot
+# (to $SERVE_SCREENSHOT if set: the README's docs/serve-web.png was made so); SIGTERM
+# during a streamed request lets it finish and the server exit 0. Installs Node.js, npm
+# and chromium from Debian if missing, and the clients with npm ci. Run by .ci/run from
+# the repository root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="$(mktemp -d)"
+pid=""
+cleanup() {
+	if [[ -n $pid ]]; then kill "$pid" 2>/dev/null || true; fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+sudo_cmd=""
+if [[ "$(id -u)" != 0 ]]; then sudo_cmd="sudo"; fi
+missing=()
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+if ((${#missing[@]})); then
+	echo "installing ${missing[*]} from Debian"
+	$sudo_cmd apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+(cd serve/testdata/clients && npm ci --no-audit --no-fund --loglevel=error)
+
+go build -o "$dir/megago" ./cmd/megago
+go build -o "$dir/gpt" ./examples/gpt
+"$dir/gpt" --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 512 \
+	--micro-batch-size 4 --global-batch-size 8 --train-iters 30 --lr 3e-3 --lr-warmup-iters 2 --eval-iters 1 \
+	--eval-interval 30 --log-interval 10 --gen-tokens 4 --save "$dir/ckpt" --out-dir "$dir/out" >"$dir/train.log" 2>&1 ||
+	{ cat "$dir/train.log"; exit 1; }
+
+"$dir/megago" serve --load "$dir/ckpt" --served-model-name tiny-gpt --tokenizer-type gosource-bpe \
+	--host 127.0.0.1 --port 0 --inference-max-requests 4 >"$dir/serve.log" 2>&1 &
+pid=$!
+url=""
+for _ in $(seq 600); do
+	url="$(sed -n 's|^serving .* on \(http://127\.0\.0\.1:[0-9]*\)/$|\1|p' "$dir/serve.log")"
+	[[ -n $url ]] && break
+	kill -0 "$pid" 2>/dev/null || { cat "$dir/serve.log"; exit 1; }
+	sleep 0.1
+done
+[[ -n $url ]] || { echo "megago serve did not start"; cat "$dir/serve.log"; exit 1; }
+head -n 1 "$dir/serve.log"
+
+echo "--- the openai npm client against megago serve"
+node serve/testdata/clients/openai.mjs "$url"
+
+echo "--- curl -X PUT $url/api"
+curl -sS --fail-with-body -X PUT "$url/api" -H 'Content-Type: application/json' \
+	-d '{"prompts": ["func main() {"], "tokens_to_generate": 8, "logprobs": true, "temperature": 0.5, "random_seed": 3}' >"$dir/api.json"
+head -c 400 "$dir/api.json"
+echo
+node -e '
+	const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+	const keys = Object.keys(r).sort().join(",");
+	const ok = keys === "logprobs,segments,text,tokens" && r.text.length === 1 && r.text[0].startsWith("func main() {") &&
+		r.segments[0].length === r.tokens[0].length && r.logprobs[0].length === r.tokens[0].length - 1;
+	console.log(ok ? "1 passed, 0 failed" : "0 passed, 1 failed: keys " + keys);
+	process.exit(ok ? 0 : 1);' "$dir/api.json"
+
+echo "--- the web page in chromium, driven by playwright-core"
+node serve/testdata/clients/web.mjs "$url" "${SERVE_SCREENSHOT:-$dir/web.png}"
+
+echo "--- SIGTERM while a request streams: it finishes, then the server exits 0"
+curl -sS -N -X POST "$url/v1/completions" -H 'Content-Type: application/json' \
+	-d '{"prompt": "func", "max_tokens": 300, "temperature": 0, "stream": true}' >"$dir/drain.txt" &
+cpid=$!
+for _ in $(seq 100); do [[ -s $dir/drain.txt ]] && break; sleep 0.05; done
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+pid=""
+wait "$cpid"
+tail -n 2 "$dir/serve.log"
+if [[ $status != 0 ]] || ! grep -q '^data: \[DONE\]' "$dir/drain.txt" || ! grep -q '"finish_reason":"length"' "$dir/drain.txt"; then
+	echo "0 passed, 1 failed: exit status $status, stream:"
+	tail -c 300 "$dir/drain.txt"
+	exit 1
+fi
+echo "1 passed, 0 failed"

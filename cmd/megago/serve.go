@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -173,11 +174,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // else nil (the server's plain one).
 func (c *serveFlags) loadChatTemplate() (*serve.ChatTemplate, error) {
 	if c.chatTemplate != "" {
-		src, err := readFileString(c.chatTemplate)
+		src, err := os.ReadFile(c.chatTemplate)
 		if err != nil {
 			return nil, err
 		}
-		return serve.NewChatTemplate(src, "", "", c.chatTemplate)
+		return serve.NewChatTemplate(string(src), "", "", c.chatTemplate)
 	}
 	if c.tok.cfg.Type == "HuggingFaceTokenizer" && c.tok.cfg.TokenizerModel != "" {
 		return serve.LoadChatTemplate(c.tok.cfg.TokenizerModel)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"megago/checkpoint"
 	"megago/internal/device"
@@ -129,10 +128,4 @@ func readServeCheckpoint(c *serveFlags) (checkpoint.Model, map[string]*tensor.Te
 		return checkpoint.Model{}, nil, err
 	}
 	return man.Model, g, nil
-}
-
-// readFileString returns the contents of the file name.
-func readFileString(name string) (string, error) {
-	b, err := os.ReadFile(name)
-	return string(b), err
 }

@@ -186,6 +186,25 @@ func (s *Server) stopIDs(extra ...int32) []int32 {
 	return ids
 }
 
+// response is an OpenAI response or stream chunk with choices of type C.
+type response[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
+}
+
+// decodeBody reads the request body into v with decodeStrict.
+func decodeBody(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v)
+}
+
 // usage is OpenAI's token count of a response.
 type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`

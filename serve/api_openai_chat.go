@@ -52,24 +52,14 @@ type chatLogprobs struct {
 }
 
 // chatCompletion is a chat response or stream chunk.
-type chatCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *usage       `json:"usage,omitempty"`
-}
+type chatCompletion = response[chatChoice]
 
 // handleChat serves OpenAI's POST /v1/chat/completions: the conversation rendered with
 // the chat template and add_generation_prompt, then generated like a completion up to the
 // rest of the context by default.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	body, err := readBody(r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := decodeBody(r, &req)
 	if err == nil && req.MaxCompletionTokens != nil {
 		if req.MaxTokens != nil {
 			err = badRequest("max_completion_tokens", "give max_tokens or max_completion_tokens, not both")

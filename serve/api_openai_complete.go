@@ -35,14 +35,7 @@ type completionLogprobs struct {
 }
 
 // completion is a completions response or stream chunk.
-type completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage,omitempty"`
-}
+type completion = response[completionChoice]
 
 // handleCompletions serves OpenAI's POST /v1/completions: prompt as a string, a list of
 // strings, a list of token ids or a list of lists of ids; n choices per prompt; echo;
@@ -50,10 +43,7 @@ type completion struct {
 // gives the prompt's log-probabilities only, as evaluation harnesses use.
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	body, err := readBody(r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := decodeBody(r, &req)
 	var run *openAIRun
 	if err == nil {
 		run, err = s.checkParams(&req.openAIParams, s.cfg.DefaultMaxTokens)

@@ -16,21 +16,30 @@ type megatronCheck struct {
 // messages. As in Python, a boolean passes for an integer (true is 1) but an integer does
 // not pass for a float (top_p must be written 0.9, not 1).
 func megatronChecks(mr *megatronRequest) []megatronCheck {
-	isInt := func(raw json.RawMessage) bool { k := jsonKind(raw); return k == "int" || k == "bool" }
-	isFloat := func(raw json.RawMessage) bool { return jsonKind(raw) == "float" }
-	isBool := func(raw json.RawMessage) bool { return jsonKind(raw) == "bool" }
-	boolField := func(field string, dst *bool) megatronCheck {
-		return megatronCheck{field, func(raw json.RawMessage) string {
-			if !isBool(raw) {
-				return field + " must be a boolean value"
-			}
-			*dst = parseNumber(raw) == 1
-			return ""
-		}}
-	}
+	return slices.Concat(megatronLengthChecks(mr), megatronSamplingChecks(mr), megatronStopChecks(mr))
+}
+
+// Kinds of JSON value as Python types them (see jsonKind).
+func pyInt(raw json.RawMessage) bool   { k := jsonKind(raw); return k == "int" || k == "bool" }
+func pyFloat(raw json.RawMessage) bool { return jsonKind(raw) == "float" }
+func pyBool(raw json.RawMessage) bool  { return jsonKind(raw) == "bool" }
+
+// boolField checks a boolean field and stores it in dst.
+func boolField(field string, dst *bool) megatronCheck {
+	return megatronCheck{field, func(raw json.RawMessage) string {
+		if !pyBool(raw) {
+			return field + " must be a boolean value"
+		}
+		*dst = parseNumber(raw) == 1
+		return ""
+	}}
+}
+
+// megatronLengthChecks check tokens_to_generate and logprobs.
+func megatronLengthChecks(mr *megatronRequest) []megatronCheck {
 	return []megatronCheck{
 		{"tokens_to_generate", func(raw json.RawMessage) string {
-			if !isInt(raw) {
+			if !pyInt(raw) {
 				return "tokens_to_generate must be an integer greater than 0"
 			}
 			if mr.tokensToGenerate = int(parseNumber(raw)); mr.tokensToGenerate < 0 {
@@ -45,6 +54,12 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 			}
 			return ""
 		}},
+	}
+}
+
+// megatronSamplingChecks check temperature, top_k, top_p, top_p_decay and top_p_bound.
+func megatronSamplingChecks(mr *megatronRequest) []megatronCheck {
+	return []megatronCheck{
 		{"temperature", func(raw json.RawMessage) string {
 			mr.temperature = parseNumber(raw)
 			if k := jsonKind(raw); (k != "int" && k != "float" && k != "bool") || !(mr.temperature > 0 && mr.temperature <= 100) {
@@ -53,7 +68,7 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 			return ""
 		}},
 		{"top_k", func(raw json.RawMessage) string {
-			if !isInt(raw) {
+			if !pyInt(raw) {
 				return "top_k must be an integer equal to or greater than 0 and less than or equal to 1000"
 			}
 			if mr.topK = int(parseNumber(raw)); mr.topK < 0 || mr.topK > 1000 {
@@ -62,7 +77,7 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 			return ""
 		}},
 		{"top_p", func(raw json.RawMessage) string {
-			if !isFloat(raw) {
+			if !pyFloat(raw) {
 				return "top_p must be a positive float less than or equal to 1.0"
 			}
 			mr.topP = parseNumber(raw)
@@ -75,7 +90,7 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 			return ""
 		}},
 		{"top_p_decay", func(raw json.RawMessage) string {
-			if !isFloat(raw) {
+			if !pyFloat(raw) {
 				return "top_p_decay must be a positive float less than or equal to 1.0"
 			}
 			if mr.topP == 0 {
@@ -87,7 +102,7 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 			return ""
 		}},
 		{"top_p_bound", func(raw json.RawMessage) string {
-			if !isFloat(raw) {
+			if !pyFloat(raw) {
 				return "top_p_bound must be a positive float less than or equal to top_p"
 			}
 			if mr.topP == 0 {
@@ -98,6 +113,12 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 			}
 			return ""
 		}},
+	}
+}
+
+// megatronStopChecks check add_BOS, the stopping fields, random_seed and length_penalty.
+func megatronStopChecks(mr *megatronRequest) []megatronCheck {
+	return []megatronCheck{
 		boolField("add_BOS", &mr.addBOS),
 		{"", func(json.RawMessage) string {
 			if slices.Contains(mr.prompts, "") && !mr.addBOS {
@@ -109,7 +130,7 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 		boolField("stop_on_eol", &mr.stopOnEOL),
 		boolField("prevent_newline_after_colon", &mr.noNewlineAfterColon),
 		{"random_seed", func(raw json.RawMessage) string {
-			if !isInt(raw) {
+			if !pyInt(raw) {
 				return "random_seed must be integer"
 			}
 			if mr.seed = int64(parseNumber(raw)); mr.seed < 0 {
@@ -118,14 +139,14 @@ func megatronChecks(mr *megatronRequest) []megatronCheck {
 			return ""
 		}},
 		{"stop_token", func(raw json.RawMessage) string {
-			if !isInt(raw) {
+			if !pyInt(raw) {
 				return "stop_token must be an integer"
 			}
 			mr.stopToken, mr.hasStopToken = int64(parseNumber(raw)), true
 			return ""
 		}},
 		{"length_penalty", func(raw json.RawMessage) string {
-			if !isFloat(raw) {
+			if !pyFloat(raw) {
 				return "length_penalty must be a float"
 			}
 			return "" // beam search only, which Megatron no longer has

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -42,10 +43,17 @@ func PlainChatTemplate() *ChatTemplate {
 	return t
 }
 
+// templateStart is put before every template's source and taken off its output. With it
+// the template's own first text is no longer the first text segment, which ardanlabs/jinja
+// v1.8.0's lstrip_blocks takes to start a line even after an expression on that line (it
+// drops the space of "{{ x }} {% endfor %}" at the start of a template; Jinja2 keeps it).
+// Its newline keeps the start of the template at the start of a line.
+const templateStart = "\x00\n"
+
 // NewChatTemplate compiles the Jinja source src; bos and eos are the texts of the
 // tokenizer's BOS and EOS tokens, name says where src came from in errors.
 func NewChatTemplate(src, bos, eos, name string) (*ChatTemplate, error) {
-	t, err := jinja.Compile(src)
+	t, err := jinja.Compile(templateStart + src)
 	if err != nil {
 		return nil, fmt.Errorf("serve: chat template of %s: %w", name, err)
 	}
@@ -133,5 +141,9 @@ func (t *ChatTemplate) Render(msgs []ChatMessage, addGenerationPrompt bool) (str
 	if err != nil {
 		return "", fmt.Errorf("serve: chat template of %s: %w", t.name, err)
 	}
-	return out, nil
+	// A "{%-" at the very start of the template trims the newline of templateStart.
+	if rest, ok := strings.CutPrefix(out, templateStart); ok {
+		return rest, nil
+	}
+	return strings.TrimPrefix(out, templateStart[:1]), nil
 }

@@ -1,10 +1,12 @@
 // gen.mjs: golden chat-template renderings from @huggingface/jinja (the JavaScript Jinja
 // of Hugging Face's transformers.js, an implementation independent of the Go one) for
 // serve's chat template tests. Templates: the chat_template of the Llama 3.1 and Qwen3
-// tokenizer_config.json files in data/testdata/hf, the Llama 2 chat template
-// (llama2.jinja, as in Llama-2-chat's tokenizer_config.json), serve's plain template
-// (copied from chat_template.go) and spaces.jinja (whitespace control). To rerun, from
-// this directory: (cd ../clients && npm ci) && node gen.mjs > golden.json
+// tokenizer_config.json files in data/testdata/hf, the Llama 2 chat template (llama2.jinja,
+// as in Llama-2-chat's tokenizer_config.json), serve's plain template (copied from
+// chat_template.go), and whitespace control at the start of a template: spaces.jinja,
+// oneline.jinja (text between an expression and a block tag), trimstart.jinja ({%- first)
+// and indent.jinja (indentation before the first tag). To rerun, from this directory:
+// (cd ../clients && npm ci) && node gen.mjs > golden.json
 import { readFileSync } from "node:fs";
 import { Template } from "../clients/node_modules/@huggingface/jinja/dist/index.js";
 
@@ -17,6 +19,9 @@ const templates = {
   llama2: { source: file("llama2.jinja"), bos: "<s>", eos: "</s>" },
   plain: { source: plain, bos: "", eos: "" },
   spaces: { source: file("spaces.jinja"), bos: "", eos: "" },
+  oneline: { source: file("oneline.jinja"), bos: "", eos: "" },
+  trimstart: { source: file("trimstart.jinja"), bos: "", eos: "" },
+  indent: { source: file("indent.jinja"), bos: "", eos: "" },
 };
 const conversations = [
   [{ role: "user", content: "Hello!" }],

@@ -2,7 +2,7 @@
 // of Hugging Face's transformers.js, an implementation independent of the Go one) for
 // serve's chat template tests. Templates: the chat_template of the Llama 3.1 and Qwen3
 // tokenizer_config.json files in data/testdata/hf, the Llama 2 chat template (llama2.jinja,
-// as in Llama-2-chat's tokenizer_config.json), serve's plain template (copied from
+// written after Llama-2-chat's; data/testdata/hf/llama2 has none), serve's plain template (copied from
 // chat_template.go), and whitespace control at the start of a template: spaces.jinja,
 // oneline.jinja (text between an expression and a block tag), trimstart.jinja ({%- first)
 // and indent.jinja (indentation before the first tag). To rerun, from this directory:

@@ -149,7 +149,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ms, err := loadServeModels(ctx, &c)
+	ms, err := loadServeModels(&c)
 	if err != nil {
 		return err
 	}

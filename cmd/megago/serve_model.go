@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"megago/checkpoint"
@@ -19,13 +17,13 @@ type serveModels struct {
 	devs    []*tensor.Device
 	cfg     nn.GPTConfig
 	device  string
-	release func() // ends the ranks' goroutines (TP > 1)
+	release func() // ends the ranks' goroutines
 }
 
 // loadServeModels reads the checkpoint --load names and builds a model per TP rank
 // holding its weights. It lowers --inference-max-seq-length to the model's learned
 // positions when the flag was not given, and refuses it when it was.
-func loadServeModels(ctx context.Context, c *serveFlags) (*serveModels, error) {
+func loadServeModels(c *serveFlags) (*serveModels, error) {
 	model, global, err := readServeCheckpoint(c)
 	if err != nil {
 		return nil, err
@@ -59,45 +57,13 @@ func loadServeModels(ctx context.Context, c *serveFlags) (*serveModels, error) {
 		}
 		return m, checkpoint.SetParams(m.Params(), model, global)
 	}
-	if err := ms.build(c.tp, build); err != nil {
+	models, release, err := localTP(c.tp, build)
+	if err != nil {
 		ms.close()
 		return nil, err
 	}
+	ms.models, ms.release = models, func() { release() }
 	return ms, nil
-}
-
-// build runs build on each of tp goroutine ranks, whose TP group stays open (for the
-// engine's collectives) until release.
-func (ms *serveModels) build(tp int, build func(parallel.Comm) (*nn.GPT, error)) error {
-	if tp == 1 {
-		m, err := build(parallel.Self())
-		ms.models = []*nn.GPT{m}
-		return err
-	}
-	ms.models = make([]*nn.GPT, tp)
-	ready := make(chan error, tp)
-	stop := make(chan struct{})
-	finished := make(chan error, 1)
-	go func() {
-		finished <- parallel.RunLocal(tp, func(comm parallel.Comm) error {
-			m, err := build(comm)
-			ms.models[comm.Rank()] = m
-			ready <- err
-			<-stop
-			return err
-		})
-	}()
-	var errs []error
-	for range tp {
-		errs = append(errs, <-ready)
-	}
-	ms.release = func() { close(stop); <-finished }
-	if err := errors.Join(errs...); err != nil {
-		ms.release()
-		ms.release = func() {}
-		return err
-	}
-	return nil
 }
 
 // close ends the ranks and gives the devices back.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -49,7 +48,7 @@ func TestServeLoadsTPShards(t *testing.T) {
 	}
 	for _, tp := range []int{1, 2} {
 		c := &serveFlags{load: src, from: "megatron", tp: tp, device: "cpu", maxSeqLen: 1 << 20}
-		ms, err := loadServeModels(context.Background(), c)
+		ms, err := loadServeModels(c)
 		if err != nil {
 			t.Fatalf("TP %d: %v", tp, err)
 		}
@@ -80,7 +79,7 @@ func TestServeLoadsTPShards(t *testing.T) {
 		ms.close()
 	}
 	c := &serveFlags{load: src, from: "megatron", tp: 1, device: "cpu", maxSeqLen: 1 << 20, seqLenExplicit: true}
-	if _, err := loadServeModels(context.Background(), c); err == nil || !strings.Contains(err.Error(), "learned positions") {
+	if _, err := loadServeModels(c); err == nil || !strings.Contains(err.Error(), "learned positions") {
 		t.Errorf("an explicit --inference-max-seq-length beyond the positions: %v", err)
 	}
 }

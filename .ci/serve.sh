@@ -6,7 +6,8 @@
 # curl -X PUT /api gets Megatron's response shape; playwright-core drives Debian's chromium
 # through the web page, streaming a completion and taking a screenshot (to
 # $SERVE_SCREENSHOT if set: the README's docs/serve-web.png was made so); SIGTERM during a
-# streamed request lets it finish and the server exit 0. Installs Node.js, npm and
+# streamed request lets it finish and the server exit 0; 30 clients at once against 4 slots
+# and a queue of 4 get 200 or 429. Installs Node.js, npm and
 # chromium from Debian if missing, and the clients with npm ci. Run by .ci/run from the
 # repository root; about 30 s once the packages are installed.
 set -euo pipefail
@@ -45,7 +46,7 @@ start_server() {
 	local log="$1"
 	shift
 	"$dir/megago" serve --load "$dir/ckpt" --served-model-name tiny-gpt --tokenizer-type gosource-bpe \
-		--host 127.0.0.1 --port 0 --inference-max-requests 4 "$@" >"$log" 2>&1 &
+		--host 127.0.0.1 --port 0 --inference-max-requests 4 --inference-max-queue 4 "$@" >"$log" 2>&1 &
 	pid=$!
 	url=""
 	for _ in $(seq 600); do
@@ -95,6 +96,24 @@ node -e '
 
 echo "--- the web page in chromium, driven by playwright-core"
 node serve/testdata/clients/web.mjs "$url" "${SERVE_SCREENSHOT:-$dir/web.png}"
+
+echo "--- 30 clients at once against 4 slots and a queue of 4: the rest get 429, the server goes on"
+clients=()
+for i in $(seq 30); do
+	curl -sS -o /dev/null -w '%{http_code}\n' --max-time 120 -X POST "$url/v1/completions" -H 'Content-Type: application/json' \
+		-d '{"prompt": "func", "max_tokens": 64, "temperature": 0}' >"$dir/load.$i" &
+	clients+=($!)
+done
+wait "${clients[@]}"
+codes="$(cat "$dir"/load.* | sort | uniq -c | tr -s ' \n' ' ')"
+echo "status codes (count code): $codes"
+ok=$(grep -c '^200$' "$dir"/load.* | awk -F: '{ n += $2 } END { print n }')
+busy=$(grep -c '^429$' "$dir"/load.* | awk -F: '{ n += $2 } END { print n }')
+if ((ok < 8 || busy < 1 || ok + busy != 30)) || [[ "$(curl -sS "$url/health")" != '{"status":"ok"}' ]]; then
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+echo "1 passed, 0 failed"
 
 echo "--- SIGTERM while a request streams: it finishes, then the server exits 0"
 curl -sS -N -X POST "$url/v1/completions" -H 'Content-Type: application/json' \

@@ -3,6 +3,7 @@ module megago
 go 1.26.0
 
 require (
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/ebitengine/purego v0.11.3
 	github.com/edsrzf/mmap-go v1.2.0
 	github.com/neurosnap/sentences v1.1.2

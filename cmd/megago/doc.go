@@ -10,6 +10,7 @@
 //	convert     reshard a checkpoint; import or export Hugging Face and Megatron-LM models
 //	inspect     print an indexed dataset's header, statistics and samples
 //	launch      start N local ranks with torchrun's environment
+//	serve       serve a trained GPT over HTTP (Megatron's /api, OpenAI's API, a web page)
 //	version     print megago's version, Go version and platform
 //
 // Each command lives in its own file (preprocess.go, inspect.go, ...).

@@ -171,8 +171,8 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 // and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and attends each
 // sequence's queries to its slot's positions [0, Past+N), causally within the new tokens.
 func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
-	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0)                  // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
-	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3) // [1, N, G/tp, HS]
+	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
+	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)          // [1, N, G/tp, HS]
 	outs := make([]*tensor.Tensor, len(seqs))
 	off := 0
 	for i, s := range seqs {

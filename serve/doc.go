@@ -57,4 +57,22 @@
 // Load: RunLoad drives an Engine with closed-loop clients and reports generated tokens/s,
 // time to first token and latency percentiles; `megago bench engine` prints them for 1, 8
 // and 32 clients (bench/results/).
+//
+// # HTTP server
+//
+// A Server (NewServer) puts a tokenizer in front of a Generator (an *Engine, or a fake in
+// tests) and serves, with net/http: Megatron's PUT /api (its text generation server's
+// fields, defaults, checks and response {text, segments, tokens[, logprobs]}; unknown
+// fields ignored, as Megatron does; every refusal a 400, where Megatron answers some with
+// 200), the OpenAI-compatible POST /v1/completions (also /completions) and POST
+// /v1/chat/completions with server-sent-event streaming, text-level stop strings, n, echo,
+// logprobs and seed, GET /health, GET /v1/models, and a web page at / (serve/web, embedded).
+// Chat conversations are rendered with the tokenizer's Jinja chat_template
+// (github.com/ardanlabs/jinja; golden renderings from @huggingface/jinja in
+// testdata/chat), else PlainChatTemplate. A full queue is a 429, a closing server a 503,
+// an oversized body a 413; a client that disconnects cancels its request, which frees its
+// slot; Drain (megago serve on SIGTERM) finishes running requests and refuses new ones.
+// `megago serve` builds the models from a checkpoint (megago, Hugging Face or Megatron),
+// the tokenizer from the examples' flags, and runs a Server; .ci/serve.sh drives it with
+// the official openai npm client, curl and a headless chromium (playwright-core).
 package serve

@@ -8,6 +8,7 @@ import (
 	"megago/internal/device"
 	"megago/nn"
 	"megago/parallel"
+	"megago/serve"
 	"megago/tensor"
 )
 
@@ -57,7 +58,7 @@ func loadServeModels(c *serveFlags) (*serveModels, error) {
 		}
 		return m, checkpoint.SetParams(m.Params(), model, global)
 	}
-	models, release, err := localTP(c.tp, build)
+	models, release, err := serve.LocalTP(c.tp, build)
 	if err != nil {
 		ms.close()
 		return nil, err

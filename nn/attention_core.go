@@ -42,11 +42,15 @@ type attnSpec struct {
 	// (= name+".dropout"): the two masks must be independent.
 	key string
 	tp  parallel.Comm
+	// unfused: the core is the unfused composition (Builder.Unfused), which DecodeStep
+	// also uses (SelfAttention.decodeCore).
+	unfused bool
 }
 
 // newAttnSpec returns the core's settings of attention layer name built with b and cfg.
 func newAttnSpec(b *Builder, name string, cfg TransformerConfig) attnSpec {
-	s := attnSpec{scale: 1, dropout: cfg.AttnDropout, per: cfg.Heads / cfg.KVHeads, key: name + ".probs.dropout", tp: b.TP}
+	s := attnSpec{scale: 1, dropout: cfg.AttnDropout, per: cfg.Heads / cfg.KVHeads, key: name + ".probs.dropout", tp: b.TP,
+		unfused: b.Unfused}
 	if !cfg.NoAttentionScale {
 		s.scale = 1 / math.Sqrt(float64(cfg.HeadSize))
 	}

@@ -178,13 +178,24 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 	for i, s := range seqs {
 		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
 		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
-		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N).Permute(0, 2, 1, 3) // [1, G/tp, Past+n, HS]
-		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N).Permute(0, 2, 1, 3)
-		qs := q.Narrow(2, off, s.N)                                          // [1, NH/tp, n, HS]
-		outs[i] = a.core(p, qs, ks, vs, AttentionMask{Causal: true}, a.spec) // [1, n, NH·HS/tp]
+		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
+		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N)
+		qs := q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
+		outs[i] = a.decodeCore(p, qs, ks, vs)
 		off += s.N
 	}
 	return a.Proj.ForwardWithBias(p, concat(1, outs)) // [1, N, C]
+}
+
+// decodeCore is a.core for DecodeStep: q [1, NH/tp, n, HS] attends, causally, to a slot's
+// keys and values k, v [1, Past+n, G/tp, HS]; it returns [1, n, NH·HS/tp]. The fused core
+// reads the slot in place (tensor.AttentionCached, Attention's values bit for bit); the
+// unfused one takes the permuted copies.
+func (a *SelfAttention) decodeCore(p *Pass, q, k, v *tensor.Tensor) *tensor.Tensor {
+	if !a.spec.unfused {
+		return mergeHeads(tensor.AttentionCached(q, k, v, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}))
+	}
+	return a.core(p, q, k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3), AttentionMask{Causal: true}, a.spec)
 }
 
 // concat is tensor.Concat that returns a single tensor as it is.

@@ -73,6 +73,7 @@ type attnGeom struct {
 	tq, tk, hs     int
 	nqt, nkt       int // query and key tiles
 	causal         bool
+	posMajor       bool   // keys and values [B, Tk, G, HS] (a KV cache's layout), not [B, G, Tk, HS]
 	mstr, bstr     [4]int // mask's and bias's strides in the scores [B, NH, Tq, Tk] (0: broadcast)
 	dropBase       uint64 // full-tensor index of this call's element (0, 0, 0, 0)
 	dropStr        [3]int // full-tensor strides of b, h and i (j's is 1)
@@ -200,6 +201,7 @@ type attnTiles[T float] struct {
 	m, l              []float64
 	keep              []bool
 	arow              []T // matmulRefRow's packed row
+	kvg               []T // the forward's key and value tile gathered from a position-major cache (gatherKV)
 	g                 attnGemm
 	kT, vT, k         []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
 	qdo               []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
@@ -385,9 +387,11 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 // query tiles (of the query heads sharing kvh) it computes one after another.
 func (c *attnCall[T]) keyTile(t *attnTiles[T], kvh, j0 int) (kT, v attnB[T]) {
 	hs, wk, kt := c.hs, min(attnKTile, c.tk-j0), j0/attnKTile
-	rows := (kvh*c.tk + j0) * hs
-	k, vv := c.k[rows:rows+wk*hs], c.v[rows:rows+wk*hs] // [wk, HS]
+	k, vv, ld := c.kvRows(kvh, j0, wk) // [wk, HS], rows ld apart
 	if !c.fast {
+		if ld != hs {
+			k, vv = t.gatherKV(k, vv, wk, hs, ld)
+		}
 		return c.operand(nil, k, true, hs, wk), c.operand(nil, vv, false, wk, hs)
 	}
 	if t.kvHead != kvh {
@@ -400,7 +404,7 @@ func (c *attnCall[T]) keyTile(t *attnTiles[T], kvh, j0 int) (kT, v attnB[T]) {
 		return c.packed(kdst, hs, wk), c.packed(vdst, wk, hs)
 	}
 	t.kvPacked[kt] = true
-	return c.operand(kdst, k, true, hs, wk), c.operand(vdst, vv, false, wk, hs)
+	return c.operandLD(kdst, k, true, hs, wk, ld), c.operandLD(vdst, vv, false, wk, hs, ld)
 }
 
 // dropRow applies dropout to a row of probabilities p (and to dp, when not nil) whose

@@ -74,11 +74,16 @@ func (c *attnCall[T]) operand(dst []float32, src []T, trans bool, k, n int) attn
 	if !c.fast {
 		return attnB[T]{raw: src, trans: trans, kb: k}
 	}
-	b := c.packed(dst, k, n)
 	ld := n
 	if trans {
 		ld = k
 	}
+	return c.operandLD(dst, src, trans, k, n, ld)
+}
+
+// operandLD is operand on the SIMD path for src whose rows are ld apart.
+func (c *attnCall[T]) operandLD(dst []float32, src []T, trans bool, k, n, ld int) attnB[T] {
+	b := c.packed(dst, k, n)
 	packB(c.kern, b.packed, any(src).([]float32), trans, ld, 0, k, 0, n)
 	return b
 }

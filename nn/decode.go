@@ -25,6 +25,7 @@ type SlotCache struct {
 	MaxLen int                // positions per slot
 
 	logits []float64 // DecodeStep's result rows, reused from step to step
+	host   []float32 // the padded F32 logits read from the device, reused likewise
 }
 
 // SlotCacheBytes returns the memory a SlotCache of slots × maxLen positions takes for m
@@ -228,9 +229,13 @@ func (m *GPT) decodeLogits(p *Pass, c *SlotCache, x *tensor.Tensor, seqs []Decod
 	}
 	buf := c.logits[:r*v]
 	if full.DType() == tensor.F32 {
-		for i, x := range tensor.ToSlice[float32](full) {
-			if j := i % vp; j < v { // drop the padded columns
-				buf[i/vp*v+j] = float64(x)
+		if cap(c.host) < r*vp {
+			c.host = make([]float32, r*vp)
+		}
+		host := tensor.ReadInto(c.host, full)
+		for i := range r { // drop the padded columns
+			for j, x := range host[i*vp : i*vp+v] {
+				buf[i*v+j] = float64(x)
 			}
 		}
 	} else {

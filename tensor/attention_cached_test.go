@@ -63,3 +63,14 @@ func TestAttentionCachedPanics(t *testing.T) {
 		tensor.AttentionCached(q, tensor.Zeros(dev, tensor.F32, 1, 5, 3, 4), k, tensor.AttentionOptions{})
 	})
 }
+
+// TestReadInto: ReadInto gives ToSlice's values in the caller's slice, converting dtypes.
+func TestReadInto(t *testing.T) {
+	dev := tensor.NewCPU()
+	x := tensor.FromSlice(dev, []float64{1.5, -2, 3.25, 4, 5, 6}, 2, 3)
+	buf := make([]float32, 8)
+	got := tensor.ReadInto(buf, x)
+	require.Equal(t, []float32{1.5, -2, 3.25, 4, 5, 6}, got)
+	require.Same(t, &buf[0], &got[0])
+	require.Panics(t, func() { tensor.ReadInto(make([]float32, 5), x) })
+}

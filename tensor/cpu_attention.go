@@ -219,8 +219,13 @@ func (c *attnCall[T]) newTiles(backward bool) *attnTiles[T] {
 	const n = attnQTile * attnKTile
 	hs := c.hs
 	gw := gemmWorkers.Get().(*gemmWorker)
-	t := &attnTiles[T]{gw: gw, keep: make([]bool, n), arow: make([]T, max(attnQTile, attnKTile, hs)),
-		g: attnGemm{kern: c.kern, apack: gw.apack, tmp: gw.tmp}}
+	t := &attnTiles[T]{gw: gw, g: attnGemm{kern: c.kern, apack: gw.apack, tmp: gw.tmp}}
+	if c.dropP > 0 {
+		t.keep = make([]bool, n)
+	}
+	if !c.fast {
+		t.arow = make([]T, max(attnQTile, attnKTile, hs))
+	}
 	kslot, qslot := 0, 0 // packed key and query tiles
 	if c.fast {
 		kslot, qslot = c.packedSize(attnKTile), c.packedSize(attnQTile)

@@ -3,13 +3,14 @@
 # example (a few seconds) and serves it with `megago serve`: greedy PUT /api answers of a
 # server at TP=2 (goroutine ranks) equal those at TP=1; the official openai npm client
 # lists models, completes, chat-completes and streams (serve/testdata/clients/openai.mjs);
-# curl -X PUT /api gets Megatron's response shape; playwright-core drives Debian's chromium
-# through the web page, streaming a completion and taking a screenshot (to
-# $SERVE_SCREENSHOT if set: the README's docs/serve-web.png was made so); SIGTERM during a
-# streamed request lets it finish and the server exit 0; 30 clients at once against 4 slots
-# and a queue of 4 get 200 or 429. Installs Node.js, npm and
-# chromium from Debian if missing, and the clients with npm ci. Run by .ci/run from the
-# repository root; about 30 s once the packages are installed.
+# curl -X PUT /api gets Megatron's response shape; lm-evaluation-harness's loglikelihood
+# request gets log-probabilities and alternatives at the prompt's positions;
+# playwright-core drives Debian's chromium through the web page, streaming a completion
+# and taking a screenshot (to $SERVE_SCREENSHOT if set: the README's docs/serve-web.png
+# was made so); SIGTERM during a streamed request lets it finish and the server exit 0;
+# 30 clients at once against 4 slots and a queue of 4 get 200 or 429. Installs Node.js,
+# npm and chromium from Debian if missing, and the clients with npm ci. Run by .ci/run
+# from the repository root; about 30 s once the packages are installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="$(mktemp -d)"
@@ -93,6 +94,20 @@ node -e '
 		r.segments[0].length === r.tokens[0].length && r.logprobs[0].length === r.tokens[0].length - 1;
 	console.log(ok ? "1 passed, 0 failed" : "0 passed, 1 failed: keys " + keys);
 	process.exit(ok ? 0 : 1);' "$dir/api.json"
+
+echo "--- lm-evaluation-harness's loglikelihood request: echo, logprobs 1, max_tokens 1"
+curl -sS --fail-with-body -X POST "$url/v1/completions" -H 'Content-Type: application/json' \
+	-d '{"model": "tiny-gpt", "prompt": ["func main() {", "type T struct"], "temperature": 0, "max_tokens": 1, "logprobs": 1, "seed": 1234, "echo": true}' >"$dir/lmeval.json"
+node -e '
+	// lm_eval/models/openai_completions.py parse_logprobs, with ctxlen 1
+	const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+	let ok = r.choices.length === 2;
+	for (const c of r.choices) {
+		const lp = c.logprobs.token_logprobs.slice(1, -1), top = c.logprobs.top_logprobs.slice(1, -1);
+		ok = ok && lp.length > 0 && lp.every((v, k) => typeof v === "number" && top[k] && Math.max(...Object.values(top[k])) >= v);
+	}
+	console.log(ok ? "1 passed, 0 failed" : "0 passed, 1 failed: " + JSON.stringify(r).slice(0, 400));
+	process.exit(ok ? 0 : 1);' "$dir/lmeval.json"
 
 echo "--- the web page in chromium, driven by playwright-core"
 node serve/testdata/clients/web.mjs "$url" "${SERVE_SCREENSHOT:-$dir/web.png}"

@@ -77,6 +77,9 @@ type Request struct {
 	Logprobs       bool                            // log-probability of each generated token
 	PromptLogprobs bool                            // log-probabilities of prompt tokens 1..n-1 (echo)
 	TopLogprobs    int                             // also the n most likely ids with their logprobs per generated token, ≤ 20
+	// PromptTopLogprobs, with PromptLogprobs, also gives the n most likely ids with their
+	// logprobs at each prompt position 1..n-1 (from the same logits), ≤ 20.
+	PromptTopLogprobs int
 }
 
 // Token is one generated token.
@@ -106,10 +109,14 @@ type Stats struct {
 type Event struct {
 	Token          *Token
 	PromptLogprobs []float32 // log p(prompt[i] | prompt[:i]) for i = 1..n-1
-	Done           bool
-	FinishReason   string
-	Err            error
-	Stats          Stats // with Done
+	// PromptTopLogprobs, with PromptLogprobs when Request.PromptTopLogprobs > 0: for
+	// i = 1..n-1 the Request.PromptTopLogprobs most likely ids after prompt[:i], most
+	// likely first.
+	PromptTopLogprobs [][]TokenLogprob
+	Done              bool
+	FinishReason      string
+	Err               error
+	Stats             Stats // with Done
 }
 
 // Errors returned by Submit.
@@ -135,6 +142,7 @@ type Engine struct {
 	wake   chan struct{} // capacity 1: the scheduler has work
 	done   chan struct{} // closed when the scheduler has stopped
 	cancel context.CancelFunc
+	tops   promptTops // owned by the scheduler goroutine
 }
 
 // NewEngine starts an engine over the TP ranks' models (len(models) = TP size, goroutine
@@ -161,7 +169,7 @@ func newEngine(models []*nn.GPT, cfg EngineConfig, leader parallel.Comm) (*Engin
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, vocab: m.Config.Vocab, bytes: m.SlotCacheBytes(cfg.MaxRequests, cfg.MaxSeqLen),
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), done: make(chan struct{}), tops: promptTops{}}
 	if cfg.MemoryBudget > 0 && e.bytes > cfg.MemoryBudget {
 		return nil, fmt.Errorf("serve: NewEngine: KV cache of %d slots × %d positions takes %d bytes per rank, over MemoryBudget %d",
 			cfg.MaxRequests, cfg.MaxSeqLen, e.bytes, cfg.MemoryBudget)
@@ -287,6 +295,10 @@ func (e *Engine) validate(r Request) error {
 	}
 	if r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs {
 		return fmt.Errorf("serve: Request.TopLogprobs = %d must be in [0, %d]", r.TopLogprobs, MaxTopLogprobs)
+	}
+	if r.PromptTopLogprobs < 0 || r.PromptTopLogprobs > MaxTopLogprobs || (r.PromptTopLogprobs > 0 && !r.PromptLogprobs) {
+		return fmt.Errorf("serve: Request.PromptTopLogprobs = %d must be in [0, %d], and 0 without PromptLogprobs",
+			r.PromptTopLogprobs, MaxTopLogprobs)
 	}
 	return r.Sampling.validate()
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -85,6 +86,7 @@ func TestEngineValidation(t *testing.T) {
 		{"negative new tokens", "MaxNewTokens", Request{Prompt: []int32{1}, MaxNewTokens: -1}},
 		{"too long", "MaxSeqLen", Request{Prompt: make([]int32, 10), MaxNewTokens: 7}},
 		{"top logprobs", "TopLogprobs", Request{Prompt: []int32{1}, MaxNewTokens: 1, TopLogprobs: 21}},
+		{"prompt top logprobs without prompt logprobs", "PromptTopLogprobs", Request{Prompt: []int32{1, 2}, PromptTopLogprobs: 1}},
 		{"temperature", "Temperature", Request{Prompt: []int32{1}, MaxNewTokens: 1, Sampling: Sampling{Temperature: -1}}},
 		{"top p", "TopP", Request{Prompt: []int32{1}, MaxNewTokens: 1, Sampling: Sampling{TopP: 2}}},
 	} {
@@ -105,7 +107,8 @@ func TestEnginePromptLogprobs(t *testing.T) {
 	for len(prompt) < 23 {
 		prompt = append(prompt, int32(len(prompt)*13%100))
 	}
-	r := submitAll(t, e, []Request{{Prompt: prompt, PromptLogprobs: true}})[0]
+	const nTop = 3
+	r := submitAll(t, e, []Request{{Prompt: prompt, PromptLogprobs: true, PromptTopLogprobs: nTop}})[0]
 	require.Equal(t, "length", r.done.FinishReason)
 	require.Empty(t, r.ids)
 
@@ -130,6 +133,17 @@ func TestEnginePromptLogprobs(t *testing.T) {
 		want := row[prompt[i]] - mx - math.Log(s)
 		// The same float32 logits; only the float32 rounding of the result differs.
 		require.InDelta(t, want, float64(r.prompt[i-1]), 1e-5, "prompt token %d", i)
+		// The most likely ids at position i: the reference row sorted.
+		ids := make([]int, v)
+		for k := range ids {
+			ids[k] = k
+		}
+		sort.Slice(ids, func(a, b int) bool { return row[ids[a]] > row[ids[b]] })
+		require.Len(t, r.promptTop[i-1], nTop, "prompt position %d", i)
+		for k, got := range r.promptTop[i-1] {
+			require.Equal(t, int32(ids[k]), got.ID, "prompt position %d, alternative %d", i, k)
+			require.InDelta(t, row[ids[k]]-mx-math.Log(s), float64(got.Logprob), 1e-5, "prompt position %d, alternative %d", i, k)
+		}
 	}
 }
 

@@ -52,6 +52,7 @@ func (e *Engine) loop() {
 				s.finish("error", err)
 			}
 			running, free = nil, nil
+			clear(e.tops)
 			continue
 		}
 		running, free = e.advance(running, free, plan, rows)
@@ -66,9 +67,11 @@ func (e *Engine) reap(running []*seq, free []int, failed error) ([]*seq, []int) 
 		switch {
 		case failed != nil:
 			s.finish("error", failed)
+			delete(e.tops, s)
 		case s.ctx.Err() != nil:
 			s.finish("cancelled", s.ctx.Err())
 			free = append(free, s.slot)
+			delete(e.tops, s)
 		default:
 			kept = append(kept, s)
 		}
@@ -138,12 +141,13 @@ func (e *Engine) advance(running []*seq, free []int, p stepPlan, rows [][]float6
 		r += d.Logits
 		if s.prefilling() && s.req.PromptLogprobs {
 			s.addPromptLogprobs(d.Past+d.N-d.Logits, lr)
+			e.tops.add(s, d.Past+d.N-d.Logits, lr)
 		}
 		s.fed += d.N
 		if s.fed < len(s.tokens) {
 			continue // more prompt to come
 		}
-		s.sendPromptLogprobs()
+		e.sendPrompt(s)
 		if s.generations >= s.req.MaxNewTokens {
 			s.finish("length", nil)
 			done[s] = true

@@ -48,11 +48,12 @@ func testEngine(t *testing.T, models []*nn.GPT, cfg EngineConfig) *Engine {
 
 // result is everything a request's stream delivered.
 type result struct {
-	ids      []int32
-	logprobs []float32
-	top      [][]TokenLogprob
-	prompt   []float32
-	done     Event
+	ids       []int32
+	logprobs  []float32
+	top       [][]TokenLogprob
+	prompt    []float32
+	promptTop [][]TokenLogprob
+	done      Event
 }
 
 // collect reads a stream to its end. It fails the test if the stream stalls.
@@ -75,7 +76,7 @@ func collect(t *testing.T, ch <-chan Event) result {
 				r.logprobs = append(r.logprobs, ev.Token.Logprob)
 				r.top = append(r.top, ev.Token.Top)
 			default:
-				r.prompt = ev.PromptLogprobs
+				r.prompt, r.promptTop = ev.PromptLogprobs, ev.PromptTopLogprobs
 			}
 		case <-timeout:
 			t.Fatal("stream stalled")

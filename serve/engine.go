@@ -23,6 +23,11 @@ type EngineConfig struct {
 	// MemoryBudget, if > 0, is the most bytes the KV cache may take per rank: NewEngine
 	// refuses a configuration whose cache (Engine.CacheBytes) exceeds it.
 	MemoryBudget int64
+	// Heartbeat (NewLeaderEngine) is the longest rank 0 leaves the followers without a
+	// broadcast while idle: it then sends an empty plan, so that their wait for the next
+	// plan never reaches the transport's timeout (tcp.Config.Timeout, 5 minutes by
+	// default: keep Heartbeat below it); default 10 s.
+	Heartbeat time.Duration
 }
 
 // Defaults used for zero EngineConfig fields.
@@ -30,6 +35,7 @@ const (
 	DefaultMaxRequests  = 8
 	DefaultMaxSeqLen    = 2560
 	DefaultPrefillChunk = 512
+	DefaultHeartbeat    = 10 * time.Second
 	// MaxTopLogprobs is the most alternatives Request.TopLogprobs may ask for.
 	MaxTopLogprobs = 20
 )
@@ -51,6 +57,9 @@ func (c EngineConfig) withDefaults(maxPos int) EngineConfig {
 	}
 	if c.PrefillChunk == 0 {
 		c.PrefillChunk = DefaultPrefillChunk
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
 	}
 	return c
 }
@@ -194,6 +203,9 @@ func checkEngine(models []*nn.GPT, cfg EngineConfig, maxPos int) error {
 	}
 	if cfg.MaxQueue < 0 || cfg.PrefillChunk < 1 {
 		errs = append(errs, fmt.Sprintf("MaxQueue = %d must be ≥ 0 and PrefillChunk = %d ≥ 1", cfg.MaxQueue, cfg.PrefillChunk))
+	}
+	if cfg.Heartbeat < 0 {
+		errs = append(errs, fmt.Sprintf("Heartbeat = %v must be ≥ 0", cfg.Heartbeat))
 	}
 	devs := map[*tensor.Device]bool{}
 	for i, m := range models {

@@ -102,11 +102,19 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer stop()
+	return printLoads(stdout, clients, func(n int) (serve.LoadReport, error) {
+		return serve.RunLoad(ctx, e, serve.LoadOptions{Clients: n, Requests: n * c.PerClient,
+			PromptLen: c.Prompt, NewTokens: c.NewTokens, Vocab: c.Vocab, Seed: c.Seed})
+	})
+}
+
+// printLoads runs load for each client count in clients and prints its report as a
+// JSON line, then a last line with each throughput's ratio to the first's.
+func printLoads(stdout io.Writer, clients []int, load func(n int) (serve.LoadReport, error)) error {
 	var ratios []string
 	base := 0.0
 	for _, n := range clients {
-		rep, err := serve.RunLoad(ctx, e, serve.LoadOptions{Clients: n, Requests: n * c.PerClient,
-			PromptLen: c.Prompt, NewTokens: c.NewTokens, Vocab: c.Vocab, Seed: c.Seed})
+		rep, err := load(n)
 		if err != nil {
 			return err
 		}
@@ -120,7 +128,7 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		fmt.Fprintf(stdout, "%s\n", line)
 	}
-	_, err = fmt.Fprintf(stdout, "{\"throughput_ratio_to_first\": {%s}}\n", strings.Join(ratios, ", "))
+	_, err := fmt.Fprintf(stdout, "{\"throughput_ratio_to_first\": {%s}}\n", strings.Join(ratios, ", "))
 	return err
 }
 

@@ -83,6 +83,24 @@ func waitURL(t *testing.T, w *urlWriter, ended <-chan error) string {
 	return ""
 }
 
+// serveInProcess starts megago serve with args in this process and returns its URL; it
+// stops when ctx is cancelled, and ended then gives its result.
+func serveInProcess(t *testing.T, ctx context.Context, args []string) (url string, ended <-chan error) {
+	t.Helper()
+	w, done := newURLWriter(), make(chan error, 1)
+	go func() { done <- dispatch(ctx, args, w, w) }()
+	return waitURL(t, w, done), done
+}
+
+// testServeArgs are the arguments of megago serve on the Megatron test checkpoint (16
+// learned positions, vocabulary 50, read by the NullTokenizer as ids) at TP tp, on a
+// free port.
+func testServeArgs(tp string) []string {
+	return []string{"serve", "--load", filepath.Join(checkpointTestdata, "megatron", "gpt2_tp2"), "--from", "megatron",
+		"--tokenizer-type", "NullTokenizer", "--vocab-size", "50", "--port", "0", "--inference-max-requests", "2",
+		"--tensor-model-parallel-size", tp}
+}
+
 // TestServeLaunchTP2 serves the Megatron test checkpoint at TP=2 as two processes under
 // the launcher behind megago launch (rank 0 the HTTP server and the engine, rank 1
 // following over TCP) and at TP=1 in this process: greedy PUT /api answers are the
@@ -91,18 +109,12 @@ func TestServeLaunchTP2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 2 processes")
 	}
-	src := filepath.Join(checkpointTestdata, "megatron", "gpt2_tp2")
-	args := func(tp string) []string {
-		return []string{"serve", "--load", src, "--from", "megatron", "--tokenizer-type", "NullTokenizer", "--vocab-size", "50",
-			"--port", "0", "--inference-max-requests", "2", "--tensor-model-parallel-size", tp}
-	}
+	args := testServeArgs
 	// Prompts the NullTokenizer reads as ids; 16 learned positions in all.
 	greedy := `{"prompts": ["1 2 3", "40 7", "9"], "tokens_to_generate": 8, "top_k": 1}`
 
 	ctx, cancel := context.WithCancel(context.Background())
-	one, oneEnded := newURLWriter(), make(chan error, 1)
-	go func() { oneEnded <- dispatch(ctx, args("1"), one, one) }()
-	url := waitURL(t, one, oneEnded)
+	url, oneEnded := serveInProcess(t, ctx, args("1"))
 	code, want := put(t, url+"/api", greedy)
 	cancel()
 	if code != 200 {

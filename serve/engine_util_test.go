@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -111,4 +112,32 @@ func variedPrompts(n, maxLen, vocab int, seed uint64) [][]int32 {
 		}
 	}
 	return ps
+}
+
+// logSoftmaxRows returns log softmax of m's logits over tokens [T], a full forward
+// without cache: [T][V].
+func logSoftmaxRows(m *nn.GPT, tokens []int32) [][]float64 {
+	dev := m.Word.Weight.Device()
+	var logits []float64 // [T, Vp]
+	dev.NoGrad(func() {
+		out := m.Forward(nn.Eval(context.Background()), tensor.FromSlice(dev, tokens, 1, len(tokens)), nil)
+		logits = tensor.ToSlice[float64](out)
+	})
+	rows := make([][]float64, len(tokens))
+	for i := range rows {
+		row := logits[i*m.Vp : i*m.Vp+m.Config.Vocab]
+		mx := math.Inf(-1)
+		for _, x := range row {
+			mx = max(mx, x)
+		}
+		s := 0.0
+		for _, x := range row {
+			s += math.Exp(x - mx)
+		}
+		rows[i] = make([]float64, len(row))
+		for j, x := range row {
+			rows[i][j] = x - mx - math.Log(s)
+		}
+	}
+	return rows
 }

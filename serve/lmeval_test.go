@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -10,8 +9,6 @@ import (
 	"testing"
 
 	"megago/data"
-	"megago/nn"
-	"megago/tensor"
 )
 
 // lmEvalChoice is what lm-evaluation-harness reads of a completions choice, parsed as
@@ -55,34 +52,6 @@ func lmEvalParse(t *testing.T, body []byte, ctxlens []int, trim int) (sums []flo
 		sums, greedy = append(sums, sum), append(greedy, isGreedy)
 	}
 	return sums, greedy
-}
-
-// logSoftmaxRows returns log softmax of m's logits over tokens [T], a full forward
-// without cache: [T][V].
-func logSoftmaxRows(m *nn.GPT, tokens []int32) [][]float64 {
-	dev := m.Word.Weight.Device()
-	var logits []float64 // [T, Vp]
-	dev.NoGrad(func() {
-		out := m.Forward(nn.Eval(context.Background()), tensor.FromSlice(dev, tokens, 1, len(tokens)), nil)
-		logits = tensor.ToSlice[float64](out)
-	})
-	rows := make([][]float64, len(tokens))
-	for i := range rows {
-		row := logits[i*m.Vp : i*m.Vp+m.Config.Vocab]
-		mx := math.Inf(-1)
-		for _, x := range row {
-			mx = max(mx, x)
-		}
-		s := 0.0
-		for _, x := range row {
-			s += math.Exp(x - mx)
-		}
-		rows[i] = make([]float64, len(row))
-		for j, x := range row {
-			rows[i][j] = x - mx - math.Log(s)
-		}
-	}
-	return rows
 }
 
 // TestLMEvalLoglikelihood sends lm-evaluation-harness's loglikelihood requests (token ids

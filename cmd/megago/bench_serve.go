@@ -38,16 +38,7 @@ func runBenchServe(ctx context.Context, args []string, stdout io.Writer) error {
 	newTokens := fs.Int("new-tokens", 64, "generated tokens per request")
 	vocab := fs.Int("vocab", 50257, "prompt ids are drawn below this (at most the served model's vocabulary)")
 	seed := fs.Uint64("seed", 1337, "seed of the prompts")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stdout, "usage: %s\n\nFlags:\n", benchServeUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return err
-	} else if err != nil {
-		return &usageError{err}
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseBenchFlags(fs, args, benchServeUsage, stdout); err != nil {
 		return err
 	}
 	clients, err := parseCounts(*clientsFlag)

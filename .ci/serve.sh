@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # .ci/serve.sh: megago serve end to end, on 127.0.0.1 only. Trains a tiny GPT with the gpt
 # example (a few seconds) and serves it with `megago serve`: greedy PUT /api answers of a
-# server at TP=2 (goroutine ranks) equal those at TP=1; the official openai npm client
-# lists models, completes, chat-completes and streams (serve/testdata/clients/openai.mjs);
-# curl -X PUT /api gets Megatron's response shape; playwright-core drives Debian's chromium
-# through the web page, streaming a completion and taking a screenshot (to
-# $SERVE_SCREENSHOT if set: the README's docs/serve-web.png was made so); SIGTERM during a
-# streamed request lets it finish and the server exit 0; 30 clients at once against 4 slots
-# and a queue of 4 get 200 or 429. Installs Node.js, npm and
-# chromium from Debian if missing, and the clients with npm ci. Run by .ci/run from the
-# repository root; about 30 s once the packages are installed.
+# server at TP=2 (goroutine ranks, and processes under megago launch) equal those at
+# TP=1; the official openai npm client lists models, completes, chat-completes and streams
+# (serve/testdata/clients/openai.mjs); curl -X PUT /api gets Megatron's response shape;
+# lm-evaluation-harness's loglikelihood request gets log-probabilities and alternatives at
+# the prompt's positions; playwright-core drives Debian's chromium through the web page,
+# streaming a completion and taking a screenshot (to $SERVE_SCREENSHOT if set: the
+# README's docs/serve-web.png was made so); SIGTERM during a streamed request lets it
+# finish and the server exit 0; 30 clients at once against 4 slots and a queue of 4 get
+# 200 or 429. Installs Node.js, npm and chromium from Debian if missing, and the clients
+# with npm ci. Run by .ci/run from the repository root; about 30 s once the packages are
+# installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="$(mktemp -d)"
@@ -40,17 +42,27 @@ go build -o "$dir/gpt" ./examples/gpt
 	--eval-interval 30 --log-interval 10 --gen-tokens 4 --save "$dir/ckpt" --out-dir "$dir/out" >"$dir/train.log" 2>&1 ||
 	{ cat "$dir/train.log"; exit 1; }
 
+# serve_args: the arguments of megago serve on the trained checkpoint, on a free port.
+serve_args=(serve --load "$dir/ckpt" --served-model-name tiny-gpt --tokenizer-type gosource-bpe
+	--host 127.0.0.1 --port 0 --inference-max-requests 4 --inference-max-queue 4)
+
 # start_server LOG ARGS...: starts megago serve on a free port of 127.0.0.1, logging to LOG;
 # sets pid and url.
 start_server() {
 	local log="$1"
 	shift
-	"$dir/megago" serve --load "$dir/ckpt" --served-model-name tiny-gpt --tokenizer-type gosource-bpe \
-		--host 127.0.0.1 --port 0 --inference-max-requests 4 --inference-max-queue 4 "$@" >"$log" 2>&1 &
+	"$dir/megago" "${serve_args[@]}" "$@" >"$log" 2>&1 &
 	pid=$!
+	wait_url "$log"
+}
+
+# wait_url LOG: waits for the server of pid to log its URL (under megago launch, rank 0's
+# line) and sets url.
+wait_url() {
+	local log="$1"
 	url=""
 	for _ in $(seq 600); do
-		url="$(sed -n 's|^serving .* on \(http://127\.0\.0\.1:[0-9]*\)/$|\1|p' "$log")"
+		url="$(sed -n 's|^\(\[rank 0\] \)\{0,1\}serving .* on \(http://127\.0\.0\.1:[0-9]*\)/$|\2|p' "$log")"
 		[[ -n $url ]] && return
 		kill -0 "$pid" 2>/dev/null || { cat "$log"; exit 1; }
 		sleep 0.1
@@ -60,20 +72,27 @@ start_server() {
 	exit 1
 }
 
-echo "--- greedy /api answers at TP=2 equal TP=1's"
+echo "--- greedy /api answers at TP=2 (goroutine ranks, and processes under megago launch) equal TP=1's"
 greedy='{"prompts": ["func main() {", "type T struct"], "tokens_to_generate": 16, "top_k": 1}'
 start_server "$dir/tp2.log" --tensor-model-parallel-size 2
 head -n 1 "$dir/tp2.log"
 curl -sS --fail-with-body -X PUT "$url/api" -H 'Content-Type: application/json' -d "$greedy" >"$dir/tp2.json"
 kill -TERM "$pid"
 wait "$pid"
+"$dir/megago" launch -n 2 -- "$dir/megago" "${serve_args[@]}" --tensor-model-parallel-size 2 >"$dir/tp2p.log" 2>&1 &
+pid=$!
+wait_url "$dir/tp2p.log"
+head -n 1 "$dir/tp2p.log"
+curl -sS --fail-with-body -X PUT "$url/api" -H 'Content-Type: application/json' -d "$greedy" >"$dir/tp2p.json"
+kill -TERM "$pid"
+wait "$pid" || true # launch reports the forwarded SIGTERM
 start_server "$dir/serve.log"
 curl -sS --fail-with-body -X PUT "$url/api" -H 'Content-Type: application/json' -d "$greedy" >"$dir/tp1.json"
-if cmp -s "$dir/tp1.json" "$dir/tp2.json"; then
+if cmp -s "$dir/tp1.json" "$dir/tp2.json" && cmp -s "$dir/tp1.json" "$dir/tp2p.json"; then
 	echo "1 passed, 0 failed"
 else
-	echo "0 passed, 1 failed: TP=1 and TP=2 answer differently:"
-	cat "$dir/tp1.json" "$dir/tp2.json"
+	echo "0 passed, 1 failed: TP=1, TP=2 (goroutines) and TP=2 (processes) answer differently:"
+	cat "$dir/tp1.json" "$dir/tp2.json" "$dir/tp2p.json"
 	exit 1
 fi
 head -n 1 "$dir/serve.log"
@@ -93,6 +112,20 @@ node -e '
 		r.segments[0].length === r.tokens[0].length && r.logprobs[0].length === r.tokens[0].length - 1;
 	console.log(ok ? "1 passed, 0 failed" : "0 passed, 1 failed: keys " + keys);
 	process.exit(ok ? 0 : 1);' "$dir/api.json"
+
+echo "--- lm-evaluation-harness's loglikelihood request: echo, logprobs 1, max_tokens 1"
+curl -sS --fail-with-body -X POST "$url/v1/completions" -H 'Content-Type: application/json' \
+	-d '{"model": "tiny-gpt", "prompt": ["func main() {", "type T struct"], "temperature": 0, "max_tokens": 1, "logprobs": 1, "seed": 1234, "echo": true}' >"$dir/lmeval.json"
+node -e '
+	// lm_eval/models/openai_completions.py parse_logprobs, with ctxlen 1
+	const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+	let ok = r.choices.length === 2;
+	for (const c of r.choices) {
+		const lp = c.logprobs.token_logprobs.slice(1, -1), top = c.logprobs.top_logprobs.slice(1, -1);
+		ok = ok && lp.length > 0 && lp.every((v, k) => typeof v === "number" && top[k] && Math.max(...Object.values(top[k])) >= v);
+	}
+	console.log(ok ? "1 passed, 0 failed" : "0 passed, 1 failed: " + JSON.stringify(r).slice(0, 400));
+	process.exit(ok ? 0 : 1);' "$dir/lmeval.json"
 
 echo "--- the web page in chromium, driven by playwright-core"
 node serve/testdata/clients/web.mjs "$url" "${SERVE_SCREENSHOT:-$dir/web.png}"

@@ -25,6 +25,7 @@ type openAIParams struct {
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
 	PresencePenalty  *float64        `json:"presence_penalty"`
 	LogitBias        map[string]any  `json:"logit_bias"`
+	IgnoreEOS        bool            `json:"ignore_eos"` // vLLM's extension: the end-of-document token does not stop generation
 }
 
 // streamOptions is OpenAI's stream_options.
@@ -46,6 +47,7 @@ type openAIRun struct {
 	stream  bool
 	usage   bool // stream_options.include_usage
 	maxNew  int  // -1: the rest of the context
+	noStop  bool // ignore_eos: the tokenizer's EOD and EOS do not end generation
 	sample  Sampling
 	created int64
 }
@@ -57,7 +59,7 @@ func (s *Server) checkParams(p *openAIParams, defMax int) (*openAIRun, error) {
 		return nil, &requestError{status: http.StatusNotFound, param: "model",
 			msg: fmt.Sprintf("The model `%s` does not exist: this server serves `%s`", p.Model, s.cfg.ModelName)}
 	}
-	run := &openAIRun{n: 1, maxNew: defMax, stream: p.Stream, sample: Sampling{Temperature: 1}}
+	run := &openAIRun{n: 1, maxNew: defMax, stream: p.Stream, sample: Sampling{Temperature: 1}, noStop: p.IgnoreEOS}
 	if p.StreamOptions != nil {
 		if !p.Stream {
 			return nil, badRequest("stream_options", "stream_options: only allowed with stream: true")
@@ -144,9 +146,12 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 
 // requests returns the engine requests of prompts under run, n per prompt in order
 // (choice i·n + j is prompt i's j-th), or a 400 if a prompt does not fit the context.
-// param names the prompt field in errors.
+// param names the prompt field in errors; stopIDs end generation unless run ignores EOS.
 func (s *Server) requests(run *openAIRun, prompts [][]int32, param string, stopIDs []int32) ([]Request, error) {
 	maxLen := s.gen.MaxSeqLen()
+	if run.noStop {
+		stopIDs = nil
+	}
 	var reqs []Request
 	for i, p := range prompts {
 		if len(p) == 0 {

@@ -228,7 +228,7 @@ func (c *chatter) first(i int) any {
 	return r
 }
 
-func (c *chatter) prompt(int, []float32) any { return nil }
+func (c *chatter) prompt(int, Event) any { return nil }
 
 func (c *chatter) delta(i int, text string, toks []genToken) any {
 	r := c.chunk("chat.completion.chunk")

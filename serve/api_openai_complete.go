@@ -24,9 +24,11 @@ type completionChoice struct {
 }
 
 // completionLogprobs are OpenAI's legacy log-probabilities: per token its text, its
-// log-probability, the most likely alternatives and where its text starts. The prompt's
-// first token (under echo) has null log-probabilities, and the prompt's tokens have null
-// alternatives (the engine gives only the prompt tokens' own log-probabilities).
+// log-probability, the most likely alternatives (logprobs of them) and where its text
+// starts. The prompt's first token (under echo) has null log-probabilities and
+// alternatives; the other prompt tokens have both, as evaluation harnesses read them
+// (lm-evaluation-harness: the sum of token_logprobs over the continuation, and whether
+// each equals the largest of its top_logprobs).
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
 	TokenLogprobs []*float32           `json:"token_logprobs"`
@@ -63,6 +65,9 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	for i := range reqs {
 		if req.Logprobs != nil {
 			reqs[i].Logprobs, reqs[i].TopLogprobs, reqs[i].PromptLogprobs = true, *req.Logprobs, req.Echo
+			if req.Echo {
+				reqs[i].PromptTopLogprobs = *req.Logprobs
+			}
 		}
 	}
 	jobs, err := s.submitAll(r.Context(), reqs)
@@ -89,7 +94,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if req.Logprobs != nil {
 			ch.Logprobs = &completionLogprobs{}
 			if req.Echo {
-				c.addPrompt(ch.Logprobs, i, o.prompt)
+				c.addPrompt(ch.Logprobs, i, o.prompt, o.promptTops)
 			}
 			c.addTokens(ch.Logprobs, i, tokensOf(o))
 		}
@@ -171,19 +176,37 @@ func (c *completer) chunk() *completion {
 	return &completion{ID: c.id, Object: "text_completion", Created: c.s.created, Model: c.s.cfg.ModelName, Choices: []completionChoice{}}
 }
 
-// addPrompt appends the prompt tokens of choice i with their log-probabilities lp (of
-// tokens 1..n-1) to l.
-func (c *completer) addPrompt(l *completionLogprobs, i int, lp []float32) {
+// addPrompt appends the prompt tokens of choice i with their log-probabilities lp and
+// alternatives tops (of tokens 1..n-1) to l.
+func (c *completer) addPrompt(l *completionLogprobs, i int, lp []float32, tops [][]TokenLogprob) {
 	p := c.prompts[i/c.n]
 	for k, seg := range c.s.segments(p) {
 		var v *float32
+		var top map[string]float32
 		if k > 0 && k-1 < len(lp) {
 			v = &lp[k-1]
+			top = map[string]float32{}
+		}
+		if k > 0 && k-1 < len(tops) {
+			top = c.topMap(tops[k-1])
 		}
 		l.Tokens, l.TokenLogprobs = append(l.Tokens, seg), append(l.TokenLogprobs, v)
-		l.TopLogprobs, l.TextOffset = append(l.TopLogprobs, nil), append(l.TextOffset, c.offset[i])
+		l.TopLogprobs, l.TextOffset = append(l.TopLogprobs, top), append(l.TextOffset, c.offset[i])
 		c.offset[i] += len(seg)
 	}
+}
+
+// topMap returns alternatives as OpenAI's legacy top_logprobs: text to log-probability.
+// Ids with the same text keep the most likely one's.
+func (c *completer) topMap(alts []TokenLogprob) map[string]float32 {
+	top := make(map[string]float32, len(alts))
+	for _, a := range alts {
+		t := c.s.tok.Decode([]int32{a.ID})
+		if _, ok := top[t]; !ok {
+			top[t] = a.Logprob
+		}
+	}
+	return top
 }
 
 // addTokens appends generated tokens of choice i to l.
@@ -191,10 +214,7 @@ func (c *completer) addTokens(l *completionLogprobs, i int, toks []genToken) {
 	for _, t := range toks {
 		seg := c.s.tok.Decode([]int32{t.id})
 		lp := t.logprob
-		top := map[string]float32{}
-		for _, a := range t.top {
-			top[c.s.tok.Decode([]int32{a.ID})] = a.Logprob
-		}
+		top := c.topMap(t.top)
 		l.Tokens, l.TokenLogprobs = append(l.Tokens, seg), append(l.TokenLogprobs, &lp)
 		l.TopLogprobs, l.TextOffset = append(l.TopLogprobs, top), append(l.TextOffset, c.offset[i])
 		c.offset[i] += len(seg)
@@ -208,13 +228,13 @@ func (c *completer) first(i int) any {
 	return c.text(i, c.s.tok.Decode(c.prompts[i/c.n]), nil)
 }
 
-func (c *completer) prompt(i int, lp []float32) any {
+func (c *completer) prompt(i int, ev Event) any {
 	if !c.req.Echo {
 		return nil
 	}
 	r := c.text(i, c.s.tok.Decode(c.prompts[i/c.n]), nil)
 	r.Choices[0].Logprobs = &completionLogprobs{}
-	c.addPrompt(r.Choices[0].Logprobs, i, lp)
+	c.addPrompt(r.Choices[0].Logprobs, i, ev.PromptLogprobs, ev.PromptTopLogprobs)
 	return r
 }
 

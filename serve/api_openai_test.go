@@ -43,6 +43,7 @@ func TestCompletions(t *testing.T) {
 		{"stop string", `{"prompt": "5", "max_tokens": 10, "stop": " 9"}`, []string{"6 7 8"}, "stop", usage{1, 4, 5}},
 		{"stop list", `{"prompt": "5", "max_tokens": 10, "stop": ["x", "7 "]}`, []string{"6 "}, "stop", usage{1, 3, 4}},
 		{"eod", `{"prompt": "97", "max_tokens": 10}`, []string{"98"}, "stop", usage{1, 2, 3}},
+		{"ignore_eos", `{"prompt": "97", "max_tokens": 3, "ignore_eos": true}`, []string{"98 0"}, "length", usage{1, 3, 4}},
 		{"echo", `{"prompt": "5 6", "max_tokens": 1, "echo": true}`, []string{"5 67"}, "length", usage{2, 1, 3}},
 	}
 	for _, tt := range tests {

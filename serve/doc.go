@@ -45,18 +45,23 @@
 // Sampling: Sampling's temperature, top-k and top-p are nn.GenerateOptions' (applied in
 // that order to the true vocabulary); TopPDecay and TopPBound are Megatron's (after each
 // token top_p = max(top_p·decay, bound)). Logprobs are log-softmax of the raw logits
-// (temperature 1, before Ban), as Megatron and OpenAI report them.
+// (temperature 1, before Ban), as Megatron and OpenAI report them; the most likely
+// alternatives (TopLogprobs, and PromptTopLogprobs at the prompt's positions, which
+// evaluation harnesses compare with the prompt's own tokens) come from the same logits.
 //
 // Tensor parallelism: every rank runs the same plan. With goroutine ranks (NewEngine) the
 // plan travels to the rank goroutines over channels; with ranks as processes (megago
 // launch), rank 0 runs the engine (NewLeaderEngine) and broadcasts each plan over the TP
-// group to the other ranks, which run Follow. The logits, gathered over TP inside
+// group to the other ranks, which run Follow; while idle it broadcasts an empty plan every
+// EngineConfig.Heartbeat, so that the followers' wait never reaches the transport's
+// timeout. The logits, gathered over TP inside
 // DecodeStep, are read on rank 0. A failed step (a collective error, a panic) fails every
 // running and queued request and stops the engine; Close then returns the error.
 //
 // Load: RunLoad drives an Engine with closed-loop clients and reports generated tokens/s,
 // time to first token and latency percentiles; `megago bench engine` prints them for 1, 8
-// and 32 clients (bench/results/).
+// and 32 clients (bench/results/). RunHTTPLoad measures the same over HTTP, streaming
+// completions from a running server (`megago bench serve`).
 //
 // # HTTP server
 //

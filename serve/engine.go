@@ -23,6 +23,11 @@ type EngineConfig struct {
 	// MemoryBudget, if > 0, is the most bytes the KV cache may take per rank: NewEngine
 	// refuses a configuration whose cache (Engine.CacheBytes) exceeds it.
 	MemoryBudget int64
+	// Heartbeat (NewLeaderEngine) is the longest rank 0 leaves the followers without a
+	// broadcast while idle: it then sends an empty plan, so that their wait for the next
+	// plan never reaches the transport's timeout (tcp.Config.Timeout, 5 minutes by
+	// default: keep Heartbeat below it); default 10 s.
+	Heartbeat time.Duration
 }
 
 // Defaults used for zero EngineConfig fields.
@@ -30,6 +35,7 @@ const (
 	DefaultMaxRequests  = 8
 	DefaultMaxSeqLen    = 2560
 	DefaultPrefillChunk = 512
+	DefaultHeartbeat    = 10 * time.Second
 	// MaxTopLogprobs is the most alternatives Request.TopLogprobs may ask for.
 	MaxTopLogprobs = 20
 )
@@ -51,6 +57,9 @@ func (c EngineConfig) withDefaults(maxPos int) EngineConfig {
 	}
 	if c.PrefillChunk == 0 {
 		c.PrefillChunk = DefaultPrefillChunk
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
 	}
 	return c
 }
@@ -77,6 +86,9 @@ type Request struct {
 	Logprobs       bool                            // log-probability of each generated token
 	PromptLogprobs bool                            // log-probabilities of prompt tokens 1..n-1 (echo)
 	TopLogprobs    int                             // also the n most likely ids with their logprobs per generated token, ≤ 20
+	// PromptTopLogprobs, with PromptLogprobs, also gives the n most likely ids with their
+	// logprobs at each prompt position 1..n-1 (from the same logits), ≤ 20.
+	PromptTopLogprobs int
 }
 
 // Token is one generated token.
@@ -106,10 +118,14 @@ type Stats struct {
 type Event struct {
 	Token          *Token
 	PromptLogprobs []float32 // log p(prompt[i] | prompt[:i]) for i = 1..n-1
-	Done           bool
-	FinishReason   string
-	Err            error
-	Stats          Stats // with Done
+	// PromptTopLogprobs, with PromptLogprobs when Request.PromptTopLogprobs > 0: for
+	// i = 1..n-1 the Request.PromptTopLogprobs most likely ids after prompt[:i], most
+	// likely first.
+	PromptTopLogprobs [][]TokenLogprob
+	Done              bool
+	FinishReason      string
+	Err               error
+	Stats             Stats // with Done
 }
 
 // Errors returned by Submit.
@@ -135,6 +151,7 @@ type Engine struct {
 	wake   chan struct{} // capacity 1: the scheduler has work
 	done   chan struct{} // closed when the scheduler has stopped
 	cancel context.CancelFunc
+	tops   promptTops // owned by the scheduler goroutine
 }
 
 // NewEngine starts an engine over the TP ranks' models (len(models) = TP size, goroutine
@@ -161,7 +178,7 @@ func newEngine(models []*nn.GPT, cfg EngineConfig, leader parallel.Comm) (*Engin
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, vocab: m.Config.Vocab, bytes: m.SlotCacheBytes(cfg.MaxRequests, cfg.MaxSeqLen),
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), done: make(chan struct{}), tops: promptTops{}}
 	if cfg.MemoryBudget > 0 && e.bytes > cfg.MemoryBudget {
 		return nil, fmt.Errorf("serve: NewEngine: KV cache of %d slots × %d positions takes %d bytes per rank, over MemoryBudget %d",
 			cfg.MaxRequests, cfg.MaxSeqLen, e.bytes, cfg.MemoryBudget)
@@ -186,6 +203,9 @@ func checkEngine(models []*nn.GPT, cfg EngineConfig, maxPos int) error {
 	}
 	if cfg.MaxQueue < 0 || cfg.PrefillChunk < 1 {
 		errs = append(errs, fmt.Sprintf("MaxQueue = %d must be ≥ 0 and PrefillChunk = %d ≥ 1", cfg.MaxQueue, cfg.PrefillChunk))
+	}
+	if cfg.Heartbeat < 0 {
+		errs = append(errs, fmt.Sprintf("Heartbeat = %v must be ≥ 0", cfg.Heartbeat))
 	}
 	devs := map[*tensor.Device]bool{}
 	for i, m := range models {
@@ -287,6 +307,10 @@ func (e *Engine) validate(r Request) error {
 	}
 	if r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs {
 		return fmt.Errorf("serve: Request.TopLogprobs = %d must be in [0, %d]", r.TopLogprobs, MaxTopLogprobs)
+	}
+	if r.PromptTopLogprobs < 0 || r.PromptTopLogprobs > MaxTopLogprobs || (r.PromptTopLogprobs > 0 && !r.PromptLogprobs) {
+		return fmt.Errorf("serve: Request.PromptTopLogprobs = %d must be in [0, %d], and 0 without PromptLogprobs",
+			r.PromptTopLogprobs, MaxTopLogprobs)
 	}
 	return r.Sampling.validate()
 }

@@ -14,7 +14,9 @@ import (
 // (NewLeaderEngine); every other rank calls Follow. Each step rank 0 broadcasts its plan
 // over the TP group, as an I32 tensor [n] after its length [1] (length 0: stop), and
 // every rank runs it on its own model and cache; the logits are gathered inside the step
-// on every rank, and only rank 0 reads them.
+// on every rank, and only rank 0 reads them. While idle, rank 0 sends an empty plan
+// every EngineConfig.Heartbeat, so that no follower's wait reaches the transport's
+// timeout.
 
 // NewLeaderEngine starts an engine on rank 0 of a TP group of processes: m is this rank's
 // model, built on tp. Every other rank of tp must call Follow with its model; they stop
@@ -48,6 +50,9 @@ func Follow(ctx context.Context, m *nn.GPT, tp parallel.Comm) error {
 		plan, err := decodePlan(msg)
 		if err != nil {
 			return err
+		}
+		if len(plan.seqs) == 0 {
+			continue // rank 0's heartbeat while idle
 		}
 		if _, err := m.DecodeStep(p, cache, plan.ids, plan.seqs); err != nil {
 			return fmt.Errorf("serve: Follow: %w", err)

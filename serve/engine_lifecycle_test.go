@@ -2,13 +2,10 @@ package serve
 
 import (
 	"context"
-	"math"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"megago/nn"
-	"megago/tensor"
 )
 
 // blockAt returns a Stop function that, after the request's first token, signals reached
@@ -85,6 +82,7 @@ func TestEngineValidation(t *testing.T) {
 		{"negative new tokens", "MaxNewTokens", Request{Prompt: []int32{1}, MaxNewTokens: -1}},
 		{"too long", "MaxSeqLen", Request{Prompt: make([]int32, 10), MaxNewTokens: 7}},
 		{"top logprobs", "TopLogprobs", Request{Prompt: []int32{1}, MaxNewTokens: 1, TopLogprobs: 21}},
+		{"prompt top logprobs without prompt logprobs", "PromptTopLogprobs", Request{Prompt: []int32{1, 2}, PromptTopLogprobs: 1}},
 		{"temperature", "Temperature", Request{Prompt: []int32{1}, MaxNewTokens: 1, Sampling: Sampling{Temperature: -1}}},
 		{"top p", "TopP", Request{Prompt: []int32{1}, MaxNewTokens: 1, Sampling: Sampling{TopP: 2}}},
 	} {
@@ -105,31 +103,28 @@ func TestEnginePromptLogprobs(t *testing.T) {
 	for len(prompt) < 23 {
 		prompt = append(prompt, int32(len(prompt)*13%100))
 	}
-	r := submitAll(t, e, []Request{{Prompt: prompt, PromptLogprobs: true}})[0]
+	const nTop = 3
+	r := submitAll(t, e, []Request{{Prompt: prompt, PromptLogprobs: true, PromptTopLogprobs: nTop}})[0]
 	require.Equal(t, "length", r.done.FinishReason)
 	require.Empty(t, r.ids)
 
-	dev := m.Word.Weight.Device()
-	var logits []float64 // [T, Vp]
-	dev.NoGrad(func() {
-		out := m.Forward(nn.Eval(context.Background()), tensor.FromSlice(dev, prompt, 1, len(prompt)), nil)
-		logits = tensor.ToSlice[float64](out)
-	})
-	vp, v := m.Vp, m.Config.Vocab
+	lsm := logSoftmaxRows(m, prompt) // [T][V]
 	require.Len(t, r.prompt, len(prompt)-1)
 	for i := 1; i < len(prompt); i++ {
-		row := logits[(i-1)*vp : (i-1)*vp+v]
-		mx := math.Inf(-1)
-		for _, x := range row {
-			mx = max(mx, x)
-		}
-		s := 0.0
-		for _, x := range row {
-			s += math.Exp(x - mx)
-		}
-		want := row[prompt[i]] - mx - math.Log(s)
+		row := lsm[i-1]
 		// The same float32 logits; only the float32 rounding of the result differs.
-		require.InDelta(t, want, float64(r.prompt[i-1]), 1e-5, "prompt token %d", i)
+		require.InDelta(t, row[prompt[i]], float64(r.prompt[i-1]), 1e-5, "prompt token %d", i)
+		// The most likely ids at position i: the reference row sorted.
+		ids := make([]int, len(row))
+		for k := range ids {
+			ids[k] = k
+		}
+		sort.Slice(ids, func(a, b int) bool { return row[ids[a]] > row[ids[b]] })
+		require.Len(t, r.promptTop[i-1], nTop, "prompt position %d", i)
+		for k, got := range r.promptTop[i-1] {
+			require.Equal(t, int32(ids[k]), got.ID, "prompt position %d, alternative %d", i, k)
+			require.InDelta(t, row[ids[k]], float64(got.Logprob), 1e-5, "prompt position %d, alternative %d", i, k)
+		}
 	}
 }
 

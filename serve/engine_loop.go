@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"time"
 
 	"megago/nn"
 )
@@ -39,23 +40,51 @@ func (e *Engine) loop() {
 				e.failQueued()
 				return
 			}
-			<-e.wake
+			if e.idle() {
+				if _, err := e.run(stepPlan{}); err != nil {
+					e.fail(nil, err)
+				}
+			}
 			continue
 		}
 		plan := e.plan(running)
 		rows, err := e.run(plan)
 		if err != nil {
-			e.mu.Lock()
-			e.err = err
-			e.mu.Unlock()
-			for _, s := range running {
-				s.finish("error", err)
-			}
+			e.fail(running, err)
 			running, free = nil, nil
 			continue
 		}
 		running, free = e.advance(running, free, plan, rows)
 	}
+}
+
+// idle waits for work. With process ranks (NewLeaderEngine) it returns true when
+// Heartbeat has passed without any: the followers are due an empty plan.
+func (e *Engine) idle() bool {
+	if e.ranks[0].leader == nil {
+		<-e.wake
+		return false
+	}
+	t := time.NewTimer(e.cfg.Heartbeat)
+	defer t.Stop()
+	select {
+	case <-e.wake:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// fail records err as the reason the engine stops and finishes the running requests
+// with it.
+func (e *Engine) fail(running []*seq, err error) {
+	e.mu.Lock()
+	e.err = err
+	e.mu.Unlock()
+	for _, s := range running {
+		s.finish("error", err)
+	}
+	clear(e.tops)
 }
 
 // reap finishes the running requests whose client has gone (or all of them, with the
@@ -66,9 +95,11 @@ func (e *Engine) reap(running []*seq, free []int, failed error) ([]*seq, []int) 
 		switch {
 		case failed != nil:
 			s.finish("error", failed)
+			delete(e.tops, s)
 		case s.ctx.Err() != nil:
 			s.finish("cancelled", s.ctx.Err())
 			free = append(free, s.slot)
+			delete(e.tops, s)
 		default:
 			kept = append(kept, s)
 		}
@@ -138,12 +169,13 @@ func (e *Engine) advance(running []*seq, free []int, p stepPlan, rows [][]float6
 		r += d.Logits
 		if s.prefilling() && s.req.PromptLogprobs {
 			s.addPromptLogprobs(d.Past+d.N-d.Logits, lr)
+			e.tops.add(s, d.Past+d.N-d.Logits, lr)
 		}
 		s.fed += d.N
 		if s.fed < len(s.tokens) {
 			continue // more prompt to come
 		}
-		s.sendPromptLogprobs()
+		e.sendPrompt(s)
 		if s.generations >= s.req.MaxNewTokens {
 			s.finish("length", nil)
 			done[s] = true

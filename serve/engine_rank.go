@@ -45,11 +45,14 @@ func startRank(ctx context.Context, m *nn.GPT, cfg EngineConfig, leader parallel
 			if err == nil && leader != nil {
 				err = broadcastInts(ctx, leader, m, encodePlan(plan))
 			}
-			if err != nil {
+			switch {
+			case err != nil:
 				r.results <- stepResult{err: fmt.Errorf("serve: sending the plan to the TP ranks: %w", err)}
-				continue
+			case len(plan.seqs) == 0: // the leader's heartbeat
+				r.results <- stepResult{}
+			default:
+				r.results <- r.step(p, plan)
 			}
-			r.results <- r.step(p, plan)
 		}
 		if err == nil && leader != nil {
 			broadcastInts(ctx, leader, m, nil) // an empty plan: stop

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -48,11 +49,12 @@ func testEngine(t *testing.T, models []*nn.GPT, cfg EngineConfig) *Engine {
 
 // result is everything a request's stream delivered.
 type result struct {
-	ids      []int32
-	logprobs []float32
-	top      [][]TokenLogprob
-	prompt   []float32
-	done     Event
+	ids       []int32
+	logprobs  []float32
+	top       [][]TokenLogprob
+	prompt    []float32
+	promptTop [][]TokenLogprob
+	done      Event
 }
 
 // collect reads a stream to its end. It fails the test if the stream stalls.
@@ -75,7 +77,7 @@ func collect(t *testing.T, ch <-chan Event) result {
 				r.logprobs = append(r.logprobs, ev.Token.Logprob)
 				r.top = append(r.top, ev.Token.Top)
 			default:
-				r.prompt = ev.PromptLogprobs
+				r.prompt, r.promptTop = ev.PromptLogprobs, ev.PromptTopLogprobs
 			}
 		case <-timeout:
 			t.Fatal("stream stalled")
@@ -110,4 +112,32 @@ func variedPrompts(n, maxLen, vocab int, seed uint64) [][]int32 {
 		}
 	}
 	return ps
+}
+
+// logSoftmaxRows returns log softmax of m's logits over tokens [T], a full forward
+// without cache: [T][V].
+func logSoftmaxRows(m *nn.GPT, tokens []int32) [][]float64 {
+	dev := m.Word.Weight.Device()
+	var logits []float64 // [T, Vp]
+	dev.NoGrad(func() {
+		out := m.Forward(nn.Eval(context.Background()), tensor.FromSlice(dev, tokens, 1, len(tokens)), nil)
+		logits = tensor.ToSlice[float64](out)
+	})
+	rows := make([][]float64, len(tokens))
+	for i := range rows {
+		row := logits[i*m.Vp : i*m.Vp+m.Config.Vocab]
+		mx := math.Inf(-1)
+		for _, x := range row {
+			mx = max(mx, x)
+		}
+		s := 0.0
+		for _, x := range row {
+			s += math.Exp(x - mx)
+		}
+		rows[i] = make([]float64, len(row))
+		for j, x := range row {
+			rows[i][j] = x - mx - math.Log(s)
+		}
+	}
+	return rows
 }

@@ -45,10 +45,12 @@ type outcome struct {
 	logprobs []float32
 	tops     [][]TokenLogprob
 	prompt   []float32 // log p(prompt[i] | prompt[:i]) for i ≥ 1
-	text     string
-	finish   string // "stop", "length"
-	err      error  // the request failed (finish "error")
-	stats    Stats
+	// promptTops are the most likely ids after prompt[:i] for i ≥ 1, when asked for.
+	promptTops [][]TokenLogprob
+	text       string
+	finish     string // "stop", "length"
+	err        error  // the request failed (finish "error")
+	stats      Stats
 }
 
 // collect reads j's events to the end. A stop string found in the text ends the request
@@ -60,7 +62,7 @@ func (s *Server) collect(j job, stops []string, hide []int32) outcome {
 	for ev := range j.events {
 		switch {
 		case ev.PromptLogprobs != nil:
-			o.prompt = ev.PromptLogprobs
+			o.prompt, o.promptTops = ev.PromptLogprobs, ev.PromptTopLogprobs
 		case ev.Token != nil && !ts.stopped:
 			o.ids = append(o.ids, ev.Token.ID)
 			o.logprobs = append(o.logprobs, ev.Token.Logprob)

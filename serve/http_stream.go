@@ -17,7 +17,7 @@ type genToken struct {
 // chunk is not sent.
 type chunker interface {
 	first(i int) any                               // before any event of choice i
-	prompt(i int, logprobs []float32) any          // the prompt's log-probabilities arrived
+	prompt(i int, ev Event) any                    // the prompt's log-probabilities arrived
 	delta(i int, text string, toks []genToken) any // new text of choice i and its tokens
 	final(i int, finish string) any                // choice i ended
 	usage(u usage) any                             // after every choice ended
@@ -111,7 +111,7 @@ func (s *Server) stream(w http.ResponseWriter, jobs []job, prompts [][]int32, ru
 		i, ev, ts := ce.i, ce.ev, texts[ce.i]
 		switch {
 		case ev.PromptLogprobs != nil:
-			if c := mk.prompt(i, ev.PromptLogprobs); c != nil {
+			if c := mk.prompt(i, ev); c != nil {
 				out.send(c)
 			}
 		case ev.Token != nil && !ts.stopped:

@@ -40,9 +40,25 @@ type LoadReport struct {
 // percentiles. It returns the first request error (ErrBusy included: size the engine's
 // queue for the clients).
 func RunLoad(ctx context.Context, e *Engine, o LoadOptions) (LoadReport, error) {
-	if o.Clients < 1 || o.Requests < o.Clients || o.PromptLen < 1 || o.NewTokens < 1 || o.Vocab < 1 {
-		return LoadReport{}, fmt.Errorf("serve: RunLoad: invalid %+v", o)
+	if err := o.check("RunLoad"); err != nil {
+		return LoadReport{}, err
 	}
+	return closedLoop(ctx, o, func(ctx context.Context, i int) (Stats, error) { return loadRequest(ctx, e, o, i) })
+}
+
+// check returns an error if o cannot make a load; fn names the caller.
+func (o LoadOptions) check(fn string) error {
+	if o.Clients < 1 || o.Requests < o.Clients || o.PromptLen < 1 || o.NewTokens < 1 || o.Vocab < 1 {
+		return fmt.Errorf("serve: %s: invalid %+v", fn, o)
+	}
+	return nil
+}
+
+// closedLoop runs o.Requests requests with do on o.Clients clients, client c sending
+// requests c, c+Clients, ... one after another, and reports throughput (generated
+// tokens over the wall time) and the percentiles of the requests' Stats. It returns
+// the requests' errors, joined.
+func closedLoop(ctx context.Context, o LoadOptions, do func(ctx context.Context, i int) (Stats, error)) (LoadReport, error) {
 	stats := make([]Stats, o.Requests)
 	errs := make([]error, o.Clients)
 	start := time.Now()
@@ -52,7 +68,7 @@ func RunLoad(ctx context.Context, e *Engine, o LoadOptions) (LoadReport, error) 
 		go func() {
 			defer wg.Done()
 			for i := c; i < o.Requests && errs[c] == nil; i += o.Clients {
-				stats[i], errs[c] = loadRequest(ctx, e, o, i)
+				stats[i], errs[c] = do(ctx, i)
 			}
 		}()
 	}
@@ -73,14 +89,19 @@ func RunLoad(ctx context.Context, e *Engine, o LoadOptions) (LoadReport, error) 
 		LatencyP50Ms: percentile(total, 50), LatencyP99Ms: percentile(total, 99)}, nil
 }
 
-// loadRequest runs request i of a load and returns its stats.
-func loadRequest(ctx context.Context, e *Engine, o LoadOptions, i int) (Stats, error) {
+// loadPrompt returns request i's prompt: o.PromptLen ids below o.Vocab drawn from o.Seed.
+func loadPrompt(o LoadOptions, i int) []int32 {
 	r := rand.New(rand.NewPCG(o.Seed, uint64(i)))
 	prompt := make([]int32, o.PromptLen)
 	for j := range prompt {
 		prompt[j] = int32(r.IntN(o.Vocab))
 	}
-	ch, err := e.Submit(ctx, Request{Prompt: prompt, MaxNewTokens: o.NewTokens})
+	return prompt
+}
+
+// loadRequest runs request i of a load and returns its stats.
+func loadRequest(ctx context.Context, e *Engine, o LoadOptions, i int) (Stats, error) {
+	ch, err := e.Submit(ctx, Request{Prompt: loadPrompt(o, i), MaxNewTokens: o.NewTokens})
 	if err != nil {
 		return Stats{}, fmt.Errorf("request %d: %w", i, err)
 	}

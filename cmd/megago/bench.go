@@ -32,6 +32,7 @@ func init() {
 		summary: "time training steps of a GPT (the peer of bench/torch_gpt.py)",
 		usage: `megago bench gpt [flags]
        megago bench engine [flags]   (the serving engine; megago bench engine -h)
+       megago bench serve --url URL  (a running megago serve over HTTP; megago bench serve -h)
 
 Bench gpt times full training steps (zero grad, forward, cross entropy,
 backward, AdamW update) of a GPT-2 style model on random tokens, on one rank,
@@ -97,8 +98,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		workload, args = args[0], args[1:]
 	}
-	if workload == "engine" {
+	switch workload {
+	case "engine":
 		return runBenchEngine(ctx, args, stdout, stderr)
+	case "serve":
+		return runBenchServe(ctx, args, stdout)
 	}
 	var c benchConfig
 	fs.IntVar(&c.Layers, "layers", 12, "transformer layers L")

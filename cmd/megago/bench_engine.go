@@ -59,16 +59,7 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&c.TP, "tensor-model-parallel-size", 1, "goroutine TP ranks")
 	fs.Uint64Var(&c.Seed, "seed", 1337, "seed of the weights and the prompts")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the load runs to this file")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stdout, "usage: %s\n\nFlags:\n", benchEngineUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return err
-	} else if err != nil {
-		return &usageError{err}
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseBenchFlags(fs, args, benchEngineUsage, stdout); err != nil {
 		return err
 	}
 	clients, err := parseCounts(c.Clients)
@@ -102,11 +93,19 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer stop()
+	return printLoads(stdout, clients, func(n int) (serve.LoadReport, error) {
+		return serve.RunLoad(ctx, e, serve.LoadOptions{Clients: n, Requests: n * c.PerClient,
+			PromptLen: c.Prompt, NewTokens: c.NewTokens, Vocab: c.Vocab, Seed: c.Seed})
+	})
+}
+
+// printLoads runs load for each client count in clients and prints its report as a
+// JSON line, then a last line with each throughput's ratio to the first's.
+func printLoads(stdout io.Writer, clients []int, load func(n int) (serve.LoadReport, error)) error {
 	var ratios []string
 	base := 0.0
 	for _, n := range clients {
-		rep, err := serve.RunLoad(ctx, e, serve.LoadOptions{Clients: n, Requests: n * c.PerClient,
-			PromptLen: c.Prompt, NewTokens: c.NewTokens, Vocab: c.Vocab, Seed: c.Seed})
+		rep, err := load(n)
 		if err != nil {
 			return err
 		}
@@ -120,8 +119,23 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		fmt.Fprintf(stdout, "%s\n", line)
 	}
-	_, err = fmt.Fprintf(stdout, "{\"throughput_ratio_to_first\": {%s}}\n", strings.Join(ratios, ", "))
+	_, err := fmt.Fprintf(stdout, "{\"throughput_ratio_to_first\": {%s}}\n", strings.Join(ratios, ", "))
 	return err
+}
+
+// parseBenchFlags parses a bench workload's flags from args into fs: -h prints usage
+// and the flags; a bad flag or an argument is a usage error.
+func parseBenchFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "usage: %s\n\nFlags:\n", usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return err
+	} else if err != nil {
+		return &usageError{err}
+	}
+	return noArgs(fs)
 }
 
 // parseCounts parses a comma-separated list of positive counts.

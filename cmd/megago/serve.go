@@ -43,7 +43,15 @@ tokenizer, then answers on http://HOST:PORT/:
 Requests share the model through the engine's continuous batching: at most
 --inference-max-requests run at once, each within --inference-max-seq-length positions
 (prompt and generated tokens); more wait in a queue, and beyond it get 429. SIGTERM or
-Ctrl-C stops accepting requests (503), lets the running ones finish and exits.`,
+Ctrl-C stops accepting requests (503), lets the running ones finish and exits.
+
+--tensor-model-parallel-size N runs N TP ranks as goroutines of this process, each
+on a device of its own; under megago launch -n N (or torchrun, or srun: the
+environment they set) they are the N processes instead, talking over TCP: rank 0
+loads its shard, runs the engine and the HTTP server, the other ranks run the steps it
+sends them, and stop when it does. Give launch a --grace as long as --drain-timeout:
+
+  megago launch -n 2 --grace 1m -- megago serve --load DIR --tensor-model-parallel-size 2 ...`,
 		run: runServe,
 	})
 }
@@ -75,7 +83,7 @@ func (c *serveFlags) register(fs *flag.FlagSet) {
 	c.tok.register(fs)
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "a Jinja chat template file (default: the HuggingFaceTokenizer's chat_template, else a plain one)")
 	fs.StringVar(&c.modelName, "served-model-name", "", "the model id of the OpenAI routes (default: the base name of --load)")
-	fs.IntVar(&c.tp, "tensor-model-parallel-size", 1, "tensor-parallel ranks (goroutines in this process)")
+	fs.IntVar(&c.tp, "tensor-model-parallel-size", 1, "tensor-parallel ranks: goroutines in this process, or the processes of megago launch -n (the same number)")
 	fs.StringVar(&c.device, "device", "cpu", "backend of every rank: cpu or cuda")
 	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
 	fs.IntVar(&c.port, "port", 5000, "port to listen on")
@@ -141,6 +149,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := c.check(); err != nil {
 		return &usageError{err}
 	}
+	job, err := serveJobFromEnv(os.Getenv, c.tp)
+	if err != nil {
+		return err
+	}
+	if job != nil && job.Rank != 0 {
+		return followServe(ctx, &c, *job)
+	}
 	tok, err := data.NewTokenizer(c.tok.cfg)
 	if err != nil {
 		return err
@@ -149,25 +164,25 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ms, err := loadServeModels(&c)
-	if err != nil {
-		return err
-	}
-	defer ms.close()
-	gen, err := serve.NewEngine(ms.models, serve.EngineConfig{MaxRequests: c.maxRequests, MaxSeqLen: c.maxSeqLen, MaxQueue: c.maxQueue})
-	if err != nil {
-		return err
-	}
-	defer gen.Close()
 	name := c.modelName
 	if name == "" {
 		name = filepath.Base(filepath.Clean(c.load))
 	}
+	gen, what, stop, err := startServeEngine(ctx, &c, job, name)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	srv, err := serve.NewServer(gen, tok, serve.ServerConfig{ModelName: name, MaxBodyBytes: c.maxBody, ChatTemplate: tmpl})
 	if err != nil {
 		return err
 	}
-	return c.listen(ctx, srv, stdout, ms.describe(name, c.maxSeqLen))
+	return c.listen(ctx, srv, stdout, what)
+}
+
+// engineConfig returns the engine's settings from the flags.
+func (c *serveFlags) engineConfig() serve.EngineConfig {
+	return serve.EngineConfig{MaxRequests: c.maxRequests, MaxSeqLen: c.maxSeqLen, MaxQueue: c.maxQueue}
 }
 
 // loadChatTemplate returns --chat-template's template, else the HuggingFaceTokenizer's,

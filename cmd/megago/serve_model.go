@@ -12,6 +12,48 @@ import (
 	"megago/tensor"
 )
 
+// serveCheckpoint is the model --load names: its weights and configuration.
+type serveCheckpoint struct {
+	model  checkpoint.Model
+	global map[string]*tensor.Tensor
+	cfg    nn.GPTConfig
+}
+
+// readServeModel reads the checkpoint --load names. It lowers
+// --inference-max-seq-length to the model's learned positions when the flag was not
+// given, and refuses it when it was.
+func readServeModel(c *serveFlags) (*serveCheckpoint, error) {
+	model, global, err := readServeCheckpoint(c)
+	if err != nil {
+		return nil, err
+	}
+	if model.Arch != checkpoint.ArchGPT {
+		return nil, fmt.Errorf("--load %s holds a %s model; serve runs GPT models", c.load, model.Arch)
+	}
+	ck := &serveCheckpoint{model: model, global: global}
+	if err := json.Unmarshal(model.Config, &ck.cfg); err != nil {
+		return nil, fmt.Errorf("--load %s: model configuration: %w", c.load, err)
+	}
+	if ck.cfg.Position == nn.LearnedPositions && c.maxSeqLen > ck.cfg.MaxPosition {
+		if c.seqLenExplicit {
+			return nil, fmt.Errorf("--inference-max-seq-length %d exceeds the model's %d learned positions", c.maxSeqLen, ck.cfg.MaxPosition)
+		}
+		c.maxSeqLen = ck.cfg.MaxPosition
+	}
+	return ck, nil
+}
+
+// build returns the shard of the model that rank tp.Rank() of the TP group tp holds, on
+// dev, with its weights.
+func (ck *serveCheckpoint) build(dev *tensor.Device, tp parallel.Comm) (*nn.GPT, error) {
+	b := &nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(0), TP: tp}
+	m, err := nn.NewGPT(b, ck.cfg, nn.Stage{})
+	if err != nil {
+		return nil, err
+	}
+	return m, checkpoint.SetParams(m.Params(), ck.model, ck.global)
+}
+
 // serveModels are the TP ranks' shards of the served GPT, one per goroutine rank.
 type serveModels struct {
 	models  []*nn.GPT // [tp]
@@ -21,27 +63,14 @@ type serveModels struct {
 	release func() // ends the ranks' goroutines
 }
 
-// loadServeModels reads the checkpoint --load names and builds a model per TP rank
-// holding its weights. It lowers --inference-max-seq-length to the model's learned
-// positions when the flag was not given, and refuses it when it was.
+// loadServeModels reads the checkpoint --load names (readServeModel) and builds a model
+// per goroutine TP rank holding its weights.
 func loadServeModels(c *serveFlags) (*serveModels, error) {
-	model, global, err := readServeCheckpoint(c)
+	ck, err := readServeModel(c)
 	if err != nil {
 		return nil, err
 	}
-	if model.Arch != checkpoint.ArchGPT {
-		return nil, fmt.Errorf("--load %s holds a %s model; serve runs GPT models", c.load, model.Arch)
-	}
-	ms := &serveModels{device: c.device, release: func() {}}
-	if err := json.Unmarshal(model.Config, &ms.cfg); err != nil {
-		return nil, fmt.Errorf("--load %s: model configuration: %w", c.load, err)
-	}
-	if ms.cfg.Position == nn.LearnedPositions && c.maxSeqLen > ms.cfg.MaxPosition {
-		if c.seqLenExplicit {
-			return nil, fmt.Errorf("--inference-max-seq-length %d exceeds the model's %d learned positions", c.maxSeqLen, ms.cfg.MaxPosition)
-		}
-		c.maxSeqLen = ms.cfg.MaxPosition
-	}
+	ms := &serveModels{cfg: ck.cfg, device: c.device, release: func() {}}
 	for range c.tp {
 		dev, err := device.Open(c.device)
 		if err != nil {
@@ -50,15 +79,7 @@ func loadServeModels(c *serveFlags) (*serveModels, error) {
 		}
 		ms.devs = append(ms.devs, dev)
 	}
-	build := func(tp parallel.Comm) (*nn.GPT, error) {
-		b := &nn.Builder{Dev: ms.devs[tp.Rank()], DType: tensor.F32, RNG: tensor.NewRNG(0), TP: tp}
-		m, err := nn.NewGPT(b, ms.cfg, nn.Stage{})
-		if err != nil {
-			return nil, err
-		}
-		return m, checkpoint.SetParams(m.Params(), model, global)
-	}
-	models, release, err := serve.LocalTP(c.tp, build)
+	models, release, err := serve.LocalTP(c.tp, func(tp parallel.Comm) (*nn.GPT, error) { return ck.build(ms.devs[tp.Rank()], tp) })
 	if err != nil {
 		ms.close()
 		return nil, err
@@ -73,11 +94,11 @@ func (ms *serveModels) close() {
 	device.CloseAll(ms.devs)
 }
 
-// describe says what is served, for the start-up line.
-func (ms *serveModels) describe(name string, maxSeqLen int) string {
-	c := ms.cfg
-	return fmt.Sprintf("%s (GPT: %d layers, hidden %d, %d heads, vocabulary %d; TP=%d on %s; %d positions per request)",
-		name, c.NumLayers, c.Hidden, c.Heads, c.Vocab, len(ms.models), ms.device, maxSeqLen)
+// describeServed says what is served, for the start-up line: the model name, its
+// shape, how its TP ranks run, on which device, and the positions per request.
+func describeServed(name string, c nn.GPTConfig, ranks, device string, maxSeqLen int) string {
+	return fmt.Sprintf("%s (GPT: %d layers, hidden %d, %d heads, vocabulary %d; %s on %s; %d positions per request)",
+		name, c.NumLayers, c.Hidden, c.Heads, c.Vocab, ranks, device, maxSeqLen)
 }
 
 // readServeCheckpoint reads the model and its global tensors from --load, in the format

@@ -62,16 +62,6 @@ func (s *seq) addPromptLogprobs(from int, rows [][]float64) {
 	}
 }
 
-// sendPromptLogprobs sends the prompt log-probabilities once, when asked for.
-func (s *seq) sendPromptLogprobs() {
-	if s.promptSent || !s.req.PromptLogprobs {
-		return
-	}
-	s.promptSent = true
-	s.first = time.Now()
-	s.out <- Event{PromptLogprobs: s.promptLP}
-}
-
 // next chooses, sends and appends the token that follows logits [V] and reports whether
 // the request is finished (and with what reason).
 func (s *seq) next(logits []float64) (done bool, reason string, err error) {

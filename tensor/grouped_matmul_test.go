@@ -34,6 +34,12 @@ func (c groupedCase) shapes() (xs, ws []int) {
 	return []int{T, c.k}, ws
 }
 
+// operands returns random x and w of the case's shapes in dtype dt.
+func (c groupedCase) operands(dev *tensor.Device, r *rand.Rand, dt tensor.DType) (x, w *tensor.Tensor) {
+	xs, ws := c.shapes()
+	return randTensor(dev, r, dt, xs), randTensor(dev, r, dt, ws)
+}
+
 func groupedCases() []groupedCase {
 	return []groupedCase{
 		{k: 600, n: 70, counts: []int{0, 37, 1, 100, 0, 5}},
@@ -73,8 +79,8 @@ func TestGroupedMatMulRowsMatchMatMul(t *testing.T) {
 	dev := tensor.NewCPU()
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, c := range groupedCases() {
-		xs, ws := c.shapes()
-		x, w := randTensor(dev, r, tensor.F32, xs), randTensor(dev, r, tensor.F32, ws)
+		x, w := c.operands(dev, r, tensor.F32)
+		ws := w.Shape()
 		got := tensor.ToSlice[float32](tensor.GroupedMatMul(x, w, c.counts, c.transB))
 		row := 0
 		for e, n := range c.counts {
@@ -96,9 +102,8 @@ func TestGroupedMatMulGradsMatchComposition(t *testing.T) {
 	dev := tensor.NewCPU()
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, c := range groupedCases() {
-		xs, ws := c.shapes()
-		x0, w0 := randTensor(dev, r, tensor.F32, xs), randTensor(dev, r, tensor.F32, ws)
-		T := xs[0]
+		x0, w0 := c.operands(dev, r, tensor.F32)
+		T := x0.Shape()[0]
 		R := randTensor(dev, r, tensor.F32, []int{T, c.n})
 		grads := func(f func(x, w *tensor.Tensor) *tensor.Tensor) (y, gx, gw []float64) {
 			x := x0.Clone().SetRequiresGrad(true)
@@ -128,9 +133,9 @@ func TestGroupedMatMulGradCheck(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, transB := range []bool{false, true} {
 		c := groupedCase{k: 5, n: 4, counts: []int{2, 0, 3, 1}, transB: transB}
-		xs, ws := c.shapes()
+		x, w := c.operands(dev, r, tensor.F64)
 		gradCheck(t, func(in []*tensor.Tensor) *tensor.Tensor {
 			return tensor.GroupedMatMul(in[0], in[1], c.counts, c.transB)
-		}, randTensor(dev, r, tensor.F64, xs), randTensor(dev, r, tensor.F64, ws))
+		}, x, w)
 	}
 }

@@ -82,6 +82,16 @@
 // last bits between CPUs with different SIMD features. The vocabulary-parallel cross
 // entropy evaluates its float32 exponentials in float32 (sums still in float64).
 //
+// GroupedMatMul (grouped_matmul.go) is a mixture of experts' product: rows of x [T, K]
+// grouped by expert in order, counts[e] rows for expert e, each group times its expert's
+// matrix of w [E, K, N]. A backend implementing GroupedMatMulKernels computes it in one
+// call; others get one MatMul per expert. The CPU backend runs the SGEMM driver over
+// bands of rows of all experts in one fork (groupedSgemm), so small groups leave no core
+// idle; each row equals MatMul of that row alone, bit for bit (a row of the GEMM does not
+// depend on M). At W4's shapes (4096 routed rows, C 256, 8 experts of hidden 512) it
+// measured 0.91-0.97 times a dense SGEMM (medians of 5) of equal FLOPs, uniform and skewed counts alike
+// (BenchmarkGroupedMatMul).
+//
 // # Randomness
 //
 // RNG is a Philox key derived from a seed and coordinates (Fold, Named); the value of an

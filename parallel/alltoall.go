@@ -75,7 +75,7 @@ func AllToAllVByP2P(ctx context.Context, c Comm, dst, src *tensor.Tensor, sendCo
 	}
 	if recvCounts[me] != sendCounts[me] {
 		return &Error{Op: allToAllOp, Group: c.Name(), Rank: me, Size: n, Peer: -1,
-			Err: fmt.Errorf("rank %d receives %d elements from itself but sends %d", me, recvCounts[me], sendCounts[me])}
+			Err: fmt.Errorf("mismatched counts: rank %d receives %d elements from itself but sends %d", me, recvCounts[me], sendCounts[me])}
 	}
 	flatDst.Narrow(0, recvOff[me], recvCounts[me]).CopyFrom(flatSrc.Narrow(0, sendOff[me], sendCounts[me]))
 	return nil

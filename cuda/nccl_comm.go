@@ -384,10 +384,3 @@ func NewCommFromEnv(ctx context.Context, getenv func(string) string, b *Backend)
 	c.ownsBoot = true
 	return c, nil
 }
-
-// AllToAllV exchanges the counts with an all-gather, then sends and receives each peer's
-// run with ncclSend and ncclRecv (parallel.AllToAllVByP2P): Send does not wait for its
-// Recv, so the exchange cannot deadlock.
-func (c *Comm) AllToAllV(ctx context.Context, dst, src *tensor.Tensor, sendCounts, recvCounts []int) error {
-	return parallel.AllToAllVByP2P(ctx, c, dst, src, sendCounts, recvCounts)
-}

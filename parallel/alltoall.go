@@ -53,7 +53,7 @@ func AllToAllVByP2P(ctx context.Context, c Comm, dst, src *tensor.Tensor, sendCo
 	flatDst, flatSrc := dst.Reshape(-1), src.Reshape(-1) // [Σ recvCounts], [Σ sendCounts]
 	sendOff, recvOff := offsets(sendCounts), offsets(recvCounts)
 	if n > 1 {
-		if err := checkCounts(ctx, c, sendCounts, recvCounts); err != nil {
+		if err := CheckAllToAllCounts(ctx, c, sendCounts, recvCounts); err != nil {
 			return err
 		}
 		for k := 1; k < n; k++ {
@@ -90,9 +90,10 @@ func offsets(counts []int) []int {
 	return off
 }
 
-// checkCounts all-gathers every rank's send and receive counts and returns an error,
-// the same on every rank, naming the first sender and receiver whose counts differ.
-func checkCounts(ctx context.Context, c Comm, sendCounts, recvCounts []int) error {
+// CheckAllToAllCounts all-gathers every rank's send and receive counts of an AllToAllV
+// (2·Size() int64s, on the host) and returns an error, the same on every rank, naming the
+// first sender and receiver whose counts differ. Transports call it before moving data.
+func CheckAllToAllCounts(ctx context.Context, c Comm, sendCounts, recvCounts []int) error {
 	n := c.Size()
 	mine := make([]int64, 2*n)
 	for r := range n {

@@ -118,6 +118,9 @@ func ncclSuite(ctx context.Context, c parallel.Comm, dev *tensor.Device) error {
 	if got := values(b); got[0] != float64(100+n-1) {
 		return fmt.Errorf("broadcast: %v", got)
 	}
+	if err := checkAllToAllV(ctx, c, dev); err != nil {
+		return err
+	}
 	return c.Barrier(ctx)
 }
 

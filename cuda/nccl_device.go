@@ -24,6 +24,8 @@ type ncclAPI interface {
 	AllGather(ctx context.Context, send, recv driver.DevicePtr, sendCount int, dt int32, c nccl.Handle, s driver.Stream) error
 	Send(ctx context.Context, buf driver.DevicePtr, count int, dt int32, peer int, c nccl.Handle, s driver.Stream) error
 	Recv(ctx context.Context, buf driver.DevicePtr, count int, dt int32, peer int, c nccl.Handle, s driver.Stream) error
+	GroupStart() error
+	GroupEnd() error
 }
 
 // ncclDevice is what a Comm needs from the device under its Backend besides the gpu
@@ -81,6 +83,8 @@ func (n realNCCL) AllGather(_ context.Context, send, recv driver.DevicePtr, send
 func (n realNCCL) Send(_ context.Context, buf driver.DevicePtr, count int, dt int32, peer int, c nccl.Handle, s driver.Stream) error {
 	return n.l.Send(buf, count, dt, peer, c, s)
 }
+func (n realNCCL) GroupStart() error { return n.l.GroupStart() }
+func (n realNCCL) GroupEnd() error   { return n.l.GroupEnd() }
 func (n realNCCL) Recv(_ context.Context, buf driver.DevicePtr, count int, dt int32, peer int, c nccl.Handle, s driver.Stream) error {
 	return n.l.Recv(buf, count, dt, peer, c, s)
 }

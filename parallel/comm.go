@@ -36,8 +36,8 @@ func (o Op) String() string {
 // group. Ranks are numbered 0..Size()-1 within the group. Every collective must be called
 // by every rank of the group, in the same order, with tensors of the same dtype and sizes;
 // a mismatch is reported as an error where the transport can detect it. Collectives on a
-// group of size 1 return at once, leaving their tensors as they are (AllGather and
-// ReduceScatter copy src to dst).
+// group of size 1 return at once, leaving their tensors as they are (AllGather,
+// ReduceScatter and AllToAllV copy src to dst).
 //
 // Tensors may live on any device; transports that move host bytes read and write them
 // through the device's backend. Blocking calls return an *Error when the context ends,
@@ -62,6 +62,15 @@ type Comm interface {
 	// ReduceScatter reduces src over the ranks and sets dst to rank r's part: elements
 	// [r·n, (r+1)·n) of the reduced src, where n is dst's element count.
 	ReduceScatter(ctx context.Context, dst, src *tensor.Tensor, op Op) error
+	// AllToAllV sends sendCounts[r] elements of src to rank r and receives recvCounts[r]
+	// elements from rank r into dst: the runs are contiguous in row-major order and in
+	// rank order, so rank r's run of src starts at the sum of sendCounts[:r], and likewise
+	// in dst. recvCounts[r] must equal rank r's sendCounts[Rank()]: the counts are
+	// exchanged first and checked on every rank, and a mismatch is an error naming the
+	// ranks and counts, returned by every rank. Counts may be zero and differ from rank to
+	// rank. It panics if dst and src dtypes differ, a count is negative, there is not one
+	// count per rank, or the counts do not sum to the tensors' element counts.
+	AllToAllV(ctx context.Context, dst, src *tensor.Tensor, sendCounts, recvCounts []int) error
 	// Broadcast sets t on every rank to root's t.
 	Broadcast(ctx context.Context, t *tensor.Tensor, root int) error
 	// Send sends t's elements to rank to, which must Recv them in the same order.

@@ -7,8 +7,11 @@
 //
 // # Reading order
 //
-//   - comm.go: Comm (Rank, Size, AllReduce, AllGather, ReduceScatter, Broadcast, Send,
-//     Recv, Barrier, Split), Op and Error.
+//   - comm.go: Comm (Rank, Size, AllReduce, AllGather, ReduceScatter, AllToAllV,
+//     Broadcast, Send, Recv, Barrier, Split), Op and Error.
+//   - alltoall.go: AllToAllVByP2P, the all-to-all with per-rank counts (expert
+//     parallelism's token exchange) that every transport uses: an all-gather of the send
+//     and receive counts, checked on every rank, then a Send to and a Recv from each peer.
 //   - local.go: the in-process transport. RunLocal(n, fn) runs n goroutine ranks; tests
 //     and CPU experiments use it. Its groups meet in local_collectives.go (each call a
 //     transport.Kind, checked to agree across ranks) and local_p2p.go (Send's queues);
@@ -70,7 +73,8 @@
 // Sizes that do not divide (a gather into a buffer of the wrong size, a TP split of a dim
 // not divisible by the group size) are caller bugs and panic with the op and shapes.
 // Communication failures return an *Error naming the collective, the group, the rank and,
-// when known, the peer at fault; after an error a Comm must not be used again. The
+// when known, the peer at fault; after an error a Comm must not be used again, except
+// AllToAllV's mismatched counts, which every rank reports before any data moves. The
 // mappings run inside autograd, where no error can be returned: they panic with the
 // *Error, and training entry points recover it and abort the job so peers fail fast.
 //

@@ -251,3 +251,8 @@ func (c *localComm) Split(ctx context.Context, name string, color, key int) (Com
 	}
 	return res.(Comm), nil
 }
+
+// AllToAllV exchanges the counts, then sends and receives each peer's run.
+func (c *localComm) AllToAllV(ctx context.Context, dst, src *tensor.Tensor, sendCounts, recvCounts []int) error {
+	return AllToAllVByP2P(ctx, c, dst, src, sendCounts, recvCounts)
+}

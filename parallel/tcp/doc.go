@@ -21,7 +21,8 @@
 //   - call.go: one call in flight (deadline, failure, frames sent and received).
 //   - blame.go: whom a timeout blames, found by probing the ranks waited for.
 //   - ring.go: the collectives (ring all-reduce, reduce-scatter, all-gather, chain
-//     broadcast, dissemination barrier); p2p.go: Send, Recv and Split.
+//     broadcast, dissemination barrier); p2p.go: Send, Recv, Split and AllToAllV (sends
+//     and receives after an all-gather of the counts, parallel.AllToAllVByP2P).
 //
 // The element arithmetic of reductions and the argument checks are shared with the
 // in-process transport (package parallel/internal/transport), so both reduce alike and

@@ -132,3 +132,10 @@ func (c *comm) Split(ctx context.Context, name string, color, key int) (parallel
 	}
 	return nc, nil
 }
+
+// AllToAllV exchanges the counts with an all-gather, then sends and receives each peer's
+// run (parallel.AllToAllVByP2P): Send does not wait for its Recv, so the exchange cannot
+// deadlock.
+func (c *comm) AllToAllV(ctx context.Context, dst, src *tensor.Tensor, sendCounts, recvCounts []int) error {
+	return parallel.AllToAllVByP2P(ctx, c, dst, src, sendCounts, recvCounts)
+}

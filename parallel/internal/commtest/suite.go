@@ -54,6 +54,12 @@ func Tensor(dev *tensor.Device, dt tensor.DType, vals []float64, shape ...int) *
 			s[i] = int64(v)
 		}
 		return tensor.FromSlice(dev, s, shape...)
+	case tensor.I32:
+		s := make([]int32, len(vals))
+		for i, v := range vals {
+			s[i] = int32(v)
+		}
+		return tensor.FromSlice(dev, s, shape...)
 	}
 	panic(fmt.Sprintf("Tensor: dtype %v", dt))
 }
@@ -116,6 +122,9 @@ func Suite(ctx context.Context, c parallel.Comm, dev *tensor.Device) error {
 		}
 	}
 	if err := checkSendRecv(ctx, c, dev); err != nil {
+		return err
+	}
+	if err := checkAllToAllV(ctx, c, dev); err != nil {
 		return err
 	}
 	for range 2 {

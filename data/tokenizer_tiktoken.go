@@ -3,6 +3,7 @@ package data
 import (
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 func init() {
@@ -36,6 +37,24 @@ const (
 	DefaultTikTokenVocabSize  = 1 << 17
 	DefaultTikTokenNumSpecial = 1000
 )
+
+// TikTokenNumSpecialFlag is the flag.Func of --tiktoken-num-special-tokens: it stores
+// the value in dst and refuses one below 1, as Megatron does (a zero
+// TikTokenConfig.NumSpecialTokens means the default, so a 0 on the command line must not
+// silently become 1000).
+func TikTokenNumSpecialFlag(dst *int) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		if n < 1 {
+			return fmt.Errorf("%d: want at least 1 (the special tokens take the first ids)", n)
+		}
+		*dst = n
+		return nil
+	}
+}
 
 // DefaultTikTokenSpecial returns Megatron's TikTokenizer special tokens in id order:
 // <unk> <s> </s> <mask> <pad> <cls> <sep>.

@@ -51,7 +51,8 @@ func (t *tokenizerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.cfg.HFNoSpecialTokens, "tokenizer-hf-no-include-special-tokens", false, "HuggingFaceTokenizer: leave out the post-processor's special tokens (BOS)")
 	fs.BoolVar(&t.cfg.LegacyTokenizer, "legacy-tokenizer", false, "Megatron's legacy tokenizers: Llama2Tokenizer adds BOS before every text")
 	fs.StringVar(&t.cfg.TiktokenPattern, "tiktoken-pattern", "v2", "TikTokenizer: pre-tokenizer pattern, v1 or v2")
-	fs.IntVar(&t.cfg.TiktokenNumSpecialTokens, "tiktoken-num-special-tokens", data.DefaultTikTokenNumSpecial, "TikTokenizer: number of special tokens, the first ids")
+	t.cfg.TiktokenNumSpecialTokens = data.DefaultTikTokenNumSpecial
+	fs.Func("tiktoken-num-special-tokens", "TikTokenizer: number of special tokens, the first ids (default 1000)", data.TikTokenNumSpecialFlag(&t.cfg.TiktokenNumSpecialTokens))
 	special := func(s string) error {
 		t.cfg.SpecialTokens = append(t.cfg.SpecialTokens, strings.Fields(s)...)
 		return nil

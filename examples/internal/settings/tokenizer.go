@@ -2,6 +2,7 @@ package settings
 
 import (
 	"flag"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -22,7 +23,8 @@ func (c *Common) registerHFTokenizer(fs *flag.FlagSet) {
 // registerHFTokenizer's).
 func (c *Common) registerTikToken(fs *flag.FlagSet) {
 	fs.StringVar(&c.TiktokenPattern, "tiktoken-pattern", c.TiktokenPattern, "TikTokenizer: pre-tokenizer pattern, v1 or v2")
-	fs.IntVar(&c.TiktokenNumSpecialTokens, "tiktoken-num-special-tokens", c.TiktokenNumSpecialTokens, "TikTokenizer: number of special tokens, the first ids")
+	fs.Func("tiktoken-num-special-tokens", fmt.Sprintf("TikTokenizer: number of special tokens, the first ids (default %d)", c.TiktokenNumSpecialTokens),
+		data.TikTokenNumSpecialFlag(&c.TiktokenNumSpecialTokens))
 	special := func(s string) error {
 		c.SpecialTokens = append(c.SpecialTokens, strings.Fields(s)...)
 		return nil

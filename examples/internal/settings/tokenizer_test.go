@@ -28,4 +28,8 @@ func TestTikTokenFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 8016, tok.VocabSize())
 	assert.Equal(t, []int32{1, 7, 8 + 16}, tok.Encode("<s><x>\x08"), "<s>, <x>, then rank 8 after 16 special tokens")
+
+	_, err = parse(t, "--tiktoken-num-special-tokens", "0")
+	require.Error(t, err, "0 must not silently become the default 1000")
+	assert.Contains(t, err.Error(), "tiktoken-num-special-tokens")
 }

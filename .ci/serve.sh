@@ -25,6 +25,7 @@ trap cleanup EXIT
 sudo_cmd=""
 if [[ "$(id -u)" != 0 ]]; then sudo_cmd="sudo"; fi
 missing=()
+command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)

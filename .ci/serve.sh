@@ -9,7 +9,7 @@
 # streaming a completion and taking a screenshot (to $SERVE_SCREENSHOT if set: the
 # README's docs/serve-web.png was made so); SIGTERM during a streamed request lets it
 # finish and the server exit 0; 30 clients at once against 4 slots and a queue of 4 get
-# 200 or 429. Installs Node.js, npm and chromium from Debian if missing, and the clients
+# 200 or 429. Installs curl, Node.js, npm and chromium from Debian if missing, and the clients
 # with npm ci. Run by .ci/run from the repository root; about 30 s once the packages are
 # installed.
 set -euo pipefail

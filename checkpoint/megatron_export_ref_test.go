@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"megago/nn"
-	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -44,18 +43,6 @@ func megatronExportCases() []struct {
 	}
 }
 
-// seededGPT returns the GPT of cfg with every parameter drawn from megago's generator
-// (seededParams).
-func seededGPT(t *testing.T, cfg nn.GPTConfig) (Model, map[string]*tensor.Tensor) {
-	t.Helper()
-	dev := tensor.NewCPU()
-	m, err := nn.NewGPT(&nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(1), TP: parallel.Self()}, cfg, nn.Stage{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return GPTModel(m.Config), seededParams(m.Params(), 20261130)
-}
-
 // exportInputs returns the token ids [2, 12] the Megatron export references are run on.
 func exportInputs(vocab int) *tensor.Tensor {
 	ids := make([]int64, 2*12)
@@ -80,7 +67,7 @@ func TestExportMegatronMatchesPyTorch(t *testing.T) {
 	update := os.Getenv(updateMegatronExportEnv) == "1"
 	for _, tc := range megatronExportCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			m, global := seededGPT(t, tc.cfg)
+			m, global := exportGPT(t, tc.cfg, 20261130)
 			out := t.TempDir()
 			if _, err := ExportMegatron(out, m, global, tc.opts); err != nil {
 				t.Fatal(err)

@@ -49,19 +49,15 @@ func writeTorchZip(w io.Writer, prefix string, v any) error {
 		_, err = f.Write(data)
 		return err
 	}
-	if err := add("data.pkl", pkl); err != nil {
-		return fmt.Errorf("checkpoint: writing a torch archive: %w", err)
-	}
-	if err := add("byteorder", []byte("little")); err != nil {
-		return fmt.Errorf("checkpoint: writing a torch archive: %w", err)
-	}
+	names, records := []string{"data.pkl", "byteorder"}, [][]byte{pkl, []byte("little")}
 	for i, s := range storages {
-		if err := add("data/"+strconv.Itoa(i), s.Data); err != nil {
+		names, records = append(names, "data/"+strconv.Itoa(i)), append(records, s.Data)
+	}
+	names, records = append(names, "version"), append(records, []byte("3\n"))
+	for i, name := range names {
+		if err := add(name, records[i]); err != nil {
 			return fmt.Errorf("checkpoint: writing a torch archive: %w", err)
 		}
-	}
-	if err := add("version", []byte("3\n")); err != nil {
-		return fmt.Errorf("checkpoint: writing a torch archive: %w", err)
 	}
 	if err := zw.Close(); err != nil {
 		return fmt.Errorf("checkpoint: writing a torch archive: %w", err)

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"maps"
 	"math"
 	"path/filepath"
 	"strings"
@@ -185,9 +186,7 @@ func TestHuggingFace(t *testing.T) {
 func llamaCfg(kind string, edit map[string]any) map[string]any {
 	cfg := map[string]any{"model_type": kind, "num_hidden_layers": 2.0, "hidden_size": 8.0, "num_attention_heads": 2.0,
 		"intermediate_size": 8.0, "vocab_size": 10.0, "max_position_embeddings": 64.0}
-	for k, v := range edit {
-		cfg[k] = v
-	}
+	maps.Copy(cfg, edit)
 	return cfg
 }
 
@@ -195,9 +194,7 @@ func llamaCfg(kind string, edit map[string]any) map[string]any {
 func llama3Scaling(edit map[string]any) map[string]any {
 	s := map[string]any{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
 		"original_max_position_embeddings": 8192.0}
-	for k, v := range edit {
-		s[k] = v
-	}
+	maps.Copy(s, edit)
 	return s
 }
 

@@ -24,23 +24,17 @@ func readTorchStateDict(dev *tensor.Device, path string) (map[string]*tensor.Ten
 
 // stateDictTensors returns the tensors of the unpickled state dict v of file path.
 func stateDictTensors(dev *tensor.Device, v any, path string) (map[string]*tensor.Tensor, error) {
-	var entries []types.DictEntry
-	switch d := v.(type) {
-	case *pyObject: // collections.OrderedDict, which findTorchClass leaves generic
+	entries, ok := dictEntries(v)
+	if d, isObj := v.(*pyObject); isObj { // collections.OrderedDict, which findTorchClass leaves generic
 		if d.class.module != "collections" || d.class.name != "OrderedDict" {
 			return nil, fmt.Errorf("checkpoint: %s holds a %s.%s, not a state dict", path, d.class.module, d.class.name)
 		}
 		for _, k := range sortedKeys(d.dict) {
 			entries = append(entries, types.DictEntry{Key: k, Value: d.dict[k]})
 		}
-	case *types.OrderedDict:
-		for e := d.List.Front(); e != nil; e = e.Next() {
-			oe := e.Value.(*types.OrderedDictEntry)
-			entries = append(entries, types.DictEntry{Key: oe.Key, Value: oe.Value})
-		}
-	case *types.Dict:
-		entries = *d
-	default:
+		ok = true
+	}
+	if !ok {
 		return nil, fmt.Errorf("checkpoint: %s holds a %T, not a state dict", path, v)
 	}
 	out := map[string]*tensor.Tensor{}

@@ -276,22 +276,31 @@ func walkStateDict(d any, prefix string, depth int, f func(name string, val any)
 		}
 		return f(prefix+name, val)
 	}
-	switch d := d.(type) {
-	case *types.OrderedDict:
-		for e := d.List.Front(); e != nil; e = e.Next() {
-			entry := e.Value.(*types.OrderedDictEntry)
-			if err := visit(entry.Key, entry.Value); err != nil {
-				return err
-			}
-		}
-	case *types.Dict:
-		for _, e := range *d {
-			if err := visit(e.Key, e.Value); err != nil {
-				return err
-			}
-		}
-	default:
+	entries, ok := dictEntries(d)
+	if !ok {
 		return fmt.Errorf("checkpoint: \"model\" is a %T, not a state dict", d)
 	}
+	for _, e := range entries {
+		if err := visit(e.Key, e.Value); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// dictEntries returns the entries of an unpickled dict or OrderedDict in their order,
+// and false for any other value.
+func dictEntries(v any) ([]types.DictEntry, bool) {
+	switch d := v.(type) {
+	case *types.OrderedDict:
+		var out []types.DictEntry
+		for e := d.List.Front(); e != nil; e = e.Next() {
+			oe := e.Value.(*types.OrderedDictEntry)
+			out = append(out, types.DictEntry{Key: oe.Key, Value: oe.Value})
+		}
+		return out, true
+	case *types.Dict:
+		return *d, true
+	}
+	return nil, false
 }

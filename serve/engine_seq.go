@@ -24,6 +24,7 @@ type seq struct {
 	submitted   time.Time
 	first       time.Time // when the first token (or the prompt logprobs) went out
 	promptSent  bool
+	done        bool // finish has run
 	generations int
 }
 
@@ -50,6 +51,7 @@ func (s *seq) finish(reason string, err error) {
 		PromptTokens: len(s.req.Prompt), GeneratedTokens: s.generations,
 		TimeToFirst: s.first.Sub(s.submitted), Total: now.Sub(s.submitted)}}
 	close(s.out)
+	s.done = true
 }
 
 // addPromptLogprobs records the prompt log-probabilities in rows, the logits [V] of the

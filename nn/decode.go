@@ -252,7 +252,8 @@ func (m *GPT) decodeLogits(p *Pass, c *SlotCache, x *tensor.Tensor, seqs []Decod
 	return rows
 }
 
-// recoverCommErrorAs is recoverCommError for op.
+// recoverCommErrorAs turns a panic carrying a *parallel.Error (a collective that failed
+// inside a TP mapping) into *err, an error of op; any other panic is a bug and continues.
 func recoverCommErrorAs(op string, err *error) {
 	if r := recover(); r != nil {
 		*err = commError(op, r)

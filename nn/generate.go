@@ -113,7 +113,7 @@ func (g *generator) run() (err error) {
 			c.release()
 		}
 	}()
-	defer recoverCommError(&err)
+	defer recoverCommErrorAs("Generate", &err)
 
 	b, t := len(g.rows), len(g.prompts[g.rows[0]])
 	ids := make([]int32, 0, b*t) // [B, T], then [B, 1]
@@ -188,12 +188,4 @@ func (c *KVCache) release() {
 		c.V.Release()
 	}
 	c.K, c.V = nil, nil
-}
-
-// recoverCommError turns a panic carrying a *parallel.Error (a collective that failed
-// inside a TP mapping) into *err; any other panic is a bug and continues.
-func recoverCommError(err *error) {
-	if r := recover(); r != nil {
-		*err = commError("Generate", r)
-	}
 }

@@ -43,7 +43,7 @@ func NewT5Decoding(ctx context.Context, m *T5, inputs [][]int32) (d *T5Decoding,
 			d = nil
 		}
 	}()
-	defer recoverCommError(&err)
+	defer recoverCommErrorAs("Generate", &err)
 	s := dev.NewScope()
 	defer s.Close()
 	dev.NoGrad(func() {
@@ -124,7 +124,7 @@ func (d *T5Decoding) Next(ids []int32) (logits [][]float64, err error) {
 	if err := d.p.Ctx.Err(); err != nil {
 		return nil, fmt.Errorf("nn: T5Decoding.Next: %w", err)
 	}
-	defer recoverCommError(&err)
+	defer recoverCommErrorAs("Generate", &err)
 	dev := d.m.Word.Weight.Device()
 	s := dev.NewScope()
 	defer s.Close()

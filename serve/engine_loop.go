@@ -161,7 +161,6 @@ func (e *Engine) plan(running []*seq) stepPlan {
 // log-probabilities, then, once a request's tokens are all in the cache, its next token.
 // It returns the requests still running and the free slots.
 func (e *Engine) advance(running []*seq, free []int, p stepPlan, rows [][]float64) ([]*seq, []int) {
-	done := map[*seq]bool{}
 	r := 0
 	for i, s := range p.owners {
 		d := p.seqs[i]
@@ -178,7 +177,6 @@ func (e *Engine) advance(running []*seq, free []int, p stepPlan, rows [][]float6
 		e.sendPrompt(s)
 		if s.generations >= s.req.MaxNewTokens {
 			s.finish("length", nil)
-			done[s] = true
 			continue
 		}
 		if end, reason, err := s.next(lr[len(lr)-1]); end {
@@ -186,12 +184,11 @@ func (e *Engine) advance(running []*seq, free []int, p stepPlan, rows [][]float6
 				err = fmt.Errorf("serve: request in slot %d, token %d: %w", s.slot, s.generations, err)
 			}
 			s.finish(reason, err)
-			done[s] = true
 		}
 	}
 	kept := running[:0]
 	for _, s := range running {
-		if done[s] {
+		if s.done {
 			free = append(free, s.slot)
 		} else {
 			kept = append(kept, s)

@@ -3,7 +3,7 @@ package serve
 import (
 	"context"
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	"megago/nn"
@@ -24,6 +24,7 @@ type seq struct {
 	submitted   time.Time
 	first       time.Time // when the first token (or the prompt logprobs) went out
 	promptSent  bool
+	done        bool // finish has run
 	generations int
 }
 
@@ -50,6 +51,7 @@ func (s *seq) finish(reason string, err error) {
 		PromptTokens: len(s.req.Prompt), GeneratedTokens: s.generations,
 		TimeToFirst: s.first.Sub(s.submitted), Total: now.Sub(s.submitted)}}
 	close(s.out)
+	s.done = true
 }
 
 // addPromptLogprobs records the prompt log-probabilities in rows, the logits [V] of the
@@ -104,21 +106,12 @@ func (s *seq) next(logits []float64) (done bool, reason string, err error) {
 	}
 	gen := s.tokens[len(r.Prompt):]
 	switch {
-	case isStop(id, r.StopIDs) || (r.Stop != nil && r.Stop(gen)):
+	case slices.Contains(r.StopIDs, id) || (r.Stop != nil && r.Stop(gen)):
 		return true, "stop", nil
 	case s.generations >= r.MaxNewTokens:
 		return true, "length", nil
 	}
 	return false, "", nil
-}
-
-func isStop(id int32, stop []int32) bool {
-	for _, s := range stop {
-		if id == s {
-			return true
-		}
-	}
-	return false
 }
 
 // logSumExp returns log Σ exp(x) over x [V].
@@ -138,17 +131,29 @@ func logSumExp(x []float64) float64 {
 func logprobOf(logits []float64, id int32) float64 { return logits[id] - logSumExp(logits) }
 
 // topLogprobs returns the n most likely ids of logits [V] with their log-probabilities,
-// most likely first (ties by id).
+// most likely first (ties by id). It keeps the best n in one pass instead of sorting V.
 func topLogprobs(logits []float64, n int) []TokenLogprob {
-	ids := make([]int, len(logits))
-	for i := range ids {
-		ids[i] = i
+	n = min(n, len(logits))
+	top := make([]int, 0, n) // ids, most likely first
+	for id, x := range logits {
+		if n == 0 || len(top) == n && x <= logits[top[n-1]] {
+			continue
+		}
+		i := len(top)
+		if i < n {
+			top = append(top, 0)
+		} else {
+			i = n - 1
+		}
+		for ; i > 0 && x > logits[top[i-1]]; i-- {
+			top[i] = top[i-1]
+		}
+		top[i] = id
 	}
-	sort.SliceStable(ids, func(a, b int) bool { return logits[ids[a]] > logits[ids[b]] })
 	lse := logSumExp(logits)
-	out := make([]TokenLogprob, min(n, len(ids)))
-	for i := range out {
-		out[i] = TokenLogprob{ID: int32(ids[i]), Logprob: float32(logits[ids[i]] - lse)}
+	out := make([]TokenLogprob, len(top))
+	for i, id := range top {
+		out[i] = TokenLogprob{ID: int32(id), Logprob: float32(logits[id] - lse)}
 	}
 	return out
 }

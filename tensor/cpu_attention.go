@@ -341,13 +341,13 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		gen := c.general(b, qt, j0/attnKTile)
 		sc := c.expScale(gen)
 		w := min(attnKTile, kEnd-j0)
-		s, pr := t.s[:bq*w], t.s[:bq*w] // [bq, w]: the probabilities overwrite the scores
+		s := t.s[:bq*w] // [bq, w]: the scores, then the probabilities over them
 		kT, v := c.keyTile(t, kvh, j0)
 		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
 		c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
 		for r := 0; r < bq; r++ {
 			lim := min(w, max(0, c.visible(i0+r)-j0))
-			srow, prow := s[r*w:r*w+lim], pr[r*w:(r+1)*w]
+			srow, prow := s[r*w:r*w+lim], s[r*w:(r+1)*w]
 			clear(prow[lim:])
 			if gen {
 				c.logits(srow, b, h, i0+r, j0)
@@ -370,7 +370,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 				c.dropRow(t.keep[:lim], prow[:lim], nil, c.dropIndex(b, h, i0+r, j0))
 			}
 		}
-		c.product(t, o, pr, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
+		c.product(t, o, s, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
 	}
 	out, lse := c.out[(bh*c.tq+i0)*hs:], c.lse[bh*c.tq+i0:]
 	for r := 0; r < bq; r++ {

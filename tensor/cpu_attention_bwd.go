@@ -174,11 +174,11 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq 
 		return
 	}
 	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]
-	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]                                          // [bq, wq]: the probabilities overwrite the scores
+	s, dp := t.s[:bq*wq], t.dp[:bq*wq]                                                           // [bq, wq]: the probabilities overwrite the scores
 	dq1, dk1 := i0+w.tk-w.tq+1-j0, j0-(w.tk-w.tq)-i0                                             // attnSpan's offsets: queries by keys, keys by queries
 	w.product(t, s, q, false, kt.kT, bq, wq, hs, false, w.span(attnCols, dq1))
 	w.product(t, dp, do, false, kt.vT, bq, wq, hs, false, w.span(attnCols, dq1))
-	pz := pr // the probabilities after dropout
+	pz := s // the probabilities after dropout
 	if w.dropP > 0 {
 		pz = t.pz[:bq*wq]
 	}
@@ -215,13 +215,13 @@ func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, 
 // products may have left uncomputed, all three are zero.
 func (w *attnBwd[T]) rows(t *attnTiles[T], b, h, i0, bq, j0, wq int, pz []T) {
 	bh := b*w.nh + h
-	s, pr, dp := t.s[:bq*wq], t.s[:bq*wq], t.dp[:bq*wq]
+	s, dp := t.s[:bq*wq], t.dp[:bq*wq] // [bq, wq]: the scores, then the probabilities over them
 	gen := w.general(b, i0/attnQTile, j0/attnKTile)
 	sc := w.expScale(gen)
 	for r := 0; r < bq; r++ {
 		i := i0 + r
 		lim := min(wq, max(0, w.visible(i)-j0))
-		srow, prow, dprow := s[r*wq:r*wq+lim], pr[r*wq:(r+1)*wq], dp[r*wq:(r+1)*wq]
+		srow, prow, dprow := s[r*wq:r*wq+lim], s[r*wq:(r+1)*wq], dp[r*wq:(r+1)*wq]
 		lse := float64(w.lse[bh*w.tq+i])
 		if math.IsInf(lse, -1) { // every key masked: no gradient
 			lim = 0

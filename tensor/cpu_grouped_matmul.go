@@ -12,10 +12,7 @@ func (be cpuBackend) GroupedMatMul(dst, x, w Span, p GroupedMatMulParams) {
 		return
 	}
 	xs, ws, ds := load[float32](x), load[float32](w), output[float32](dst)
-	T := len(xs) / max(1, p.K)
-	if p.K == 0 {
-		T = dst.Numel() / max(1, p.N)
-	}
+	T := dst.Numel() / max(1, p.N) // rows
 	workers := max(1, min(runtime.GOMAXPROCS(0), T*p.N*p.K/gemmGrain))
 	groupedSgemm(kern, ds, xs, ws, p, workers)
 	store(dst, ds)

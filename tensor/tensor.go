@@ -132,15 +132,7 @@ func FromSlice[T Elem](dev *Device, data []T, shape ...int) *Tensor {
 // integers truncate toward zero, as Go conversions do).
 func ToSlice[T Elem](t *Tensor) []T {
 	t.checkLive("ToSlice")
-	want := DTypeOf[T]()
-	src := t
-	if t.dtype != want {
-		src = castRaw(t, want)
-		defer src.Release()
-	}
-	out := make([]T, t.Numel())
-	t.st.dev.backend.ReadHost(src.Span(), asBytes(out))
-	return out
+	return ReadInto(make([]T, t.Numel()), t)
 }
 
 // Item returns the value of a one-element tensor as float64. It panics if t has more than

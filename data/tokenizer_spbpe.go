@@ -142,9 +142,6 @@ func (b *spBPE) symbolOf(c string) int32 {
 	return -1
 }
 
-// spWordCacheMax is the longest word (bytes) whose ids are cached.
-const spWordCacheMax = 1024
-
 // appendIDs appends the ids of the normalized text s: word by word through the cache
 // when the vocabulary allows (see bpeSplitMarker) and s is valid UTF-8, else whole.
 func (b *spBPE) appendIDs(dst []int32, s string) []int32 {
@@ -164,7 +161,7 @@ func (b *spBPE) appendIDs(dst []int32, s string) []int32 {
 		segs := b.segment(&sc, w)
 		start := len(dst)
 		dst = b.t.appendSegments(dst, w, segs, &prevUnk)
-		if len(w) <= spWordCacheMax && b.cacheable(segs) {
+		if b.cacheable(segs) {
 			b.cache.put(w, append([]int32(nil), dst[start:]...))
 		}
 	}

@@ -49,7 +49,7 @@ func llama3WordEnd(text string, i, maxDigits int) int {
 func cl100kWordEnd(text string, i, maxDigits int, contractions bool) int {
 	r, n := utf8.DecodeRuneInString(text[i:])
 	if contractions && r == '\'' {
-		if e := contractionEndFold(text, i+n); e > 0 {
+		if e := contractionEnd(text, i+n, true); e > 0 {
 			return e
 		}
 	}
@@ -117,17 +117,8 @@ func spaceWordEnd(text string, i int) int {
 	return last // \s+(?!\S) leaves the last space for the next word
 }
 
-// contractionEndFold is contractionEnd ignoring ASCII case.
-func contractionEndFold(text string, j int) int {
-	rest := text[j:]
-	for _, s := range [...]string{"s", "t", "re", "ve", "m", "ll", "d"} {
-		if len(rest) >= len(s) && asciiEqualFold(rest[:len(s)], s) {
-			return j + len(s)
-		}
-	}
-	return 0
-}
-
+// asciiEqualFold reports whether a equals the lower-case ASCII string lower, ignoring
+// ASCII case.
 func asciiEqualFold(a, lower string) bool {
 	for k := range len(a) {
 		c := a[k]

@@ -192,7 +192,8 @@ func (t *GPT2BPE) Special() SpecialIDs {
 func (t *GPT2BPE) NumMerges() int { return len(t.merges) }
 
 // wordCache maps a pre-tokenized word to its ids. It is emptied when it reaches
-// wordCacheMax words, which bounds its memory on an endless stream of new words.
+// wordCacheMax words, which bounds its memory on an endless stream of new words; words
+// longer than wordCacheLenMax bytes are not cached.
 type wordCache struct {
 	m sync.Map // string → []int32, never modified once stored
 	n atomic.Int64
@@ -200,7 +201,13 @@ type wordCache struct {
 
 const wordCacheMax = 1 << 18
 
+// wordCacheLenMax is the longest word (bytes) whose ids are cached.
+const wordCacheLenMax = 1024
+
 func (c *wordCache) get(w string) ([]int32, bool) {
+	if len(w) > wordCacheLenMax {
+		return nil, false
+	}
 	v, ok := c.m.Load(w)
 	if !ok {
 		return nil, false
@@ -209,6 +216,9 @@ func (c *wordCache) get(w string) ([]int32, bool) {
 }
 
 func (c *wordCache) put(w string, ids []int32) {
+	if len(w) > wordCacheLenMax {
+		return
+	}
 	if c.n.Add(1) > wordCacheMax {
 		c.m.Clear()
 		c.n.Store(0)

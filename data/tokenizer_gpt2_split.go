@@ -52,7 +52,7 @@ func gpt2Class(r rune) int {
 func gpt2WordEnd(text string, i int) int {
 	r, n := utf8.DecodeRuneInString(text[i:])
 	if r == '\'' {
-		if e := contractionEnd(text, i+n); e > 0 {
+		if e := contractionEnd(text, i+n, false); e > 0 {
 			return e
 		}
 	}
@@ -83,12 +83,13 @@ func gpt2WordEnd(text string, i int) int {
 	return j
 }
 
-// contractionEnd returns the end of the contraction suffix ('s 't 're 've 'm 'll 'd, case
-// sensitive as in GPT-2) whose apostrophe ends just before text[j], or 0 if there is none.
-func contractionEnd(text string, j int) int {
+// contractionEnd returns the end of the contraction suffix ('s 't 're 've 'm 'll 'd)
+// whose apostrophe ends just before text[j], or 0 if there is none: case sensitive as in
+// GPT-2, or ignoring ASCII case with fold (Llama 3's (?i:...)).
+func contractionEnd(text string, j int, fold bool) int {
 	rest := text[j:]
 	for _, s := range [...]string{"s", "t", "re", "ve", "m", "ll", "d"} {
-		if len(rest) >= len(s) && rest[:len(s)] == s {
+		if len(rest) >= len(s) && (rest[:len(s)] == s || fold && asciiEqualFold(rest[:len(s)], s)) {
 			return j + len(s)
 		}
 	}

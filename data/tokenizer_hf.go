@@ -240,18 +240,13 @@ func (t *HFTokenizer) encodeSegment(dst []int32, s string, first bool) []int32 {
 	return dst
 }
 
-// hfCacheMax is the longest word (bytes) whose ids are cached.
-const hfCacheMax = 1024
-
 // appendWord appends the BPE ids of one pre-tokenized word.
 func (t *HFTokenizer) appendWord(dst []int32, w string) []int32 {
 	if w == "" {
 		return dst
 	}
-	if len(w) <= hfCacheMax {
-		if ids, ok := t.cache.get(w); ok {
-			return append(dst, ids...)
-		}
+	if ids, ok := t.cache.get(w); ok {
+		return append(dst, ids...)
 	}
 	var syms []int32
 	if t.wp != nil {
@@ -277,9 +272,7 @@ func (t *HFTokenizer) appendWord(dst []int32, w string) []int32 {
 			syms = append(syms[:0], id)
 		}
 	}
-	if len(w) <= hfCacheMax {
-		t.cache.put(w, syms)
-	}
+	t.cache.put(w, syms)
 	return append(dst, syms...)
 }
 

@@ -477,11 +477,20 @@ func (t *HFTokenizer) finish(*hfFile) error {
 // of over whole documents.
 func (t *HFTokenizer) metaspaceCutExact() bool {
 	for tok := range t.vocab {
-		for i := 1; i < len(tok); i++ {
-			if strings.HasPrefix(tok[i:], "▁") && !strings.HasSuffix(tok[:i], "▁") {
-				return false
-			}
+		if spansMetaspaceCut(tok, "▁") {
+			return false
 		}
 	}
 	return true
+}
+
+// spansMetaspaceCut reports whether tok holds rep after something that is not rep: a
+// token that would span a cut of metaspaceCut.
+func spansMetaspaceCut(tok, rep string) bool {
+	for i := 1; i < len(tok); i++ {
+		if strings.HasPrefix(tok[i:], rep) && !strings.HasSuffix(tok[:i], rep) {
+			return true
+		}
+	}
+	return false
 }

@@ -17,11 +17,11 @@ var hfSplitPatterns = map[string]func(text string, i int) int{
 	`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`: gpt2WordEnd,
 	// Llama 3 (tiktoken's cl100k_base pattern).
 	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: func(text string, i int) int {
-		return llama3WordEnd(text, i, 3)
+		return cl100kWordEnd(text, i, 3, true)
 	},
 	// Qwen2, Qwen2.5, Qwen3: Llama 3's with single digits.
 	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: func(text string, i int) int {
-		return llama3WordEnd(text, i, 1)
+		return cl100kWordEnd(text, i, 1, true)
 	},
 }
 
@@ -36,20 +36,17 @@ func hfSplitScanner(pattern string) (func(string, int) int, error) {
 // isCRLF reports whether r is '\r' or '\n'.
 func isCRLF(r rune) bool { return r == '\r' || r == '\n' }
 
-// llama3WordEnd returns the end of the word at text[i] under Llama 3's pattern with at
-// most maxDigits numbers per word:
+// cl100kWordEnd returns the end of the word at text[i] under Llama 3's pattern with at
+// most maxDigits numbers per word,
 //
 //	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-func llama3WordEnd(text string, i, maxDigits int) int {
-	return cl100kWordEnd(text, i, maxDigits, true)
-}
-
-// cl100kWordEnd is llama3WordEnd, without the contractions alternative unless
-// contractions is set (Megatron's tiktoken v1 pattern has none).
+//
+// without the contractions alternative unless contractions is set (Megatron's tiktoken
+// v1 pattern has none).
 func cl100kWordEnd(text string, i, maxDigits int, contractions bool) int {
 	r, n := utf8.DecodeRuneInString(text[i:])
 	if contractions && r == '\'' {
-		if e := contractionEndFold(text, i+n); e > 0 {
+		if e := contractionEnd(text, i+n, true); e > 0 {
 			return e
 		}
 	}
@@ -117,17 +114,8 @@ func spaceWordEnd(text string, i int) int {
 	return last // \s+(?!\S) leaves the last space for the next word
 }
 
-// contractionEndFold is contractionEnd ignoring ASCII case.
-func contractionEndFold(text string, j int) int {
-	rest := text[j:]
-	for _, s := range [...]string{"s", "t", "re", "ve", "m", "ll", "d"} {
-		if len(rest) >= len(s) && asciiEqualFold(rest[:len(s)], s) {
-			return j + len(s)
-		}
-	}
-	return 0
-}
-
+// asciiEqualFold reports whether a equals the lower-case ASCII string lower, ignoring
+// ASCII case.
 func asciiEqualFold(a, lower string) bool {
 	for k := range len(a) {
 		c := a[k]

@@ -1,9 +1,6 @@
 package data
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // This file is SentencePiece's BPE model (bpe_model.cc), the segmentation of a SentencePiece
 // whose trainer_spec.model_type is BPE (Llama 2, Mistral, Gemma ...).
@@ -118,10 +115,8 @@ func bpeSplitMarker(t *SentencePiece, unused bool) string {
 		if !utf8.ValidString(p) {
 			return ""
 		}
-		for k := 1; k < len(p); k++ {
-			if strings.HasPrefix(p[k:], marker) && !strings.HasSuffix(p[:k], marker) {
-				return ""
-			}
+		if spansMetaspaceCut(p, marker) {
+			return ""
 		}
 	}
 	return marker
@@ -142,9 +137,6 @@ func (b *spBPE) symbolOf(c string) int32 {
 	return -1
 }
 
-// spWordCacheMax is the longest word (bytes) whose ids are cached.
-const spWordCacheMax = 1024
-
 // appendIDs appends the ids of the normalized text s: word by word through the cache
 // when the vocabulary allows (see bpeSplitMarker) and s is valid UTF-8, else whole.
 func (b *spBPE) appendIDs(dst []int32, s string) []int32 {
@@ -154,7 +146,7 @@ func (b *spBPE) appendIDs(dst []int32, s string) []int32 {
 		return b.t.appendSegments(dst, s, b.segment(&sc, s), &prevUnk)
 	}
 	for len(s) > 0 {
-		n := nextWord(s, b.split)
+		n := metaspaceCut(s, b.split)
 		w := s[:n]
 		s = s[n:]
 		if ids, ok := b.cache.get(w); ok {
@@ -164,7 +156,7 @@ func (b *spBPE) appendIDs(dst []int32, s string) []int32 {
 		segs := b.segment(&sc, w)
 		start := len(dst)
 		dst = b.t.appendSegments(dst, w, segs, &prevUnk)
-		if len(w) <= spWordCacheMax && b.cacheable(segs) {
+		if b.cacheable(segs) {
 			b.cache.put(w, append([]int32(nil), dst[start:]...))
 		}
 	}
@@ -176,20 +168,4 @@ func (b *spBPE) appendIDs(dst []int32, s string) []int32 {
 // across words is one).
 func (b *spBPE) cacheable(segs []spSegment) bool {
 	return b.t.byteFallback || len(segs) == 0 || (segs[0].id != b.t.unk && segs[len(segs)-1].id != b.t.unk)
-}
-
-// nextWord returns the length of the first word of s: up to the first marker after a
-// non-marker, not counting s's own start.
-func nextWord(s, marker string) int {
-	for i := 1; i < len(s); {
-		k := strings.Index(s[i:], marker)
-		if k < 0 {
-			break
-		}
-		if at := i + k; !strings.HasSuffix(s[:at], marker) {
-			return at
-		}
-		i += k + len(marker)
-	}
-	return len(s)
 }

@@ -218,19 +218,15 @@ func (t *TikTokenizer) appendWord(dst []int32, w string) []int32 {
 	if id, ok := t.ids[w]; ok {
 		return append(dst, id)
 	}
-	if len(w) <= hfCacheMax {
-		if ids, ok := t.cache.get(w); ok {
-			return append(dst, ids...)
-		}
+	if ids, ok := t.cache.get(w); ok {
+		return append(dst, ids...)
 	}
 	syms := make([]int32, len(w))
 	for i := range len(w) {
 		syms[i] = t.numSpecial + int32(w[i]) // rank b is the byte b
 	}
 	syms = t.rules.merge(syms)
-	if len(w) <= hfCacheMax {
-		t.cache.put(w, syms)
-	}
+	t.cache.put(w, syms)
 	return append(dst, syms...)
 }
 

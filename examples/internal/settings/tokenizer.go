@@ -25,12 +25,9 @@ func (c *Common) registerTikToken(fs *flag.FlagSet) {
 	fs.StringVar(&c.TiktokenPattern, "tiktoken-pattern", c.TiktokenPattern, "TikTokenizer: pre-tokenizer pattern, v1 or v2")
 	fs.Func("tiktoken-num-special-tokens", fmt.Sprintf("TikTokenizer: number of special tokens, the first ids (default %d)", c.TiktokenNumSpecialTokens),
 		data.TikTokenNumSpecialFlag(&c.TiktokenNumSpecialTokens))
-	special := func(s string) error {
-		c.SpecialTokens = append(c.SpecialTokens, strings.Fields(s)...)
-		return nil
-	}
-	fs.Func("tokenizer-special-tokens", "TikTokenizer: special tokens in id order, which must include <unk> <s> </s> <mask> <pad> <cls> <sep> (the default)", special)
-	fs.Func("tiktoken-special-tokens", "TikTokenizer: Megatron's older name of --tokenizer-special-tokens", special)
+	special := (*dataPath)(&c.SpecialTokens) // a list of words, as --data-path
+	fs.Var(special, "tokenizer-special-tokens", "TikTokenizer: special tokens in id order, which must include <unk> <s> </s> <mask> <pad> <cls> <sep> (the default)")
+	fs.Var(special, "tiktoken-special-tokens", "TikTokenizer: Megatron's older name of --tokenizer-special-tokens")
 }
 
 // Tokenizer returns the tokenizer settings of the flags (without --vocab-extra-ids).

@@ -88,6 +88,9 @@ type TransformerConfig struct {
 	// TP is the tensor-parallel size the model will run at; CP the context-parallel size
 	// (only 1 is implemented).
 	TP, CP int
+
+	// MoE configures mixture-of-experts layers; the zero value means none.
+	MoE MoEConfig `json:",omitzero"`
 }
 
 // Defaults returns c with zero fields replaced by their defaults.

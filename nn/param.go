@@ -105,6 +105,8 @@ type Builder struct {
 	RNG   tensor.RNG
 	// TP is the tensor-parallel group; a group of size 1 makes every layer a plain layer.
 	TP parallel.Comm
+	// Experts are the groups of mixture-of-experts layers; zero means one rank each.
+	Experts ExpertGroups
 	// SequenceParallel splits activations along T between TP regions.
 	SequenceParallel bool
 	// Recompute selects activation recomputation in the transformer layers built (see
@@ -127,6 +129,11 @@ type Pass struct {
 	Train        bool
 	RNG          tensor.RNG
 	SampleOffset int
+	// LossScale is the factor by which the training loop multiplies this micro-batch's
+	// loss before backward (1/micro-batches times the loss scaler's scale); 0 means 1.
+	// Layers that add auxiliary losses inside the model (mixture-of-experts load
+	// balancing) scale their gradients by it, as Megatron's MoEAuxLossAutoScaler does.
+	LossScale float64
 }
 
 // Eval returns a Pass for inference: no dropout.

@@ -32,6 +32,15 @@ type Param struct {
 	SequenceParallel bool
 	// NoWeightDecay excludes the parameter from weight decay (biases and 1-D parameters).
 	NoWeightDecay bool
+	// Expert is set on a mixture-of-experts layer's expert weights, stacked with the
+	// expert index as dim 0 ([E, ...] globally): dim 0 is split over the expert-parallel
+	// (EP) group, rank EPRank holding the EPRank-th of EP equal chunks, and PartitionDim
+	// (if ≥ 0) over the expert-tensor-parallel group, TPRank being the rank in that group.
+	// Their gradients are reduced over the expert-data-parallel group instead of the
+	// data-parallel one, and the distributed optimizer shards them over it.
+	Expert bool
+	// EPRank is this shard's rank in the expert-parallel group (Expert parameters only).
+	EPRank int
 
 	beforeForward func() // see SetBeforeForward
 }
@@ -41,6 +50,9 @@ func (p *Param) Start() []int {
 	s := make([]int, len(p.GlobalShape))
 	if p.PartitionDim >= 0 {
 		s[p.PartitionDim] = p.TPRank * p.Shape()[p.PartitionDim]
+	}
+	if p.Expert {
+		s[0] = p.EPRank * p.Shape()[0]
 	}
 	return s
 }

@@ -40,10 +40,10 @@ Activation: SwiGLU, Bias: false, MoE: ...}, one rank, Pass.Train true, LossScale
                            LoadBalancing: "aux_loss", AuxLossCoeff: 0.01, ZLossCoeff: 0.001,
                            SharedExpertFFNHidden: 32, SharedExpertGate: true}
 
-Tensors stored (safetensors, written by this script: 8-byte little-endian header length,
-JSON header, raw little-endian data; the "__metadata__" map holds the configuration as
-strings). Parameter names and layouts are megago's (nn/testdata/../../MOE contract),
-relative to the layer's prefix (layers.i.mlp):
+Tensors stored (safetensors, written with checkpoint/testdata/gen.py's writer, since the
+safetensors package is not installed; the "__metadata__" map holds the configuration as
+strings, "megago_moe_config" the MoEConfig as JSON). Parameter names and layouts are
+megago's nn.MoE's, relative to the layer's prefix (layers.i.mlp):
 
   router.weight              F32 [E, C]       (HF gate.weight)
   experts.gate.weight        F32 [E, F, C]    (HF experts.e.w1 / gate_proj, stacked)
@@ -79,9 +79,9 @@ logit exceeds MIN_GAP so fp32 rounding cannot change the selection; every gradie
 nonzero; files stay under 200 KB. Tested with torch 1.13, numpy 1.24.
 """
 
+import importlib.util
 import json
 import os
-import struct
 
 import numpy as np
 import torch
@@ -315,22 +315,13 @@ def check(name, case, p, x, dy, ref, ref32):
 
 
 def write_safetensors(path, tensors, metadata):
-    """Writes tensors (name → numpy array of float32/float64/int64) as a safetensors file."""
-    names = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64", np.dtype(np.int64): "I64"}
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for k in sorted(tensors):
-        a = np.ascontiguousarray(tensors[k])
-        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        header[k] = {"dtype": names[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    js = json.dumps(header, separators=(",", ":")).encode()
-    js += b" " * (-len(js) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(js)))
-        f.write(js)
-        for raw in blobs:
-            f.write(raw)
+    """Writes tensors (name → numpy array) as a safetensors file, with the writer of
+    checkpoint/testdata/gen.py, and checks its size."""
+    spec = importlib.util.spec_from_file_location(
+        "checkpoint_gen", os.path.join(HERE, "..", "..", "..", "checkpoint", "testdata", "gen.py"))
+    ckpt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ckpt)
+    ckpt.write_safetensors(path, {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}, metadata)
     size = os.path.getsize(path)
     assert size < 200 << 10, f"{path} is {size} bytes"
     return size

@@ -47,7 +47,6 @@ func TestMoEGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := loadMoEGolden(t, "testdata/moe/"+tc.name+".safetensors", tc.moe)
 			m, b := g.build(t)
-			ps := m.Params()
 
 			// Σ y·dy + losses: output, input gradient, every parameter gradient, stats.
 			x := g.input(b.Dev)
@@ -56,7 +55,7 @@ func TestMoEGolden(t *testing.T) {
 			y.BackwardWithGrad(g.t["dy"])
 			requireMoEClose(t, "y", y, g.t["y"], 1)
 			requireMoEClose(t, "grad x", x.Grad(), g.t["grad.x"], 1)
-			for _, q := range ps {
+			for _, q := range m.Params() {
 				name := strings.TrimPrefix(q.Name, moeGoldenPrefix+".")
 				require.NotNil(t, q.Grad(), "no gradient for %s", q.Name)
 				requireMoEClose(t, "grad "+name, q.Grad(), g.t["grad."+name], 1)
@@ -67,43 +66,8 @@ func TestMoEGolden(t *testing.T) {
 			requireMoEScalar(t, "z loss", st.ZLoss, g.t["z_loss"])
 			require.Equal(t, g.ints("router.tokens_per_expert"), st.TokensPerExpert, "stats tokens per expert")
 
-			// dy = 0: only the losses' gradients remain, scaled by Pass.LossScale (0 means 1),
-			// and the stats sum over the two micro-batches.
-			for _, scale := range []float64{0, 0.25} {
-				for _, q := range ps {
-					q.ZeroGrad()
-				}
-				x := g.input(b.Dev)
-				p := &nn.Pass{Ctx: context.Background(), Train: true, RNG: tensor.NewRNG(1).Named("dropout"), LossScale: scale}
-				m.Forward(p, x).BackwardWithGrad(tensor.Zeros(b.Dev, tensor.F32, x.Shape()...))
-				factor := scale
-				if factor == 0 {
-					factor = 1
-				}
-				what := fmt.Sprintf("loss scale %g: ", scale)
-				requireMoEClose(t, what+"aux grad x", x.Grad(), g.t["aux_grad.x"], factor)
-				for _, q := range ps {
-					if q.Name == moeGoldenPrefix+".router.weight" {
-						requireMoEClose(t, what+"aux grad router.weight", q.Grad(), g.t["aux_grad.router.weight"], factor)
-					} else if q.Grad() != nil {
-						require.Zero(t, maxAbs(q.Grad()), what+"%s has a gradient without dy", q.Name)
-					}
-				}
-			}
-			st = m.TakeStats()
-			require.Equal(t, 2, st.Micro, "micro-batches in stats")
-			requireMoEScalar(t, "aux loss of 2 micro-batches", st.AuxLoss/2, g.t["aux_loss"])
-			requireMoEScalar(t, "z loss of 2 micro-batches", st.ZLoss/2, g.t["z_loss"])
-
-			// The router alone on the same input: probabilities and chosen experts.
-			rt := m.Router.Route(p, g.input(b.Dev))
-			requireMoEClose(t, "router probs", rt.Probs, g.t["router.probs"], 1)
-			require.Equal(t, g.routingMap(), rt.Map, "routing map (token-major, N·E)")
-			tpe := make([]int64, len(rt.TokensPerExpert))
-			for i, n := range rt.TokensPerExpert {
-				tpe[i] = int64(n)
-			}
-			require.Equal(t, g.ints("router.tokens_per_expert"), tpe, "router tokens per expert")
+			g.checkLossGrads(t, m, b.Dev)
+			g.checkRouting(t, m, p)
 		})
 	}
 }
@@ -135,8 +99,10 @@ func loadMoEGolden(t *testing.T, path string, moe nn.MoEConfig) *moeGolden {
 func (g *moeGolden) build(t *testing.T) (*nn.MoE, *nn.Builder) {
 	t.Helper()
 	x := g.t["x"] // [B, T, C]
+	// Vocab and Position do not reach the layer; they make the configuration valid.
 	cfg := nn.TransformerConfig{NumLayers: 1, Hidden: x.Shape()[2], Heads: 1, FFNHidden: g.moe.FFNHidden,
-		Activation: nn.SwiGLU, MoE: g.moe} // Bias false
+		Vocab: 1, Position: nn.NoPositions, Activation: nn.SwiGLU, Bias: false, MoE: g.moe}
+	require.NoError(t, cfg.Validate())
 	b := &nn.Builder{Dev: x.Device(), DType: tensor.F32, RNG: tensor.NewRNG(7), TP: parallel.Self()}
 	m := nn.NewMoE(b, moeGoldenPrefix, cfg)
 	global := map[string]*tensor.Tensor{}
@@ -148,6 +114,52 @@ func (g *moeGolden) build(t *testing.T) (*nn.MoE, *nn.Builder) {
 	require.Len(t, m.Params(), len(global), "parameters of the layer vs weights stored")
 	require.NoError(t, nn.LoadGlobal(m.Params(), global))
 	return m, b
+}
+
+// checkLossGrads runs the layer with dy = 0, where only the auxiliary losses have
+// gradients (of x and the router weight), scaled by Pass.LossScale (0 means 1), and then
+// checks that the stats sum the losses over the two micro-batches.
+func (g *moeGolden) checkLossGrads(t *testing.T, m *nn.MoE, dev *tensor.Device) {
+	t.Helper()
+	for _, scale := range []float64{0, 0.25} {
+		for _, q := range m.Params() {
+			q.ZeroGrad()
+		}
+		x := g.input(dev)
+		p := &nn.Pass{Ctx: context.Background(), Train: true, RNG: tensor.NewRNG(1).Named("dropout"), LossScale: scale}
+		m.Forward(p, x).BackwardWithGrad(tensor.Zeros(dev, tensor.F32, x.Shape()...))
+		factor := scale
+		if factor == 0 {
+			factor = 1
+		}
+		what := fmt.Sprintf("loss scale %g: ", scale)
+		requireMoEClose(t, what+"aux grad x", x.Grad(), g.t["aux_grad.x"], factor)
+		for _, q := range m.Params() {
+			if q.Name == moeGoldenPrefix+".router.weight" {
+				requireMoEClose(t, what+"aux grad router.weight", q.Grad(), g.t["aux_grad.router.weight"], factor)
+			} else if q.Grad() != nil {
+				require.Zero(t, maxAbs(q.Grad()), what+"%s has a gradient without dy", q.Name)
+			}
+		}
+	}
+	st := m.TakeStats()
+	require.Equal(t, 2, st.Micro, "micro-batches in stats")
+	requireMoEScalar(t, "aux loss of 2 micro-batches", st.AuxLoss/2, g.t["aux_loss"])
+	requireMoEScalar(t, "z loss of 2 micro-batches", st.ZLoss/2, g.t["z_loss"])
+}
+
+// checkRouting runs the router alone on the stored input: probabilities, chosen experts
+// and tokens per expert.
+func (g *moeGolden) checkRouting(t *testing.T, m *nn.MoE, p *nn.Pass) {
+	t.Helper()
+	rt := m.Router.Route(p, g.input(g.t["x"].Device()))
+	requireMoEClose(t, "router probs", rt.Probs, g.t["router.probs"], 1)
+	require.Equal(t, g.routingMap(), rt.Map, "routing map (token-major, N·E)")
+	tpe := make([]int64, len(rt.TokensPerExpert))
+	for i, n := range rt.TokensPerExpert {
+		tpe[i] = int64(n)
+	}
+	require.Equal(t, g.ints("router.tokens_per_expert"), tpe, "router tokens per expert")
 }
 
 // input returns a fresh copy of the stored x [B, T, C] that requires grad.

@@ -178,7 +178,7 @@ func TestMeshLocalOneStage(t *testing.T) {
 // TestMeshLocalWithCP builds 24 ranks with TP=2, CP=3, PP=2 (DP=2) and checks each group
 // Comm against the pure rank arithmetic, which TestMeshProperties checks on its own.
 func TestMeshLocalWithCP(t *testing.T) {
-	s := parallel.Sizes{TP: 2, CP: 3, PP: 2, DP: 2}
+	s := parallel.Sizes{TP: 2, CP: 3, PP: 2, DP: 2, EP: 1, ETP: 2}
 	meshes, reports := buildMeshes(t, 24, parallel.Sizes{TP: 2, CP: 3, PP: 2})
 	axes := map[string][]parallel.Axis{
 		"world": meshAllAxes,

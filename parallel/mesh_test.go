@@ -19,7 +19,7 @@ var megatron16 = struct {
 	tp, cp, dp, dpcp, pp, mp, emb [][]int
 	coords                        map[int]parallel.Coord
 }{
-	sizes: parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2},
+	sizes: parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2, EP: 1, ETP: 2},
 	tp:    [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}},
 	cp:    [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}},
 	dp:    [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}},
@@ -70,7 +70,7 @@ func TestMeshMegatronExampleTable(t *testing.T) {
 func TestMeshCPTable(t *testing.T) {
 	s, err := parallel.Sizes{TP: 2, CP: 2}.Resolve(8)
 	require.NoError(t, err)
-	assert.Equal(t, parallel.Sizes{TP: 2, CP: 2, PP: 1, DP: 2}, s)
+	assert.Equal(t, parallel.Sizes{TP: 2, CP: 2, PP: 1, DP: 2, EP: 1, ETP: 2}, s)
 	assert.Equal(t, [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, s.Groups(parallel.AxisTP))
 	assert.Equal(t, [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}}, s.Groups(parallel.AxisCP))
 	assert.Equal(t, [][]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}}, s.Groups(parallel.AxisDP))
@@ -96,7 +96,7 @@ func meshConfigs() []parallel.Sizes {
 			}
 		}
 	}
-	return append(out,
+	out = append(out,
 		parallel.Sizes{TP: 8, CP: 2, PP: 4, DP: 16}, // 1024
 		parallel.Sizes{TP: 1024, CP: 1, PP: 1, DP: 1},
 		parallel.Sizes{TP: 1, CP: 1, PP: 1024, DP: 1},
@@ -105,6 +105,10 @@ func meshConfigs() []parallel.Sizes {
 		parallel.Sizes{TP: 3, CP: 5, PP: 13, DP: 5}, // 975
 		parallel.Sizes{TP: 4, CP: 1, PP: 2, DP: 128},
 	)
+	for i := range out { // the default expert layout, as Resolve fills it in
+		out[i].EP, out[i].ETP = 1, out[i].TP
+	}
+	return out
 }
 
 var meshAllAxes = []parallel.Axis{parallel.AxisTP, parallel.AxisCP, parallel.AxisDP, parallel.AxisPP}
@@ -276,10 +280,10 @@ func TestSizesResolve(t *testing.T) {
 		want  parallel.Sizes
 		err   string
 	}{
-		{"all defaults", 16, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 16}, ""},
-		{"DP inferred", 16, parallel.Sizes{TP: 2, PP: 4}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2}, ""},
-		{"DP given", 16, parallel.Sizes{TP: 2, PP: 4, DP: 2}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2}, ""},
-		{"one rank", 1, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 1}, ""},
+		{"all defaults", 16, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 16, EP: 1, ETP: 1}, ""},
+		{"DP inferred", 16, parallel.Sizes{TP: 2, PP: 4}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2, EP: 1, ETP: 2}, ""},
+		{"DP given", 16, parallel.Sizes{TP: 2, PP: 4, DP: 2}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2, EP: 1, ETP: 2}, ""},
+		{"one rank", 1, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 1, EP: 1, ETP: 1}, ""},
 		{"not divisible", 12, parallel.Sizes{TP: 8},
 			parallel.Sizes{}, "parallel: world size 12 is not divisible by TP×CP×PP = 8"},
 		{"CP not divisible", 12, parallel.Sizes{TP: 2, CP: 5},

@@ -113,12 +113,13 @@ func meshConfigs() []parallel.Sizes {
 
 var meshAllAxes = []parallel.Axis{parallel.AxisTP, parallel.AxisCP, parallel.AxisDP, parallel.AxisPP}
 
-// meshAxisSubsets returns all 16 subsets of the axes: every kind of group there can be.
-func meshAxisSubsets() [][]parallel.Axis {
-	var out [][]parallel.Axis
-	for mask := range 1 << len(meshAllAxes) {
-		var axes []parallel.Axis
-		for i, a := range meshAllAxes {
+// axisSubsets returns all 16 subsets of the four axes of a decomposition: every kind of
+// group there can be.
+func axisSubsets[A any](all []A) [][]A {
+	var out [][]A
+	for mask := range 1 << len(all) {
+		var axes []A
+		for i, a := range all {
 			if mask&(1<<i) != 0 {
 				axes = append(axes, a)
 			}
@@ -128,12 +129,36 @@ func meshAxisSubsets() [][]parallel.Axis {
 	return out
 }
 
+// meshAxisSubsets returns all 16 subsets of the dense axes.
+func meshAxisSubsets() [][]parallel.Axis { return axisSubsets(meshAllAxes) }
+
 func meshCoordOn(c parallel.Coord, a parallel.Axis) int {
 	return [...]int{c.TP, c.CP, c.DP, c.PP}[a]
 }
 
 func meshAxisSize(s parallel.Sizes, a parallel.Axis) int {
 	return [...]int{s.TP, s.CP, s.DP, s.PP}[a]
+}
+
+// decomposition is one of the two ways Sizes lays the world out (dense or expert), as
+// the generic group checks see it.
+type decomposition[A comparable] struct {
+	world      int
+	axes       []A                             // all four, fastest first
+	size       func(a A) int                   // the size of axis a
+	coord      func(rank int, a A) int         // rank's coordinate on axis a
+	groups     func(axes ...A) [][]int         // Groups or ExpertGroups
+	groupRanks func(rank int, axes ...A) []int // GroupRanks or ExpertGroupRanks
+}
+
+// denseDecomposition is s's TP × CP × DP × PP decomposition.
+func denseDecomposition(s parallel.Sizes) decomposition[parallel.Axis] {
+	return decomposition[parallel.Axis]{
+		world: s.World(), axes: meshAllAxes,
+		size:   func(a parallel.Axis) int { return meshAxisSize(s, a) },
+		coord:  func(r int, a parallel.Axis) int { return meshCoordOn(s.Coord(r), a) },
+		groups: s.Groups, groupRanks: s.GroupRanks,
+	}
 }
 
 func TestMeshProperties(t *testing.T) {
@@ -179,35 +204,39 @@ func checkMeshRankOrder(t *testing.T, s parallel.Sizes) {
 	}
 }
 
-// checkMeshGroups checks the groups over axes: they partition the world, each has the product
-// of the axes' sizes as its size, is sorted, its members agree on every other axis, and
-// GroupRanks of each member returns it.
+// checkMeshGroups checks the dense groups over axes (see checkGroupsOver).
 func checkMeshGroups(t *testing.T, s parallel.Sizes, axes []parallel.Axis) {
+	t.Helper()
+	checkGroupsOver(t, denseDecomposition(s), axes)
+}
+
+// checkGroupsOver checks d's groups over axes: they partition the world, each has the
+// product of the axes' sizes as its size, is sorted, its members agree on every other
+// axis, and the group listing of its first and last member returns it.
+func checkGroupsOver[A comparable](t *testing.T, d decomposition[A], axes []A) {
 	t.Helper()
 	size := 1
 	for _, a := range axes {
-		size *= meshAxisSize(s, a)
+		size *= d.size(a)
 	}
-	groups := s.Groups(axes...)
-	seen := make([]int, s.World())
+	groups := d.groups(axes...)
+	seen := make([]int, d.world)
 	for _, g := range groups {
 		if len(g) != size || !slices.IsSorted(g) {
 			t.Fatalf("axes %v: group %v: want %d sorted ranks", axes, g, size)
 		}
-		c0 := s.Coord(g[0])
 		for _, r := range g {
 			seen[r]++
-			c := s.Coord(r)
-			for _, a := range meshAllAxes {
-				if !slices.Contains(axes, a) && meshCoordOn(c, a) != meshCoordOn(c0, a) {
-					t.Fatalf("axes %v: ranks %d (%v) and %d (%v) differ on %v", axes, g[0], c0, r, c, a)
+			for _, a := range d.axes {
+				if !slices.Contains(axes, a) && d.coord(r, a) != d.coord(g[0], a) {
+					t.Fatalf("axes %v: ranks %d and %d differ on %v", axes, g[0], r, a)
 				}
 			}
 		}
-		// GroupRanks of the first and last member; the partition check covers the rest.
+		// The first and last member; the partition check covers the rest.
 		for _, r := range []int{g[0], g[len(g)-1]} {
-			if got := s.GroupRanks(r, axes...); !slices.Equal(got, g) {
-				t.Fatalf("axes %v: GroupRanks(%d) = %v, want %v", axes, r, got, g)
+			if got := d.groupRanks(r, axes...); !slices.Equal(got, g) {
+				t.Fatalf("axes %v: group ranks of %d = %v, want %v", axes, r, got, g)
 			}
 		}
 	}

@@ -313,3 +313,38 @@ func TestSizesExpertStringsAndPanics(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { assert.PanicsWithValue(t, tc.want, tc.f) })
 	}
 }
+
+// TestMeshLocalExpertTables builds each hand-written expert layout on goroutine ranks and
+// checks every expert group Comm against the table, and the ranks' places in them.
+func TestMeshLocalExpertTables(t *testing.T) {
+	for _, tc := range expertTables {
+		t.Run(tc.name, func(t *testing.T) {
+			meshes, reports := buildMeshes(t, tc.world, tc.in)
+			tables := map[string][][]int{}
+			for _, g := range expertTableGroups(tc) {
+				tables[g.name] = g.want
+			}
+			for r, m := range meshes {
+				assert.Equal(t, tc.want, m.Sizes())
+				for i, g := range meshExpertAccessors {
+					checkMeshReport(t, r, g.name, reports[r][len(meshAccessors)+i], meshGroupOf(tables[g.name], r))
+				}
+				c := m.ExpertCoord()
+				assert.Equal(t, m.Coord().PP, c.PP, "rank %d: stage", r)
+				assert.Equal(t, [4]int{c.EP, c.ETP, c.EDP, c.ETP + tc.want.ETP*(c.EP+tc.want.EP*c.PP)},
+					[4]int{m.EP().Rank(), m.ExpertTP().Rank(), m.ExpertDP().Rank(), m.ExpertMP().Rank()}, "rank %d", r)
+				assert.Equal(t, c.ETP+tc.want.ETP*c.EP, m.ExpertTPEP().Rank(), "rank %d", r)
+				if want, ok := tc.coords[r]; ok {
+					assert.Equal(t, want, c, "rank %d", r)
+				}
+			}
+		})
+	}
+}
+
+func TestMeshLocalExpertString(t *testing.T) {
+	meshes, _ := buildMeshes(t, 8, parallel.Sizes{TP: 2, PP: 2, EP: 2})
+	assert.Equal(t, "rank 5 of 8 (TP=2 CP=1 PP=2 DP=2 EP=2) at tp=1 cp=0 dp=0 pp=1, etp=1 ep=0 edp=0 pp=1", meshes[5].String())
+	meshes, _ = buildMeshes(t, 4, parallel.Sizes{TP: 2, EP: 1})
+	assert.Equal(t, "rank 3 of 4 (TP=2 CP=1 PP=1 DP=2) at tp=1 cp=0 dp=1 pp=0", meshes[3].String(), "dense: as before")
+}

@@ -98,31 +98,3 @@ func ExampleSizes_ExpertGroups() {
 	// rank 6: tp=0 cp=0 dp=2 pp=1 | etp=0 ep=0 edp=1 pp=1
 	// parallel: world size 8 is not divisible by ETP×EP×PP = 1×8×2 = 16 (expert-TP × EP must divide TP×CP×DP = 4, the ranks of a pipeline stage)
 }
-
-// A mixture-of-experts layer gets the expert groups from the Mesh: here 4 goroutine
-// ranks with TP=2 and EP=2 (ETP = TP), each reporting its place in them.
-func ExampleMesh_EP() {
-	lines := make([]string, 4)
-	err := parallel.RunLocal(4, func(world parallel.Comm) error {
-		mesh, err := parallel.NewMesh(context.Background(), world, parallel.Sizes{TP: 2, EP: 2})
-		if err != nil {
-			return err
-		}
-		lines[mesh.Rank()] = fmt.Sprintf("rank %d: ep rank %d of %d, etp rank %d of %d, edp size %d",
-			mesh.Rank(), mesh.EP().Rank(), mesh.EP().Size(), mesh.ExpertTP().Rank(), mesh.ExpertTP().Size(),
-			mesh.ExpertDP().Size())
-		return nil
-	})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, l := range lines {
-		fmt.Println(l)
-	}
-	// Output:
-	// rank 0: ep rank 0 of 2, etp rank 0 of 2, edp size 1
-	// rank 1: ep rank 0 of 2, etp rank 1 of 2, edp size 1
-	// rank 2: ep rank 1 of 2, etp rank 0 of 2, edp size 1
-	// rank 3: ep rank 1 of 2, etp rank 1 of 2, edp size 1
-}

@@ -246,39 +246,6 @@ func expertDecomposition(s parallel.Sizes) decomposition[parallel.ExpertAxis] {
 	}
 }
 
-func TestSizesResolveExpert(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		world int
-		in    parallel.Sizes
-		want  parallel.Sizes
-		err   string
-	}{
-		{"ETP defaults to TP", 8, parallel.Sizes{TP: 4, EP: 2}, parallel.Sizes{TP: 4, CP: 1, PP: 1, DP: 2, EP: 2, ETP: 4}, ""},
-		{"EP and ETP given as 1", 8, parallel.Sizes{TP: 2, EP: 1, ETP: 1}, parallel.Sizes{TP: 2, CP: 1, PP: 1, DP: 4, EP: 1, ETP: 1}, ""},
-		{"EP spans CP", 4, parallel.Sizes{CP: 2, EP: 4}, parallel.Sizes{TP: 1, CP: 2, PP: 1, DP: 2, EP: 4, ETP: 1}, ""},
-		{"EP over a stage", 12, parallel.Sizes{PP: 2, EP: 3}, parallel.Sizes{TP: 1, CP: 1, PP: 2, DP: 6, EP: 3, ETP: 1}, ""},
-		{"EP does not divide a stage", 12, parallel.Sizes{PP: 2, EP: 4}, parallel.Sizes{},
-			"parallel: world size 12 is not divisible by ETP×EP×PP = 1×4×2 = 8 " +
-				"(expert-TP × EP must divide TP×CP×DP = 6, the ranks of a pipeline stage)"},
-		{"ETP too wide", 8, parallel.Sizes{TP: 2, PP: 2, ETP: 4, EP: 2}, parallel.Sizes{},
-			"parallel: world size 8 is not divisible by ETP×EP×PP = 4×2×2 = 16 " +
-				"(expert-TP × EP must divide TP×CP×DP = 4, the ranks of a pipeline stage)"},
-		{"negative EP", 8, parallel.Sizes{EP: -1}, parallel.Sizes{}, "parallel: EP size -1 is negative"},
-		{"negative ETP", 8, parallel.Sizes{ETP: -2}, parallel.Sizes{}, "parallel: ETP size -2 is negative"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.in.Resolve(tc.world)
-			if tc.err != "" {
-				assert.EqualError(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
-
 func TestSizesExpertStringsAndPanics(t *testing.T) {
 	for _, tc := range []struct {
 		in   parallel.Sizes

@@ -148,7 +148,6 @@ const (
 	AxisCP
 	AxisDP
 	AxisPP
-	numAxes
 )
 
 func (a Axis) String() string {

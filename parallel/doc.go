@@ -1,7 +1,8 @@
 // Package parallel is megago's communication layer: the Comm interface that every
 // collective goes through, the in-process transport, the Mesh that lays TP × CP × PP × DP
-// ranks out in Megatron's order, and the tensor- and sequence-parallel mappings. It works
-// on tensors only; it never sees a layer or a parameter. The TCP transport, for
+// ranks out in Megatron's order (and the same ranks again as expert-TP × EP × expert-DP
+// × PP for mixture-of-experts layers), and the tensor- and sequence-parallel mappings.
+// It works on tensors only; it never sees a layer or a parameter. The TCP transport, for
 // processes on one or many hosts, is package megago/parallel/tcp; the NCCL one is in
 // package cuda.
 //
@@ -22,8 +23,9 @@
 //   - internal/transport: what the transports share: the kinds of call, the argument
 //     checks, and the element arithmetic of reductions over host bytes (hostbuf.go, one
 //     generic loop per family of dtypes). internal/commtest: the collective suite every
-//     transport passes.
-//   - mesh*.go: Sizes, Coord and the pure rank arithmetic; Mesh builds every group.
+//     transport passes, and Mesh, the check of every mesh group on a transport.
+//   - mesh_sizes.go, mesh_expert.go, mesh_grid.go: Sizes, Coord and ExpertCoord, the pure
+//     rank arithmetic of both decompositions; mesh.go: Mesh builds every group.
 //   - mappings.go: CopyToTP, ReduceFromTP, ScatterToTP, GatherFromTP, ScatterToSP,
 //     GatherFromSP, ReduceScatterToSP, each named after its forward with its backward
 //     beside it.
@@ -58,6 +60,18 @@
 // and receive on two duplicates of the PP group (one per direction) and rely on Send
 // not waiting for its Recv, as both transports guarantee; every schedule's plans are
 // checked free of deadlock by Simulate in the tests.
+//
+// # Expert parallelism
+//
+// As in Megatron-core, the world is decomposed twice over the same ranks: TP × CP × DP ×
+// PP for dense layers and ETP × EP × EDP × PP for the experts of MoE layers (Sizes.EP,
+// Sizes.ETP; EDP = World/(ETP·EP·PP) is what is left). Both orders put PP slowest, so the
+// pipeline is the same for both, and ETP × EP must divide the TP·CP·DP ranks of a stage;
+// the expert layout has no CP axis (expert-DP spans the dense CP and DP). The Mesh hands
+// out EP (the token dispatch), ExpertTP (splits each expert's hidden size), ExpertTPEP,
+// ExpertDP (expert gradient reduction and the distributed optimizer's sharding of
+// expert parameters) and ExpertMP (their gradient norm). With EP = 1 and ETP = TP they
+// have the members of TP, TP, DPCP and MP: a dense model on an expert mesh is unchanged.
 //
 // # Invariants
 //

@@ -24,30 +24,71 @@ import (
 //	                                     Megatron's get_ranks('tp-pp') (CP excluded)
 //	Embedding() first+last  "embedding"  tied word-embedding gradient; nil on middle stages
 //
+// and the groups of mixture-of-experts layers, over the expert axes (Megatron's
+// get_ranks on its expert RankGenerator):
+//
+//	EP()          ep           "ep"      expert parallelism: the token dispatch among
+//	                                     the ranks holding different experts
+//	ExpertTP()    etp          "etp"     expert-tensor-parallel collectives inside experts
+//	ExpertTPEP()  etp, ep      "etp-ep"  both: the allgather dispatcher's token gather
+//	ExpertDP()    edp          "edp"     expert gradient all-reduce / distributed
+//	                                     optimizer of expert parameters
+//	ExpertMP()    etp, ep, pp  "emp"     gradient norm and inf check of expert
+//	                                     parameters, as get_ranks('tp-ep-pp')
+//
 // Every group orders its members by world rank, so a rank's rank in a single-axis group
-// is its coordinate on that axis (PP().Rank() = Coord().PP), in DPCP it is cp + CP·dp, and
-// in MP it is tp + TP·pp.
+// is its coordinate on that axis (PP().Rank() = Coord().PP, EP().Rank() =
+// ExpertCoord().EP), in DPCP it is cp + CP·dp, in MP tp + TP·pp, in ExpertTPEP etp +
+// ETP·ep and in ExpertMP etp + ETP·(ep + EP·pp). With the default expert sizes (EP = 1,
+// ETP = TP) the expert groups have the members of TP, TP, DPCP and MP, and EP is this
+// rank alone; they are separate Comms all the same.
 type Mesh struct {
-	sizes Sizes
-	coord Coord
-	rank  int
+	sizes  Sizes
+	coord  Coord
+	ecoord ExpertCoord
+	rank   int
 
 	world, tp, cp, dp, dpcp, pp, mp, emb Comm
+	ep, etp, etpep, edp, emp             Comm
 }
 
-// meshGroups lists the groups NewMesh creates, in the order every rank splits them.
-var meshGroups = []struct {
-	name string
-	axes []Axis
-	comm func(m *Mesh) *Comm
-}{
-	{"tp", []Axis{AxisTP}, func(m *Mesh) *Comm { return &m.tp }},
-	{"cp", []Axis{AxisCP}, func(m *Mesh) *Comm { return &m.cp }},
-	{"dp", []Axis{AxisDP}, func(m *Mesh) *Comm { return &m.dp }},
-	{"dp-cp", []Axis{AxisDP, AxisCP}, func(m *Mesh) *Comm { return &m.dpcp }},
-	{"pp", []Axis{AxisPP}, func(m *Mesh) *Comm { return &m.pp }},
-	{"mp", []Axis{AxisTP, AxisPP}, func(m *Mesh) *Comm { return &m.mp }},
+// meshGroup is a group NewMesh creates: its Comm name, its members given the sizes and a
+// world rank, and where the Mesh keeps it.
+type meshGroup struct {
+	name    string
+	members func(s Sizes, rank int) []int
+	comm    func(m *Mesh) *Comm
 }
+
+// groupOver returns a meshGroup over dense axes.
+func groupOver(name string, field func(m *Mesh) *Comm, axes ...Axis) meshGroup {
+	return meshGroup{name, func(s Sizes, r int) []int { return s.GroupRanks(r, axes...) }, field}
+}
+
+// expertGroupOver returns a meshGroup over expert axes.
+func expertGroupOver(name string, field func(m *Mesh) *Comm, axes ...ExpertAxis) meshGroup {
+	return meshGroup{name, func(s Sizes, r int) []int { return s.ExpertGroupRanks(r, axes...) }, field}
+}
+
+// denseGroups and expertGroups list the groups NewMesh creates, in the order every rank
+// splits them: the dense groups, then the embedding group, then the expert groups.
+var (
+	denseGroups = []meshGroup{
+		groupOver("tp", func(m *Mesh) *Comm { return &m.tp }, AxisTP),
+		groupOver("cp", func(m *Mesh) *Comm { return &m.cp }, AxisCP),
+		groupOver("dp", func(m *Mesh) *Comm { return &m.dp }, AxisDP),
+		groupOver("dp-cp", func(m *Mesh) *Comm { return &m.dpcp }, AxisDP, AxisCP),
+		groupOver("pp", func(m *Mesh) *Comm { return &m.pp }, AxisPP),
+		groupOver("mp", func(m *Mesh) *Comm { return &m.mp }, AxisTP, AxisPP),
+	}
+	expertGroups = []meshGroup{
+		expertGroupOver("ep", func(m *Mesh) *Comm { return &m.ep }, ExpertAxisEP),
+		expertGroupOver("etp", func(m *Mesh) *Comm { return &m.etp }, ExpertAxisTP),
+		expertGroupOver("etp-ep", func(m *Mesh) *Comm { return &m.etpep }, ExpertAxisTP, ExpertAxisEP),
+		expertGroupOver("edp", func(m *Mesh) *Comm { return &m.edp }, ExpertAxisDP),
+		expertGroupOver("emp", func(m *Mesh) *Comm { return &m.emp }, ExpertAxisTP, ExpertAxisEP, ExpertAxisPP),
+	}
+)
 
 // NewMesh builds the mesh of sizes s (resolved against world.Size(), so DP may be left 0)
 // on the world Comm. Every rank of world must call it with the same sizes: it splits world
@@ -67,14 +108,9 @@ func NewMesh(ctx context.Context, world Comm, s Sizes) (*Mesh, error) {
 		return nil, err
 	}
 	rank := world.Rank()
-	m := &Mesh{sizes: s, coord: s.Coord(rank), rank: rank, world: world}
-	for _, g := range meshGroups {
-		mask := axisMask("NewMesh", g.axes)
-		c, err := split(ctx, world, g.name, s.leader(rank, mask), s.groupOf(m.coord, mask))
-		if err != nil {
-			return nil, err
-		}
-		*g.comm(m) = c
+	m := &Mesh{sizes: s, coord: s.Coord(rank), ecoord: s.ExpertCoord(rank), rank: rank, world: world}
+	if err := m.splitAll(ctx, denseGroups); err != nil {
+		return nil, err
 	}
 	emb := s.EmbeddingRanks(rank)
 	color, members := -1, []int(nil)
@@ -84,7 +120,24 @@ func NewMesh(ctx context.Context, world Comm, s Sizes) (*Mesh, error) {
 	if m.emb, err = split(ctx, world, "embedding", color, members); err != nil {
 		return nil, err
 	}
+	if err := m.splitAll(ctx, expertGroups); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// splitAll creates groups on m's world, in order, each rank passing its group's smallest
+// member as the color.
+func (m *Mesh) splitAll(ctx context.Context, groups []meshGroup) error {
+	for _, g := range groups {
+		members := g.members(m.sizes, m.rank)
+		c, err := split(ctx, m.world, g.name, members[0], members)
+		if err != nil {
+			return err
+		}
+		*g.comm(m) = c
+	}
+	return nil
 }
 
 // split creates the group color on world and checks that it holds exactly members (world
@@ -151,6 +204,30 @@ func (m *Mesh) MP() Comm { return m.mp }
 // (just this rank when PP = 1), or nil on a middle stage, which is in no embedding group.
 func (m *Mesh) Embedding() Comm { return m.emb }
 
+// EP returns the expert-parallel group: the ranks with the same expert-TP, expert-DP and
+// PP coordinates, each holding E/EP of a layer's E experts.
+func (m *Mesh) EP() Comm { return m.ep }
+
+// ExpertTP returns the expert-tensor-parallel group, which splits each expert's hidden
+// size; it is TP's size unless Sizes.ETP says otherwise.
+func (m *Mesh) ExpertTP() Comm { return m.etp }
+
+// ExpertTPEP returns the group over expert-TP and EP (expert-TP fastest): the ranks that
+// together hold every expert of a layer once.
+func (m *Mesh) ExpertTPEP() Comm { return m.etpep }
+
+// ExpertDP returns the expert-data-parallel group: the ranks holding the same expert
+// shard, over which expert gradients are reduced; its size is Sizes().EDP().
+func (m *Mesh) ExpertDP() Comm { return m.edp }
+
+// ExpertMP returns the expert-model-parallel group (over expert-TP, EP and PP): the ranks
+// that together hold one copy of the expert parameters, over which their gradient norm
+// is summed.
+func (m *Mesh) ExpertMP() Comm { return m.emp }
+
+// ExpertCoord returns this rank's coordinates in the expert decomposition.
+func (m *Mesh) ExpertCoord() ExpertCoord { return m.ecoord }
+
 // Sizes returns the resolved sizes.
 func (m *Mesh) Sizes() Sizes { return m.sizes }
 
@@ -160,9 +237,16 @@ func (m *Mesh) Coord() Coord { return m.coord }
 // Rank returns this rank's world rank.
 func (m *Mesh) Rank() int { return m.rank }
 
-// String describes the rank: "rank 5 of 16 (TP=2 CP=1 PP=4 DP=2) at tp=1 cp=0 dp=0 pp=1".
+// String describes the rank: "rank 5 of 16 (TP=2 CP=1 PP=4 DP=2) at tp=1 cp=0 dp=0 pp=1",
+// followed by its expert coordinates when the expert layout is not the default one
+// (EP > 1 or ETP ≠ TP): "rank 5 of 8 (TP=2 CP=1 PP=2 DP=2 EP=2) at tp=1 cp=0 dp=0 pp=1,
+// etp=1 ep=0 edp=0 pp=1".
 func (m *Mesh) String() string {
-	return fmt.Sprintf("rank %d of %d (%v) at %v", m.rank, m.sizes.World(), m.sizes, m.coord)
+	s := fmt.Sprintf("rank %d of %d (%v) at %v", m.rank, m.sizes.World(), m.sizes, m.coord)
+	if m.sizes.EP != 1 || m.sizes.ETP != m.sizes.TP {
+		s += ", " + m.ecoord.String()
+	}
+	return s
 }
 
 // IsFirstStage reports whether this rank is on the first pipeline stage.

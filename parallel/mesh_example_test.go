@@ -68,3 +68,33 @@ func ExampleNewMesh() {
 	// rank 6: tp rank 0 of 2, stage 1, next stage 0 false
 	// rank 7: tp rank 1 of 2, stage 1, next stage 0 false
 }
+
+// An expert layout over the same ranks: 8 ranks with PP=2 (DP=4 inferred) run their
+// MoE layers with EP=2, so each expert shard has EDP = 8/(1·2·2) = 2 replicas, whose
+// gradients are reduced over the expert-data-parallel groups.
+func ExampleSizes_ExpertGroups() {
+	s, err := parallel.Sizes{PP: 2, EP: 2}.Resolve(8)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(s, "EDP:", s.EDP())
+	fmt.Println("dp:", s.Groups(parallel.AxisDP))
+	fmt.Println("ep:", s.ExpertGroups(parallel.ExpertAxisEP))
+	fmt.Println("edp:", s.ExpertGroups(parallel.ExpertAxisDP))
+	fmt.Println("emp:", s.ExpertGroups(parallel.ExpertAxisTP, parallel.ExpertAxisEP, parallel.ExpertAxisPP))
+	fmt.Println("pp:", s.ExpertGroups(parallel.ExpertAxisPP))
+	fmt.Println("rank 6:", s.Coord(6), "|", s.ExpertCoord(6))
+
+	_, err = parallel.Sizes{PP: 2, EP: 8}.Resolve(8)
+	fmt.Println(err)
+	// Output:
+	// TP=1 CP=1 PP=2 DP=4 EP=2 EDP: 2
+	// dp: [[0 1 2 3] [4 5 6 7]]
+	// ep: [[0 1] [2 3] [4 5] [6 7]]
+	// edp: [[0 2] [1 3] [4 6] [5 7]]
+	// emp: [[0 1 4 5] [2 3 6 7]]
+	// pp: [[0 4] [1 5] [2 6] [3 7]]
+	// rank 6: tp=0 cp=0 dp=2 pp=1 | etp=0 ep=0 edp=1 pp=1
+	// parallel: world size 8 is not divisible by ETP×EP×PP = 1×8×2 = 16 (expert-TP × EP must divide TP×CP×DP = 4, the ranks of a pipeline stage)
+}

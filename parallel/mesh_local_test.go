@@ -56,8 +56,18 @@ var meshAccessors = []meshAccessor{
 	{"embedding", (*parallel.Mesh).Embedding},
 }
 
+// meshExpertAccessors are the expert groups' accessors.
+var meshExpertAccessors = []meshAccessor{
+	{"ep", (*parallel.Mesh).EP},
+	{"etp", (*parallel.Mesh).ExpertTP},
+	{"etp-ep", (*parallel.Mesh).ExpertTPEP},
+	{"edp", (*parallel.Mesh).ExpertDP},
+	{"emp", (*parallel.Mesh).ExpertMP},
+}
+
 // buildMeshes builds a Mesh with sizes s on every rank of RunLocal(n) and returns each
-// rank's mesh and a probe of each of its groups (indexed like meshAccessors).
+// rank's mesh and a probe of each of its groups (indexed like meshAccessors, then
+// meshExpertAccessors).
 func buildMeshes(t *testing.T, n int, s parallel.Sizes) ([]*parallel.Mesh, [][]meshGroupReport) {
 	t.Helper()
 	ctx := context.Background()
@@ -70,7 +80,7 @@ func buildMeshes(t *testing.T, n int, s parallel.Sizes) ([]*parallel.Mesh, [][]m
 		}
 		r := world.Rank()
 		meshes[r] = m
-		for _, g := range meshAccessors {
+		for _, g := range slices.Concat(meshAccessors, meshExpertAccessors) {
 			rep, err := meshProbe(ctx, g.comm(m))
 			if err != nil {
 				return fmt.Errorf("probing %s: %w", g.name, err)
@@ -178,7 +188,7 @@ func TestMeshLocalOneStage(t *testing.T) {
 // TestMeshLocalWithCP builds 24 ranks with TP=2, CP=3, PP=2 (DP=2) and checks each group
 // Comm against the pure rank arithmetic, which TestMeshProperties checks on its own.
 func TestMeshLocalWithCP(t *testing.T) {
-	s := parallel.Sizes{TP: 2, CP: 3, PP: 2, DP: 2}
+	s := parallel.Sizes{TP: 2, CP: 3, PP: 2, DP: 2, EP: 1, ETP: 2}
 	meshes, reports := buildMeshes(t, 24, parallel.Sizes{TP: 2, CP: 3, PP: 2})
 	axes := map[string][]parallel.Axis{
 		"world": meshAllAxes,

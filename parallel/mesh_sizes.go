@@ -3,29 +3,44 @@ package parallel
 import "fmt"
 
 // Sizes are the sizes of the mesh axes: tensor (TP), context (CP), pipeline (PP) and data
-// (DP) parallelism. World = TP × CP × DP × PP.
+// (DP) parallelism, and for mixture-of-experts layers expert (EP) and expert-tensor (ETP)
+// parallelism. The world is decomposed twice over the same ranks, as in Megatron-core:
 //
-// Zero TP, CP or PP mean 1; zero DP means "whatever the world size leaves", filled in by
-// Resolve. The rank arithmetic (Coord, Rank, GroupRanks, Groups, EmbeddingRanks, EmbeddingGroups,
-// World) is
-// a pure function of resolved Sizes, with no communicator involved, so it can be tested,
-// printed and used to plan a layout before any process starts. Those methods panic if a
-// size is below 1 (call Resolve first) or a rank or coordinate is out of range.
+//	dense layers:   World = TP × CP × DP × PP
+//	expert layers:  World = ETP × EP × EDP × PP    (EDP = World / (ETP·EP·PP), see EDP)
 //
-// Ranks follow Megatron's default order tp-cp-ep-dp-pp, leftmost fastest (expert
-// parallelism aside):
+// Zero TP, CP or PP mean 1; zero EP means 1 and zero ETP means TP (Megatron's defaults);
+// zero DP means "whatever the world size leaves". Resolve fills them in. The rank
+// arithmetic (Coord, Rank, GroupRanks, Groups, EmbeddingRanks, EmbeddingGroups, World,
+// and for experts EDP, ExpertCoord, ExpertRank, ExpertGroupRanks, ExpertGroups) is a pure
+// function of resolved Sizes, with no communicator involved, so it can be tested, printed
+// and used to plan a layout before any process starts. Those methods panic if a size they
+// use is below 1 (call Resolve first) or a rank or coordinate is out of range.
+//
+// Ranks follow Megatron's default order tp-cp-ep-dp-pp, leftmost fastest: the dense
+// decomposition (EP = 1) is
 //
 //	rank = tp + TP·(cp + CP·(dp + DP·pp))
 //
 // so TP groups are blocks of TP consecutive ranks (they stay within a node when TP divides
-// the GPUs per node) and the stages of a pipeline are TP·CP·DP ranks apart.
+// the GPUs per node) and the stages of a pipeline are TP·CP·DP ranks apart. The expert
+// decomposition (CP = 1, TP read as ETP, DP as EDP) is
+//
+//	rank = etp + ETP·(ep + EP·(edp + EDP·pp))
+//
+// Both put PP slowest, so a rank's pipeline stage, and its pipeline group, are the same
+// in both (Megatron asserts it): the ETP·EP·EDP = TP·CP·DP ranks of a stage are laid out
+// once per decomposition.
 type Sizes struct {
 	TP, CP, PP, DP int
+	EP, ETP        int
 }
 
-// Resolve returns s with zero TP, CP and PP set to 1 and a zero DP set to
-// world / (TP·CP·PP). It returns an error if a size is negative, world is not positive,
-// world is not divisible by TP·CP·PP, or a given DP does not make TP·CP·PP·DP = world.
+// Resolve returns s with zero TP, CP, PP and EP set to 1, a zero ETP set to TP and a zero
+// DP set to world / (TP·CP·PP). It returns an error if a size is negative, world is not
+// positive, world is not divisible by TP·CP·PP, a given DP does not make TP·CP·PP·DP =
+// world, or world is not divisible by ETP·EP·PP (Megatron's check: the expert layout
+// ETP × EP must divide the TP·CP·DP ranks of a pipeline stage).
 func (s Sizes) Resolve(world int) (Sizes, error) {
 	if world < 1 {
 		return s, fmt.Errorf("parallel: world size %d must be positive", world)
@@ -33,13 +48,16 @@ func (s Sizes) Resolve(world int) (Sizes, error) {
 	for _, v := range []struct {
 		name string
 		n    *int
-	}{{"TP", &s.TP}, {"CP", &s.CP}, {"PP", &s.PP}, {"DP", &s.DP}} {
+	}{{"TP", &s.TP}, {"CP", &s.CP}, {"PP", &s.PP}, {"DP", &s.DP}, {"EP", &s.EP}, {"ETP", &s.ETP}} {
 		if *v.n < 0 {
 			return s, fmt.Errorf("parallel: %s size %d is negative", v.name, *v.n)
 		}
-		if *v.n == 0 && v.name != "DP" {
+		if *v.n == 0 && v.name != "DP" && v.name != "ETP" {
 			*v.n = 1
 		}
+	}
+	if s.ETP == 0 {
+		s.ETP = s.TP
 	}
 	model := s.TP * s.CP * s.PP
 	if world%model != 0 {
@@ -51,6 +69,11 @@ func (s Sizes) Resolve(world int) (Sizes, error) {
 		return s, fmt.Errorf("parallel: TP×CP×PP×DP = %d×%d×%d×%d = %d, not the world size %d",
 			s.TP, s.CP, s.PP, s.DP, model*s.DP, world)
 	}
+	if expert := s.ETP * s.EP * s.PP; world%expert != 0 {
+		return s, fmt.Errorf("parallel: world size %d is not divisible by ETP×EP×PP = %d×%d×%d = %d "+
+			"(expert-TP × EP must divide TP×CP×DP = %d, the ranks of a pipeline stage)",
+			world, s.ETP, s.EP, s.PP, expert, world/s.PP)
+	}
 	return s, nil
 }
 
@@ -60,9 +83,18 @@ func (s Sizes) World() int {
 	return s.TP * s.CP * s.DP * s.PP
 }
 
-// String returns the sizes as "TP=2 CP=1 PP=4 DP=2".
+// String returns the sizes as "TP=2 CP=1 PP=4 DP=2", followed by " EP=4" when EP is not
+// 1 (or 0) and " ETP=1" when ETP is not its default, TP: a dense layout prints as it did
+// before expert parallelism existed.
 func (s Sizes) String() string {
-	return fmt.Sprintf("TP=%d CP=%d PP=%d DP=%d", s.TP, s.CP, s.PP, s.DP)
+	str := fmt.Sprintf("TP=%d CP=%d PP=%d DP=%d", s.TP, s.CP, s.PP, s.DP)
+	if s.EP != 0 && s.EP != 1 {
+		str += fmt.Sprintf(" EP=%d", s.EP)
+	}
+	if s.ETP != 0 && s.ETP != max(s.TP, 1) {
+		str += fmt.Sprintf(" ETP=%d", s.ETP)
+	}
+	return str
 }
 
 func (s Sizes) mustResolved(op string) {
@@ -88,39 +120,21 @@ func (c Coord) String() string {
 	return fmt.Sprintf("tp=%d cp=%d dp=%d pp=%d", c.TP, c.CP, c.DP, c.PP)
 }
 
-// at returns a pointer to c's coordinate on axis a.
-func (c *Coord) at(a Axis) *int {
-	switch a {
-	case AxisTP:
-		return &c.TP
-	case AxisCP:
-		return &c.CP
-	case AxisDP:
-		return &c.DP
-	case AxisPP:
-		return &c.PP
-	}
-	panic(fmt.Sprintf("parallel: invalid %v", a))
-}
-
 // Coord returns rank's coordinates. It panics if rank is outside [0, World()).
 func (s Sizes) Coord(rank int) Coord {
 	s.mustRank("Coord", rank)
-	var c Coord
-	c.TP, rank = rank%s.TP, rank/s.TP
-	c.CP, rank = rank%s.CP, rank/s.CP
-	c.DP, c.PP = rank%s.DP, rank/s.DP
-	return c
+	c := s.grid().coord(rank)
+	return Coord{TP: c[0], CP: c[1], DP: c[2], PP: c[3]}
 }
 
 // Rank returns the rank at coordinates c, tp + TP·(cp + CP·(dp + DP·pp)). It panics if a
 // coordinate is out of range.
 func (s Sizes) Rank(c Coord) int {
 	s.mustResolved("Rank")
-	if c.TP < 0 || c.TP >= s.TP || c.CP < 0 || c.CP >= s.CP || c.DP < 0 || c.DP >= s.DP || c.PP < 0 || c.PP >= s.PP {
+	if !s.grid().inRange(c.vec()) {
 		panic(fmt.Sprintf("parallel: Sizes.Rank: coordinates %v out of range for %v", c, s))
 	}
-	return c.TP + s.TP*(c.CP+s.CP*(c.DP+s.DP*c.PP))
+	return s.grid().rank(c.vec())
 }
 
 // Axis is a mesh axis. A group "over" a set of axes holds the ranks whose coordinates
@@ -134,7 +148,6 @@ const (
 	AxisCP
 	AxisDP
 	AxisPP
-	numAxes
 )
 
 func (a Axis) String() string {
@@ -151,16 +164,19 @@ func (a Axis) String() string {
 	return fmt.Sprintf("axis(%d)", uint8(a))
 }
 
-// size returns the size of axis a.
-func (s Sizes) size(a Axis) int {
-	c := Coord{s.TP, s.CP, s.DP, s.PP}
-	return *c.at(a)
-}
+// grid returns the dense decomposition as a grid indexed by Axis.
+func (s Sizes) grid() grid { return grid{s.TP, s.CP, s.DP, s.PP} }
+
+// vec returns c as a grid coordinate indexed by Axis.
+func (c Coord) vec() [4]int { return [4]int{c.TP, c.CP, c.DP, c.PP} }
 
 // axisMask returns the set of axes as a bit mask; it panics on an invalid axis.
-func axisMask(op string, axes []Axis) (mask uint8) {
+func axisMask[A interface {
+	~uint8
+	fmt.Stringer
+}](op string, axes []A) (mask uint8) {
 	for _, a := range axes {
-		if a >= numAxes {
+		if a >= A(len(grid{})) {
 			panic(fmt.Sprintf("parallel: Sizes.%s: invalid %v", op, a))
 		}
 		mask |= 1 << a
@@ -175,65 +191,14 @@ func axisMask(op string, axes []Axis) (mask uint8) {
 // Repeated axes count once. It panics if rank is out of range or an axis is invalid.
 func (s Sizes) GroupRanks(rank int, axes ...Axis) []int {
 	s.mustRank("GroupRanks", rank)
-	return s.groupOf(s.Coord(rank), axisMask("GroupRanks", axes))
-}
-
-// groupOf lists the group over mask through c. Looping from the slowest axis (PP) to the
-// fastest (TP) yields the ranks in increasing order.
-func (s Sizes) groupOf(c Coord, mask uint8) []int {
-	span := func(a Axis, at int) (lo, hi int) {
-		if mask&(1<<a) != 0 {
-			return 0, s.size(a)
-		}
-		return at, at + 1
-	}
-	n := 1
-	for a := range numAxes {
-		if mask&(1<<a) != 0 {
-			n *= s.size(a)
-		}
-	}
-	ranks := make([]int, 0, n)
-	ppLo, ppHi := span(AxisPP, c.PP)
-	dpLo, dpHi := span(AxisDP, c.DP)
-	cpLo, cpHi := span(AxisCP, c.CP)
-	tpLo, tpHi := span(AxisTP, c.TP)
-	for pp := ppLo; pp < ppHi; pp++ {
-		for dp := dpLo; dp < dpHi; dp++ {
-			for cp := cpLo; cp < cpHi; cp++ {
-				for tp := tpLo; tp < tpHi; tp++ {
-					ranks = append(ranks, s.Rank(Coord{tp, cp, dp, pp}))
-				}
-			}
-		}
-	}
-	return ranks
-}
-
-// leader returns the smallest rank of rank's group over mask: rank with its coordinates
-// on those axes set to 0. It identifies the group (NewMesh uses it as the Split color).
-func (s Sizes) leader(rank int, mask uint8) int {
-	c := s.Coord(rank)
-	for a := range numAxes {
-		if mask&(1<<a) != 0 {
-			*c.at(a) = 0
-		}
-	}
-	return s.Rank(c)
+	return s.grid().group(s.Coord(rank).vec(), axisMask("GroupRanks", axes))
 }
 
 // Groups returns every group over axes, ordered by smallest member; together they
 // partition the world. It panics if an axis is invalid.
 func (s Sizes) Groups(axes ...Axis) [][]int {
 	s.mustResolved("Groups")
-	mask := axisMask("Groups", axes)
-	var groups [][]int
-	for r := range s.World() {
-		if s.leader(r, mask) == r {
-			groups = append(groups, s.groupOf(s.Coord(r), mask))
-		}
-	}
-	return groups
+	return s.grid().groups(axisMask("Groups", axes))
 }
 
 // EmbeddingRanks returns the embedding group of rank's pipeline: its first and last

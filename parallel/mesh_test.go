@@ -19,7 +19,7 @@ var megatron16 = struct {
 	tp, cp, dp, dpcp, pp, mp, emb [][]int
 	coords                        map[int]parallel.Coord
 }{
-	sizes: parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2},
+	sizes: parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2, EP: 1, ETP: 2},
 	tp:    [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}},
 	cp:    [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}},
 	dp:    [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}},
@@ -70,7 +70,7 @@ func TestMeshMegatronExampleTable(t *testing.T) {
 func TestMeshCPTable(t *testing.T) {
 	s, err := parallel.Sizes{TP: 2, CP: 2}.Resolve(8)
 	require.NoError(t, err)
-	assert.Equal(t, parallel.Sizes{TP: 2, CP: 2, PP: 1, DP: 2}, s)
+	assert.Equal(t, parallel.Sizes{TP: 2, CP: 2, PP: 1, DP: 2, EP: 1, ETP: 2}, s)
 	assert.Equal(t, [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, s.Groups(parallel.AxisTP))
 	assert.Equal(t, [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}}, s.Groups(parallel.AxisCP))
 	assert.Equal(t, [][]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}}, s.Groups(parallel.AxisDP))
@@ -96,7 +96,7 @@ func meshConfigs() []parallel.Sizes {
 			}
 		}
 	}
-	return append(out,
+	out = append(out,
 		parallel.Sizes{TP: 8, CP: 2, PP: 4, DP: 16}, // 1024
 		parallel.Sizes{TP: 1024, CP: 1, PP: 1, DP: 1},
 		parallel.Sizes{TP: 1, CP: 1, PP: 1024, DP: 1},
@@ -105,16 +105,21 @@ func meshConfigs() []parallel.Sizes {
 		parallel.Sizes{TP: 3, CP: 5, PP: 13, DP: 5}, // 975
 		parallel.Sizes{TP: 4, CP: 1, PP: 2, DP: 128},
 	)
+	for i := range out { // the default expert layout, as Resolve fills it in
+		out[i].EP, out[i].ETP = 1, out[i].TP
+	}
+	return out
 }
 
 var meshAllAxes = []parallel.Axis{parallel.AxisTP, parallel.AxisCP, parallel.AxisDP, parallel.AxisPP}
 
-// meshAxisSubsets returns all 16 subsets of the axes: every kind of group there can be.
-func meshAxisSubsets() [][]parallel.Axis {
-	var out [][]parallel.Axis
-	for mask := range 1 << len(meshAllAxes) {
-		var axes []parallel.Axis
-		for i, a := range meshAllAxes {
+// axisSubsets returns all 16 subsets of the four axes of a decomposition: every kind of
+// group there can be.
+func axisSubsets[A any](all []A) [][]A {
+	var out [][]A
+	for mask := range 1 << len(all) {
+		var axes []A
+		for i, a := range all {
 			if mask&(1<<i) != 0 {
 				axes = append(axes, a)
 			}
@@ -124,12 +129,36 @@ func meshAxisSubsets() [][]parallel.Axis {
 	return out
 }
 
+// meshAxisSubsets returns all 16 subsets of the dense axes.
+func meshAxisSubsets() [][]parallel.Axis { return axisSubsets(meshAllAxes) }
+
 func meshCoordOn(c parallel.Coord, a parallel.Axis) int {
 	return [...]int{c.TP, c.CP, c.DP, c.PP}[a]
 }
 
 func meshAxisSize(s parallel.Sizes, a parallel.Axis) int {
 	return [...]int{s.TP, s.CP, s.DP, s.PP}[a]
+}
+
+// decomposition is one of the two ways Sizes lays the world out (dense or expert), as
+// the generic group checks see it.
+type decomposition[A comparable] struct {
+	world      int
+	axes       []A                             // all four, fastest first
+	size       func(a A) int                   // the size of axis a
+	coord      func(rank int, a A) int         // rank's coordinate on axis a
+	groups     func(axes ...A) [][]int         // Groups or ExpertGroups
+	groupRanks func(rank int, axes ...A) []int // GroupRanks or ExpertGroupRanks
+}
+
+// denseDecomposition is s's TP × CP × DP × PP decomposition.
+func denseDecomposition(s parallel.Sizes) decomposition[parallel.Axis] {
+	return decomposition[parallel.Axis]{
+		world: s.World(), axes: meshAllAxes,
+		size:   func(a parallel.Axis) int { return meshAxisSize(s, a) },
+		coord:  func(r int, a parallel.Axis) int { return meshCoordOn(s.Coord(r), a) },
+		groups: s.Groups, groupRanks: s.GroupRanks,
+	}
 }
 
 func TestMeshProperties(t *testing.T) {
@@ -175,35 +204,39 @@ func checkMeshRankOrder(t *testing.T, s parallel.Sizes) {
 	}
 }
 
-// checkMeshGroups checks the groups over axes: they partition the world, each has the product
-// of the axes' sizes as its size, is sorted, its members agree on every other axis, and
-// GroupRanks of each member returns it.
+// checkMeshGroups checks the dense groups over axes (see checkGroupsOver).
 func checkMeshGroups(t *testing.T, s parallel.Sizes, axes []parallel.Axis) {
+	t.Helper()
+	checkGroupsOver(t, denseDecomposition(s), axes)
+}
+
+// checkGroupsOver checks d's groups over axes: they partition the world, each has the
+// product of the axes' sizes as its size, is sorted, its members agree on every other
+// axis, and the group listing of its first and last member returns it.
+func checkGroupsOver[A comparable](t *testing.T, d decomposition[A], axes []A) {
 	t.Helper()
 	size := 1
 	for _, a := range axes {
-		size *= meshAxisSize(s, a)
+		size *= d.size(a)
 	}
-	groups := s.Groups(axes...)
-	seen := make([]int, s.World())
+	groups := d.groups(axes...)
+	seen := make([]int, d.world)
 	for _, g := range groups {
 		if len(g) != size || !slices.IsSorted(g) {
 			t.Fatalf("axes %v: group %v: want %d sorted ranks", axes, g, size)
 		}
-		c0 := s.Coord(g[0])
 		for _, r := range g {
 			seen[r]++
-			c := s.Coord(r)
-			for _, a := range meshAllAxes {
-				if !slices.Contains(axes, a) && meshCoordOn(c, a) != meshCoordOn(c0, a) {
-					t.Fatalf("axes %v: ranks %d (%v) and %d (%v) differ on %v", axes, g[0], c0, r, c, a)
+			for _, a := range d.axes {
+				if !slices.Contains(axes, a) && d.coord(r, a) != d.coord(g[0], a) {
+					t.Fatalf("axes %v: ranks %d and %d differ on %v", axes, g[0], r, a)
 				}
 			}
 		}
-		// GroupRanks of the first and last member; the partition check covers the rest.
+		// The first and last member; the partition check covers the rest.
 		for _, r := range []int{g[0], g[len(g)-1]} {
-			if got := s.GroupRanks(r, axes...); !slices.Equal(got, g) {
-				t.Fatalf("axes %v: GroupRanks(%d) = %v, want %v", axes, r, got, g)
+			if got := d.groupRanks(r, axes...); !slices.Equal(got, g) {
+				t.Fatalf("axes %v: group ranks of %d = %v, want %v", axes, r, got, g)
 			}
 		}
 	}
@@ -276,10 +309,10 @@ func TestSizesResolve(t *testing.T) {
 		want  parallel.Sizes
 		err   string
 	}{
-		{"all defaults", 16, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 16}, ""},
-		{"DP inferred", 16, parallel.Sizes{TP: 2, PP: 4}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2}, ""},
-		{"DP given", 16, parallel.Sizes{TP: 2, PP: 4, DP: 2}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2}, ""},
-		{"one rank", 1, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 1}, ""},
+		{"all defaults", 16, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 16, EP: 1, ETP: 1}, ""},
+		{"DP inferred", 16, parallel.Sizes{TP: 2, PP: 4}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2, EP: 1, ETP: 2}, ""},
+		{"DP given", 16, parallel.Sizes{TP: 2, PP: 4, DP: 2}, parallel.Sizes{TP: 2, CP: 1, PP: 4, DP: 2, EP: 1, ETP: 2}, ""},
+		{"one rank", 1, parallel.Sizes{}, parallel.Sizes{TP: 1, CP: 1, PP: 1, DP: 1, EP: 1, ETP: 1}, ""},
 		{"not divisible", 12, parallel.Sizes{TP: 8},
 			parallel.Sizes{}, "parallel: world size 12 is not divisible by TP×CP×PP = 8"},
 		{"CP not divisible", 12, parallel.Sizes{TP: 2, CP: 5},
@@ -290,6 +323,18 @@ func TestSizesResolve(t *testing.T) {
 			parallel.Sizes{}, "parallel: PP size -2 is negative"},
 		{"empty world", 0, parallel.Sizes{},
 			parallel.Sizes{}, "parallel: world size 0 must be positive"},
+		{"ETP defaults to TP", 8, parallel.Sizes{TP: 4, EP: 2}, parallel.Sizes{TP: 4, CP: 1, PP: 1, DP: 2, EP: 2, ETP: 4}, ""},
+		{"EP and ETP given as 1", 8, parallel.Sizes{TP: 2, EP: 1, ETP: 1}, parallel.Sizes{TP: 2, CP: 1, PP: 1, DP: 4, EP: 1, ETP: 1}, ""},
+		{"EP spans CP", 4, parallel.Sizes{CP: 2, EP: 4}, parallel.Sizes{TP: 1, CP: 2, PP: 1, DP: 2, EP: 4, ETP: 1}, ""},
+		{"EP over a stage", 12, parallel.Sizes{PP: 2, EP: 3}, parallel.Sizes{TP: 1, CP: 1, PP: 2, DP: 6, EP: 3, ETP: 1}, ""},
+		{"EP does not divide a stage", 12, parallel.Sizes{PP: 2, EP: 4}, parallel.Sizes{},
+			"parallel: world size 12 is not divisible by ETP×EP×PP = 1×4×2 = 8 " +
+				"(expert-TP × EP must divide TP×CP×DP = 6, the ranks of a pipeline stage)"},
+		{"ETP too wide", 8, parallel.Sizes{TP: 2, PP: 2, ETP: 4, EP: 2}, parallel.Sizes{},
+			"parallel: world size 8 is not divisible by ETP×EP×PP = 4×2×2 = 16 " +
+				"(expert-TP × EP must divide TP×CP×DP = 4, the ranks of a pipeline stage)"},
+		{"negative EP", 8, parallel.Sizes{EP: -1}, parallel.Sizes{}, "parallel: EP size -1 is negative"},
+		{"negative ETP", 8, parallel.Sizes{ETP: -2}, parallel.Sizes{}, "parallel: ETP size -2 is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.in.Resolve(tc.world)

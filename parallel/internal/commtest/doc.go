@@ -4,5 +4,6 @@
 // failing a *testing.T so that it can run in worker processes and on rank goroutines.
 // Value, Values, Tensor, Reduce and Check let a transport's own tests build more cases
 // from the same contributions; the benchmark helpers size and report the all-reduce
-// benchmarks of every transport alike.
+// benchmarks of every transport alike. Mesh builds a parallel.Mesh (MeshLayouts, dense
+// and expert) on a transport and checks every group it hands out.
 package commtest

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"megago/nn"
 )
 
@@ -18,8 +20,12 @@ func (c *config) modelConfig(vocab int) nn.GPTConfig {
 		Dropout: c.HiddenDropout, AttnDropout: c.AttentionDropout,
 	}, Untied: c.UntieEmbeddings, VocabMultiple: c.MakeVocabSizeDivisibleBy}
 	c.Arch.Apply(&m.TransformerConfig) // GPT-2 with the flags' defaults: LayerNorm, GeLU, learned positions, biases
+	c.MoE.Apply(&m.TransformerConfig)  // dense without --num-experts
 	return m
 }
+
+// denseFFN returns the dense MLP's hidden size: --ffn-hidden-size, else 4 × hidden.
+func (c *config) denseFFN() int { return cmp.Or(c.FFNHiddenSize, 4*c.HiddenSize) }
 
 // flopsPerIteration returns the model FLOPs of one iteration (settings.FLOPs).
 func (c *config) flopsPerIteration(m nn.GPTConfig) float64 {

@@ -50,8 +50,8 @@ type Report struct {
 
 	window   window    // since the last progress line
 	moe      moeWindow // the MoE metrics since the last progress line
-	consumed int64  // tokens trained on
-	err      error  // the first failed write of metrics.jsonl or the event file
+	consumed int64     // tokens trained on
+	err      error     // the first failed write of metrics.jsonl or the event file
 }
 
 // window sums the iterations since the last progress line.

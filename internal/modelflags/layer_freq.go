@@ -189,6 +189,20 @@ func (p *patternParser) list() (patternValue, error) {
 	return v, nil
 }
 
+// ExpandLayerFreq returns the MoE layers --moe-layer-freq s gives a model of layers
+// layers, one 0 or 1 per layer ("1,0,1,0"), whichever form s has.
+func ExpandLayerFreq(s string, layers int) (string, error) {
+	freq, pattern, err := parseLayerFreq(s)
+	if err != nil || pattern != nil {
+		return patternString(pattern), err
+	}
+	pattern = make([]bool, layers)
+	for i := range pattern {
+		pattern[i] = i%freq == 0
+	}
+	return patternString(pattern), nil
+}
+
 // patternString writes a pattern as MoEConfig.LayerPattern: "1,0,1,0".
 func patternString(pattern []bool) string {
 	var b strings.Builder

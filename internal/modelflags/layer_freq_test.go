@@ -75,3 +75,15 @@ func TestParseLayerFreqRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestExpandLayerFreq: both forms give one 0 or 1 per layer (Megatron's
+// moe_layer_pattern: layer i is MoE when i % N == 0).
+func TestExpandLayerFreq(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"1", "1,1,1,1,1,1"}, {"2", "1,0,1,0,1,0"}, {"4", "1,0,0,0,1,0"}, {"([1]*1+[0]*2)*2", "1,0,0,1,0,0"},
+	} {
+		got, err := ExpandLayerFreq(tc.in, 6)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, tc.in)
+	}
+}

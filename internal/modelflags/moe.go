@@ -311,7 +311,8 @@ func MoEFromConfig(c nn.MoEConfig, m MoE) MoE {
 
 // Describe returns the experts in a few words ("8 experts, top-2, every 2nd layer,
 // expert hidden 256, shared expert 512 (gated), aux_loss 0.01, z-loss 0.001, capacity
-// 1.25 (drop by probs), grouped GEMM, EP 2"), or "" for a dense model.
+// 1.25 (drop by probs), grouped GEMM"), or "" for a dense model; the parallel sizes
+// are the layout's.
 func (m MoE) Describe() string {
 	if m.NumExperts <= 0 {
 		return ""
@@ -335,7 +336,5 @@ func (m MoE) Describe() string {
 	add(m.ZLossCoeff > 0, "z-loss %g", m.ZLossCoeff)
 	add(m.CapacityFactor > 0, "capacity %g (drop by %s%s)", m.CapacityFactor, m.DropPolicy, map[bool]string{true: ", padded"}[m.PadToCapacity])
 	add(m.GroupedGEMM, "grouped GEMM")
-	add(m.EP > 1, "EP %d (%s)", m.EP, m.Dispatcher)
-	add(m.ETP > 0, "expert TP %d", m.ETP)
 	return strings.Join(w, ", ")
 }

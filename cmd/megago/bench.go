@@ -191,7 +191,7 @@ func (c benchConfig) validate() error {
 	ffn := cmp.Or(c.model().FFNHidden, 4*c.Dim)
 	errs = append(errs, c.MoE.Check(c.Layers, ffn)...)
 	if c.MoE.EP > 1 || c.MoE.ETP > 1 {
-		errs = append(errs, fmt.Sprintf("bench gpt runs on one rank: --expert-model-parallel-size %d and --expert-tensor-parallel-size %d must be 1", c.MoE.EP, c.MoE.ETP))
+		errs = append(errs, fmt.Sprintf("--expert-model-parallel-size %d, --expert-tensor-parallel-size %d: bench gpt runs on one rank (both 1)", c.MoE.EP, c.MoE.ETP))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("gpt: %s", strings.Join(errs, "; "))

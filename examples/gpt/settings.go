@@ -27,7 +27,9 @@ func (c *config) modelConfig(vocab int) nn.GPTConfig {
 // denseFFN returns the dense MLP's hidden size: --ffn-hidden-size, else 4 × hidden.
 func (c *config) denseFFN() int { return cmp.Or(c.FFNHiddenSize, 4*c.HiddenSize) }
 
-// flopsPerIteration returns the model FLOPs of one iteration (settings.FLOPs).
+// flopsPerIteration returns the model FLOPs of one iteration: settings.FLOPs, counted
+// by nn.TrainingFLOPs over the whole model configuration (its experts too, where nn
+// counts them).
 func (c *config) flopsPerIteration(m nn.GPTConfig) float64 {
-	return c.FLOPs(nn.PaddedVocab(m.Vocab, m.VocabMultiple, c.TP))
+	return nn.TrainingFLOPs(m.TransformerConfig, nn.PaddedVocab(m.Vocab, m.VocabMultiple, c.TP), c.GlobalBatchSize, c.SeqLength)
 }

@@ -117,6 +117,9 @@ func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *
 		return false, err
 	}
 	l.Trainer.Optimizer().SetScheduleIncrement(cfg.ScheduleIncrement(it)) // samples under --train-samples
+	if l.MoE != nil {
+		l.MoE.Stats() // drop what a validation or generation since the last step recorded
+	}
 	step, err := l.Trainer.Step(work, cfg.ScheduleAt(it), fwd)
 	var moe *report.MoE
 	if err == nil && l.MoE != nil {

@@ -53,7 +53,13 @@ tokens × (6·N + 12·L·T·C) with N = 12·L·C² + Vp·C (BENCHMARKS.md); gflo
 that divided by the median step time.
 
 Megatron's architecture flags make it Llama-style (N then counts the MLP as
-2C·F, not SwiGLU's 3C·F, nor grouped-query attention's smaller K and V):
+2C·F, not SwiGLU's 3C·F, nor grouped-query attention's smaller K and V), and
+its mixture-of-experts flags give it experts (on one rank: EP and expert-TP 1):
+
+  megago bench gpt --layers 4 --dim 256 --heads 4 --vocab 8192 --seq 256 --batch 8 \
+    --num-experts 8 --moe-ffn-hidden-size 512 --moe-router-topk 2 --moe-grouped-gemm
+
+or Llama-style:
 
   megago bench gpt --layers 4 --dim 256 --heads 8 --vocab 8192 --seq 256 --batch 8 \
     --normalization RMSNorm --norm-epsilon 1e-6 --swiglu --position-embedding-type rope \
@@ -87,6 +93,7 @@ type benchConfig struct {
 	// --position-embedding-type rope ...), with --ffn-hidden-size, --init-method-std and
 	// --untie-embeddings-and-output-weights.
 	Arch    modelflags.Arch
+	MoE     modelflags.MoE // Megatron's mixture-of-experts flags (--num-experts, --moe-router-topk, ...), on one rank
 	FFN     int
 	InitStd float64
 	Untied  bool
@@ -126,6 +133,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.Unfused, "unfused", false, "build the model with the unfused reference compositions of the fused ops (attention through the whole [B, NH, T, T] score matrix), to compare")
 	c.Arch = modelflags.Defaults()
 	c.Arch.Register(fs)
+	c.MoE = modelflags.MoEDefaults()
+	c.MoE.Register(fs)
 	fs.IntVar(&c.FFN, "ffn-hidden-size", 0, "MLP hidden size (0: 4 × dim, or Megatron's ⌊(8/3·dim)/64⌋·64 with --swiglu)")
 	fs.Float64Var(&c.InitStd, "init-method-std", 0.02, "std of the weight initialization")
 	fs.BoolVar(&c.Untied, "untie-embeddings-and-output-weights", false, "give the output layer its own weight")
@@ -178,7 +187,13 @@ func (c benchConfig) validate() error {
 	case c.FFN < 0 || !(c.InitStd > 0):
 		return fmt.Errorf("gpt: --ffn-hidden-size %d must not be negative and --init-method-std %v must be positive", c.FFN, c.InitStd)
 	}
-	if errs := c.Arch.Check(c.Heads, 1); len(errs) > 0 {
+	errs := c.Arch.Check(c.Heads, 1)
+	ffn := cmp.Or(c.model().FFNHidden, 4*c.Dim)
+	errs = append(errs, c.MoE.Check(c.Layers, ffn)...)
+	if c.MoE.EP > 1 || c.MoE.ETP > 1 {
+		errs = append(errs, fmt.Sprintf("--expert-model-parallel-size %d, --expert-tensor-parallel-size %d: bench gpt runs on one rank (both 1)", c.MoE.EP, c.MoE.ETP))
+	}
+	if len(errs) > 0 {
 		return fmt.Errorf("gpt: %s", strings.Join(errs, "; "))
 	}
 	if err := c.model().Validate(); err != nil {
@@ -198,6 +213,7 @@ func (c benchConfig) model() nn.GPTConfig {
 		FFNHidden: ffn, Vocab: c.Vocab, MaxPosition: cmp.Or(c.Block, c.Seq), InitStd: c.InitStd},
 		Untied: c.Untied, VocabMultiple: c.PadVocab}
 	c.Arch.Apply(&cfg.TransformerConfig)
+	c.MoE.Apply(&cfg.TransformerConfig)
 	return cfg
 }
 

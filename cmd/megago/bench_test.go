@@ -89,6 +89,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "gpt", "--steps", "0"},
 		{"bench", "gpt", "--heads", "12", "--group-query-attention", "--num-query-groups", "5"},
 		{"bench", "gpt", "--normalization", "rmsnorm"},
+		{"bench", "gpt", "--num-experts", "8", "--expert-model-parallel-size", "2"}, // one rank
+		{"bench", "gpt", "--moe-router-topk", "4"},                                  // no --num-experts
+		{"bench", "gpt", "--num-experts", "4", "--moe-layer-freq", "[1]*3"},         // 12 layers
 	} {
 		if _, _, err := run(t, args...); err == nil {
 			t.Errorf("megago %s succeeded, want an error", strings.Join(args, " "))

@@ -13,12 +13,12 @@ import (
 )
 
 // modelFlags are the flags that describe the model: what --use-checkpoint-args takes
-// from the checkpoint.
-var modelFlags = []string{"num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-size",
+// from the checkpoint (with modelflags.MoEModelFlags).
+var modelFlags = append([]string{"num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-size",
 	"max-position-embeddings", "make-vocab-size-divisible-by", "untie-embeddings-and-output-weights",
 	"normalization", "norm-epsilon", "swiglu", "position-embedding-type", "rotary-base", "rotary-percent",
 	"use-rope-scaling", "rope-scaling-factor", "group-query-attention", "num-query-groups", "kv-channels",
-	"disable-bias-linear", "add-qkv-bias", "qk-layernorm"}
+	"disable-bias-linear", "add-qkv-bias", "qk-layernorm"}, modelflags.MoEModelFlags...)
 
 // useCheckpointArgs sets the model flags from the GPT configuration recorded in --load's
 // latest checkpoint, as Megatron's --use-checkpoint-args does. A model flag given on the
@@ -59,13 +59,23 @@ func (c *config) useCheckpointArgs(fs *flag.FlagSet) error {
 	c.MakeVocabSizeDivisibleBy = m.VocabMultiple
 	c.UntieEmbeddings = m.Untied
 	c.Arch = arch
+	c.MoE = modelflags.MoEFromConfig(m.MoE, c.MoE)
 	for _, name := range modelFlags {
-		if now := fs.Lookup(name).Value.String(); c.Set[name] && now != given[name] && !sameNumber(now, given[name]) {
+		if now := fs.Lookup(name).Value.String(); c.Set[name] && now != given[name] && !sameNumber(now, given[name]) &&
+			!(name == "moe-layer-freq" && c.sameLayerFreq(now, given[name])) {
 			return fmt.Errorf("--%s %s differs from the checkpoint's %s (--use-checkpoint-args takes the model from %s)",
 				name, given[name], now, c.Load)
 		}
 	}
 	return nil
+}
+
+// sameLayerFreq reports whether two --moe-layer-freq values give the same MoE layers
+// ("2" and "[1,0,1,0]" for 4 layers).
+func (c *config) sameLayerFreq(a, b string) bool {
+	x, err1 := modelflags.ExpandLayerFreq(a, c.NumLayers)
+	y, err2 := modelflags.ExpandLayerFreq(b, c.NumLayers)
+	return err1 == nil && err2 == nil && x == y
 }
 
 // sameNumber reports whether two flag values are the same number written differently

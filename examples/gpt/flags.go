@@ -19,6 +19,9 @@ type config struct {
 	// Arch holds Megatron's architecture flags (--normalization, --swiglu,
 	// --position-embedding-type, --group-query-attention, ...): a Llama-style GPT.
 	Arch modelflags.Arch
+	// MoE holds Megatron's mixture-of-experts flags (--num-experts, --moe-router-topk,
+	// --moe-layer-freq, --expert-model-parallel-size, ...): experts in place of the MLP.
+	MoE modelflags.MoE
 	// UseCheckpointArgs takes the model flags from --load's checkpoint
 	// (checkpoint_args.go).
 	UseCheckpointArgs bool
@@ -42,6 +45,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.UntieEmbeddings, "untie-embeddings-and-output-weights", false, "give the output layer its own weight")
 	c.Arch = modelflags.Defaults()
 	c.Arch.Register(fs)
+	c.MoE = modelflags.MoEDefaults()
+	c.MoE.Register(fs)
 	c.Docs.register(fs)
 	fs.BoolVar(&c.UseCheckpointArgs, "use-checkpoint-args", false, "take the model's settings (sizes, architecture flags) from --load's checkpoint")
 	fs.StringVar(&c.Prompt, "prompt", "func (b *Buffer) ", "text to continue after training")
@@ -80,10 +85,14 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 		c.FFNHiddenSize = modelflags.SwiGLUFFN(c.HiddenSize) // as Megatron sizes it
 	}
 	errs := c.Arch.Check(c.NumAttentionHeads, c.TP)
+	errs = append(errs, c.MoE.Check(c.NumLayers, c.denseFFN())...)
 	if len(errs) > 0 {
 		return nil, settings.Error(errs)
 	}
 	errs = c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
+	if len(errs) == 0 {
+		errs = c.MoE.CheckLayout(c.World, c.TP, c.PP, c.denseFFN())
+	}
 	errs = append(errs, settings.NonNegative(map[string]int{"--gen-tokens": c.GenTokens, "--top-k": c.TopK})...)
 	errs = append(errs, settings.NonNegativeNumbers(map[string]float64{"--temperature": c.Temperature})...)
 	if err := settings.Error(errs); err != nil {

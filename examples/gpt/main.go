@@ -124,8 +124,9 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
 
-	// Mesh: the TP, PP and DP groups, in Megatron's rank order (TP fastest).
-	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, PP: cfg.PP})
+	// Mesh: the TP, PP and DP groups, in Megatron's rank order (TP fastest), and the
+	// experts' groups (EP, expert-TP, expert-DP) over the same ranks (moe.go).
+	mesh, err := parallel.NewMesh(work, world, cfg.meshSizes())
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	// Model: this rank's pipeline chunks, its TP shard of each layer. Weights are drawn
 	// by global coordinates, so every layout and device starts from the same model.
 	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
-		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute()}
+		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute(), Experts: expertGroups(mesh)}
 	model := cfg.modelConfig(corp.tok.VocabSize())
 	chunks, err := train.NewGPTChunks(build, model, mesh, cfg.Chunks)
 	if err != nil {
@@ -188,6 +189,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	sum := &summary{ValidLoss: math.NaN(), Entropy: corp.entropy()}
 	l := loop.Loop{Settings: &cfg.Common, Mesh: mesh, Dev: dev, Trainer: trainer, Report: rep,
 		Dropout: tensor.NewRNG(cfg.Seed).Named("dropout"), Save: saver.Saved, Start: start,
+		MoE: cfg.moeLog(model, chunks), // the MoE layers' losses and expert loads (nil for a dense model)
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.MicrobatchesAt(it))
 			return train.GPTDocumentsForward(chunks, pass, gptBatches(batches).microBatches(dev, cfg.Docs.ResetPositionIDs)), err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -44,9 +45,16 @@ func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, p
 	if d := cfg.Docs.describe(); d != "" {
 		r.Printf("documents: %s (each sample's documents apart at the end-of-document token)\n", d)
 	}
+	if moe := cfg.MoE.Describe(); moe != "" {
+		r.Printf("experts: %s\n", moe)
+	}
 	r.Printf("layout: %d rank(s) = TP %d × PP %d × DP %d; %v; %d micro-batch(es) of %d per DP rank; global batch %d (%s tokens)\n",
 		cfg.World, cfg.TP, cfg.PP, cfg.DP, cfg.Schedule(), cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
 		report.Thousands(float64(cfg.GlobalBatchSize*cfg.SeqLength)))
+	if cfg.MoE.NumExperts > 0 {
+		r.Printf("        experts: %d rank(s) = expert-TP %d × EP %d × expert-DP %d × PP %d; %s dispatcher\n", cfg.World,
+			cmp.Or(cfg.MoE.ETP, cfg.TP), cfg.MoE.EP, cfg.MoE.ExpertDP(cfg.World, cfg.TP, cfg.PP), cfg.PP, cfg.MoE.Dispatcher)
+	}
 	r.Printf("optimizer: AdamW, lr %g → %g (%s, warmup %d), weight decay %g, clip %g\n",
 		cfg.LR, cfg.MinLR, cfg.LRDecayStyle, cfg.WarmupIters(), cfg.WeightDecay, cfg.ClipGrad)
 	r.Printf("TFLOP/s below count model FLOPs = tokens × (6·N + 12·L·T·C) with N = L·(4C² + 2C·F) + Vp·C weights in matrix multiplies: %.3g per iteration\n",

@@ -52,11 +52,11 @@ func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parall
 	return text, nil // only world rank 0 prints it
 }
 
-// wholeModel returns this rank's TP shard of the whole model, without sequence
+// wholeModel returns this rank's TP (and EP) shard of the whole model, without sequence
 // parallelism or recomputation, holding the trained parameters: each parameter is
 // broadcast over the PP group from the stage that holds it.
 func wholeModel(ctx context.Context, cfg *config, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (*nn.GPT, error) {
-	whole := &nn.Builder{Dev: b.Dev, DType: b.DType, RNG: b.RNG, TP: b.TP}
+	whole := &nn.Builder{Dev: b.Dev, DType: b.DType, RNG: b.RNG, TP: b.TP, Experts: b.Experts} // experts stay split over EP
 	m, err := nn.NewGPT(whole, chunks[0].Config, nn.Stage{})
 	if err != nil {
 		return nil, err

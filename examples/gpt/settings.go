@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"megago/nn"
 )
 
@@ -18,10 +20,16 @@ func (c *config) modelConfig(vocab int) nn.GPTConfig {
 		Dropout: c.HiddenDropout, AttnDropout: c.AttentionDropout,
 	}, Untied: c.UntieEmbeddings, VocabMultiple: c.MakeVocabSizeDivisibleBy}
 	c.Arch.Apply(&m.TransformerConfig) // GPT-2 with the flags' defaults: LayerNorm, GeLU, learned positions, biases
+	c.MoE.Apply(&m.TransformerConfig)  // dense without --num-experts
 	return m
 }
 
-// flopsPerIteration returns the model FLOPs of one iteration (settings.FLOPs).
+// denseFFN returns the dense MLP's hidden size: --ffn-hidden-size, else 4 × hidden.
+func (c *config) denseFFN() int { return cmp.Or(c.FFNHiddenSize, 4*c.HiddenSize) }
+
+// flopsPerIteration returns the model FLOPs of one iteration: settings.FLOPs, counted
+// by nn.TrainingFLOPs over the whole model configuration (its experts too, where nn
+// counts them).
 func (c *config) flopsPerIteration(m nn.GPTConfig) float64 {
-	return c.FLOPs(nn.PaddedVocab(m.Vocab, m.VocabMultiple, c.TP))
+	return nn.TrainingFLOPs(m.TransformerConfig, nn.PaddedVocab(m.Vocab, m.VocabMultiple, c.TP), c.GlobalBatchSize, c.SeqLength)
 }

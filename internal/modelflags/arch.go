@@ -1,7 +1,9 @@
 // Package modelflags holds Megatron-LM's command-line flags for a GPT's architecture
 // variants (Llama, Mistral, Qwen2: RMSNorm, SwiGLU, RoPE and its scaling, grouped-query
-// attention, biases, query/key norms), shared by the gpt example and megago bench gpt, and
-// maps them onto nn.TransformerConfig.
+// attention, biases, query/key norms; Arch) and its mixture-of-experts layers
+// (--num-experts, --moe-*, the expert-parallel sizes; MoE, with --moe-layer-freq's
+// Python list expressions in layer_freq.go), shared by the gpt example and megago bench
+// gpt, and maps them onto nn.TransformerConfig.
 package modelflags
 
 import (

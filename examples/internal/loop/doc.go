@@ -32,10 +32,22 @@
 // hold a NaN or an infinity are never saved (package ckpt). Every rank sees the same
 // loss, skip and scale, so all stop together.
 //
+// # Mixture of experts
+//
+// For a model with MoE layers (Loop.MoE), every rank hands its layers' statistics since
+// the last step (MoELayerStats, nn.MoEStats's) to one all-reduce over the world after
+// each step, which gives rank 0 the iteration's metrics as Megatron's
+// MoEMetricsTracker.report computes them: each loss divided by its coefficient and the
+// micro-batches, summed over the pipeline stages, summed over TP under sequence
+// parallelism (each TP rank's loss is its part) or taken once without it (every TP rank
+// routes the same tokens), averaged over DP (global_load_balancing_loss summed, its
+// parts), and the tokens per expert summed over the global batch (moe.go). Package
+// report writes them.
+//
 // # Reading order
 //
 // Loop and its Run, which returns a Result; stop.go (stopping), health.go (divergence);
-// Batches.
+// moe.go (MoE metrics); Batches.
 //
 // # Errors
 //

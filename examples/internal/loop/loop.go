@@ -36,6 +36,10 @@ type Loop struct {
 	// Save records that iteration it (1-based) is done and saves a checkpoint when one is
 	// due or last is true: a ckpt.Checkpointer's Saved. Nil: nothing is saved.
 	Save func(ctx context.Context, it int, last bool, rep *report.Report) error
+	// MoE, for a model with mixture-of-experts layers, says what to log of them after
+	// each step (moe.go): their losses and expert loads, reduced over every rank. Nil:
+	// a dense model.
+	MoE *MoELog
 }
 
 // Result is what a run of the loop did.
@@ -113,9 +117,16 @@ func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *
 		return false, err
 	}
 	l.Trainer.Optimizer().SetScheduleIncrement(cfg.ScheduleIncrement(it)) // samples under --train-samples
+	if l.MoE != nil {
+		l.MoE.Stats() // drop what a validation or generation since the last step recorded
+	}
 	step, err := l.Trainer.Step(work, cfg.ScheduleAt(it), fwd)
+	var moe *report.MoE
+	if err == nil && l.MoE != nil {
+		moe, err = l.MoE.reduce(work, l.Mesh, l.Dev, cfg.SequenceParallel)
+	}
 	if err == nil {
-		err = l.Report.Step(it+1, step, time.Since(t0))
+		err = l.Report.Step(it+1, step, time.Since(t0), moe)
 	}
 	if err == nil {
 		err = h.check(step)

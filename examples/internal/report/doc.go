@@ -11,6 +11,8 @@
 //     their order.
 //   - tensorboard.go: TB, the event-file writer (TFRecord framing, Event protocol buffers).
 //   - plot.go: Curve, the loss plot.
+//   - moe.go: MoE, a mixture-of-experts model's metrics of an iteration (load-balancing
+//     and z losses, the tokens-per-expert spread), which Step writes beside the loss.
 //
 // # Invariants
 //

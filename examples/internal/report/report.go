@@ -48,9 +48,10 @@ type Report struct {
 	curve   Curve
 	plot    string
 
-	window   window // since the last progress line
-	consumed int64  // tokens trained on
-	err      error  // the first failed write of metrics.jsonl or the event file
+	window   window    // since the last progress line
+	moe      moeWindow // the MoE metrics since the last progress line
+	consumed int64     // tokens trained on
+	err      error     // the first failed write of metrics.jsonl or the event file
 }
 
 // window sums the iterations since the last progress line.
@@ -104,10 +105,11 @@ func (r *Report) Printf(format string, args ...any) {
 	fmt.Fprintf(r.out, format, args...)
 }
 
-// Step records iteration it (1-based) of the run, which took dt. It returns the first
-// error of writing metrics.jsonl or the event file (Err), so that a run stops at once
-// when its metrics cannot be written (a full disk).
-func (r *Report) Step(it int, res train.StepResult, dt time.Duration) error {
+// Step records iteration it (1-based) of the run, which took dt, with its
+// mixture-of-experts metrics moe (nil for a dense model). It returns the first error of
+// writing metrics.jsonl or the event file (Err), so that a run stops at once when its
+// metrics cannot be written (a full disk).
+func (r *Report) Step(it int, res train.StepResult, dt time.Duration, moe *MoE) error {
 	if r == nil {
 		return nil
 	}
@@ -119,16 +121,21 @@ func (r *Report) Step(it int, res train.StepResult, dt time.Duration) error {
 	if res.Skipped {
 		rec = append(rec, Field{"skipped", true})
 	}
+	if moe != nil {
+		rec = append(rec, moe.record()...)
+	}
 	r.keep(r.metrics.Path(), r.metrics.Write(append(rec, Field{"tokens", r.consumed}, Field{"tokens_per_s", tokS},
 		Field{"model_tflops", tflops}, Field{"iteration_s", dt.Seconds()}, Field{"elapsed_s", elapsed.Seconds()})))
 	// Megatron's TensorBoard names; throughput is model TFLOP/s per rank, as Megatron's.
-	for _, s := range []struct {
-		tag string
-		v   float64
-	}{{r.o.LossTag, res.Loss}, {"learning-rate", res.LR}, {"grad-norm", res.GradNorm},
-		{"loss-scale", res.LossScale}, {"throughput", tflops / float64(r.o.Ranks)}} {
-		r.keep(r.tb.Path(), r.tb.Scalar(s.tag, it, s.v))
+	scalars := []Field{{r.o.LossTag, res.Loss}, {"learning-rate", res.LR}, {"grad-norm", res.GradNorm},
+		{"loss-scale", res.LossScale}, {"throughput", tflops / float64(r.o.Ranks)}}
+	if moe != nil {
+		scalars = append(scalars, moe.scalars()...)
 	}
+	for _, s := range scalars {
+		r.keep(r.tb.Path(), r.tb.Scalar(s.Key, it, s.Value.(float64)))
+	}
+	r.moe.add(moe)
 	r.curve.TrainIter = append(r.curve.TrainIter, it)
 	r.curve.Train = append(r.curve.Train, res.Loss)
 
@@ -145,10 +152,11 @@ func (r *Report) Step(it int, res train.StepResult, dt time.Duration) error {
 		if w.skips > 0 {
 			skipped = fmt.Sprintf(" | %d skipped (loss scale %g)", w.skips, res.LossScale)
 		}
-		r.Printf("iter %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | %.4f TFLOP/s | elapsed %s | ETA %s%s\n",
-			len(fmt.Sprint(r.o.Iters)), it, r.o.Iters, w.loss/float64(w.iters), res.LR, res.GradNorm,
+		moeLine, moeLayers := r.moe.mean().progress()
+		r.Printf("iter %*d/%d | loss %.4f | lr %.3e | grad norm %.3f%s | %s tok/s | %.4f TFLOP/s | elapsed %s | ETA %s%s\n%s",
+			len(fmt.Sprint(r.o.Iters)), it, r.o.Iters, w.loss/float64(w.iters), res.LR, res.GradNorm, moeLine,
 			Thousands(float64(r.o.TokensPerIter*w.iters)/w.time.Seconds()), r.o.FLOPsPerIter*float64(w.iters)/w.time.Seconds()/1e12,
-			Clock(elapsed), Clock(eta), skipped)
+			Clock(elapsed), Clock(eta), skipped, moeLayers)
 		*w = window{}
 	}
 	if r.live && it < r.o.Iters {

@@ -37,7 +37,7 @@ func TestReportFiles(t *testing.T) {
 	require.NoError(t, err)
 	losses := []float64{4, 3, 2.5}
 	for i, l := range losses {
-		r.Step(i+1, train.StepResult{Loss: l, StepResult: optim.StepResult{LR: 1e-3, GradNorm: 1, LossScale: 1}}, 100*time.Millisecond)
+		r.Step(i+1, train.StepResult{Loss: l, StepResult: optim.StepResult{LR: 1e-3, GradNorm: 1, LossScale: 1}}, 100*time.Millisecond, nil)
 	}
 	r.Eval(3, 2.25, Value{"lm loss", "%.4f", "lm_loss", "lm loss validation", 2.25},
 		Value{"accuracy", "%.3f", "accuracy", "", 0.5})
@@ -81,7 +81,7 @@ func TestReportFiles(t *testing.T) {
 func TestNilReport(t *testing.T) {
 	var r *Report
 	r.Printf("x")
-	assert.NoError(t, r.Step(1, train.StepResult{}, time.Second))
+	assert.NoError(t, r.Step(1, train.StepResult{}, time.Second, nil))
 	r.Eval(1, 0)
 	r.Done(1, time.Second)
 	assert.NoError(t, r.Err())
@@ -105,7 +105,7 @@ func TestWriteErrors(t *testing.T) {
 			require.NoError(t, err)
 			want := "writing " + metrics + ": write " + metrics + ": no space left on device"
 			if what == "step" {
-				assert.EqualError(t, r.Step(1, train.StepResult{Loss: 1}, time.Second), want)
+				assert.EqualError(t, r.Step(1, train.StepResult{Loss: 1}, time.Second, nil), want)
 			} else {
 				r.Eval(1, 1, Value{Label: "loss", Format: "%.1f", Key: "loss", V: 1})
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -264,7 +265,8 @@ func configFileArg(args []string) string {
 
 // loadConfigFile sets the flags of fs from a JSON object whose keys are flag names
 // (hyphens or Megatron's underscores) and whose values are strings, numbers, booleans
-// or, for data-path, lists.
+// or lists: each element a word of a list flag (data-path), else the list as Python
+// writes it, "[1,0,1,0]" (moe-layer-freq).
 func loadConfigFile(fs *flag.FlagSet, file string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -288,6 +290,10 @@ func loadConfigFile(fs *flag.FlagSet, file string) error {
 		vals, err := jsonValues(raw)
 		if err != nil {
 			return fmt.Errorf("--config %s: key %q: %w", file, key, err)
+		}
+		if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") && !slices.Contains(listFlags, name) {
+			// A list for a flag of one value is its Python form: --moe-layer-freq [1,0,1,0].
+			vals = []string{"[" + strings.Join(vals, ",") + "]"}
 		}
 		for _, v := range vals {
 			if err := fs.Set(name, v); err != nil {

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"megago/nn"
+)
+
+// TestMoEFlags: Megatron's MoE flags, on the command line or in a --config file (with
+// Megatron's underscores), reach the model's nn.MoEConfig.
+func TestMoEFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "moe.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"num_experts": 4, "moe_layer_freq": "([1]*1+[0]*1)*2",
+		"moe_router_topk": 1, "moe_router_pre_softmax": true, "moe_z_loss_coeff": 1e-3}`), 0o644))
+	list := filepath.Join(t.TempDir(), "list.json")
+	require.NoError(t, os.WriteFile(list, []byte(`{"num_experts": 2, "moe_layer_freq": [0, 1, 1, 1]}`), 0o644))
+	for _, tc := range []struct {
+		args []string
+		want nn.MoEConfig
+	}{
+		{[]string{"--num-experts", "8", "--moe-router-topk", "2", "--moe-grouped-gemm", "--moe-aux-loss-coeff", "1e-2"},
+			nn.MoEConfig{NumExperts: 8, TopK: 2, GroupedGEMM: true, AuxLossCoeff: 1e-2, EP: 1}},
+		{[]string{"--config", file}, nn.MoEConfig{NumExperts: 4, LayerPattern: "1,0,1,0", TopK: 1, PreSoftmax: true, ZLossCoeff: 1e-3, EP: 1}},
+		{[]string{"--config", list}, nn.MoEConfig{NumExperts: 2, LayerPattern: "0,1,1,1", TopK: 2, EP: 1}},
+		{[]string{"--ranks", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel", "--num-experts", "4",
+			"--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", "alltoall", "--moe-ffn-hidden-size", "64"},
+			nn.MoEConfig{NumExperts: 4, TopK: 2, EP: 2, Dispatcher: "alltoall", FFNHidden: 64}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, err := parseConfig(tinyArgs(t, tc.args...), 0, io.Discard)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.modelConfig(100).MoE)
+		})
+	}
+}
+
+// TestMoEFlagRefusals: MoE settings that cannot work stop the run before any work, each
+// with a message naming its flags.
+func TestMoEFlagRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--num-experts", "4", "--moe-layer-freq", "[1,0,1]"}, `--moe-layer-freq "[1,0,1]" has 3 layers, --num-layers 4`},
+		{[]string{"--num-experts", "4", "--moe-layer-freq", "[1,0]*2+x"}, `--moe-layer-freq "[1,0]*2+x": at offset 8: unexpected "x"`},
+		{[]string{"--num-experts", "6", "--expert-model-parallel-size", "4"}, "--num-experts 6 is not divisible by --expert-model-parallel-size 4"},
+		{[]string{"--moe-aux-loss-coeff", "1e-2"}, "--moe-aux-loss-coeff 0.01: mixture-of-experts flags need --num-experts"},
+		{[]string{"--num-experts", "4", "--expert-model-parallel-size", "4", "--ranks", "2"},
+			"expert-tensor-parallel size 1 × --expert-model-parallel-size 4 does not divide the 2 ranks of each pipeline stage"},
+		{[]string{"--num-experts", "4", "--moe-router-topk", "8"}, "--moe-router-topk 8 must be between 1 and --num-experts 4"},
+		{[]string{"--num-experts", "4", "--moe-router-load-balancing-type", "sinkhorn"}, "sinkhorn is not implemented"},
+		{[]string{"--num-experts", "4", "--moe-pad-expert-input-to-capacity"}, "needs --moe-expert-capacity-factor"},
+		{[]string{"--num-expert", "4"}, "flag provided but not defined: -num-expert"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseConfig(tinyArgs(t, tc.args...), 0, io.Discard)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

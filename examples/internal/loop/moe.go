@@ -1,0 +1,173 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"megago/examples/internal/report"
+	"megago/nn"
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// Mixture-of-experts logging: after each step every rank hands its MoE layers'
+// statistics to one all-reduce over the world, which gives rank 0 the iteration's
+// metrics as Megatron's MoEMetricsTracker.report computes them (report.MoE).
+
+// MoELayerStats is one MoE layer's statistics on one rank since the last step: the
+// fields of nn.MoELayerStats, so that one converts to the other (MoELayerStats(s)).
+type MoELayerStats struct {
+	// Layer is the layer's index in the whole model, 0-based.
+	Layer int
+	// AuxLoss, SeqAuxLoss, GlobalAuxLoss and ZLoss are the coefficient-weighted losses
+	// this rank attached to the autograd graph, summed over micro-batches.
+	AuxLoss, SeqAuxLoss, GlobalAuxLoss, ZLoss float64
+	// Micro is the number of micro-batches they sum.
+	Micro int
+	// TokensPerExpert [E] are the tokens this rank routed to each expert (before
+	// capacity dropping), summed over micro-batches.
+	TokensPerExpert []int64
+}
+
+// MoELog says what to log of a model's mixture-of-experts layers.
+type MoELog struct {
+	// Stats returns this rank's statistics since its last call (and resets them):
+	// nn.MoEStats over the rank's model chunks.
+	Stats func() []MoELayerStats
+	// Config is the model's MoE configuration: its experts, its MoE layers, its
+	// balancing and their coefficients; NumLayers the model's layers.
+	Config    nn.MoEConfig
+	NumLayers int
+	// PerLayer logs each layer's values too (--moe-per-layer-logging).
+	PerLayer bool
+}
+
+// moeLoss is one of the losses Megatron tracks: its name, the coefficient it was
+// weighted with, and whether each data-parallel rank holds a part of it (summed over
+// DP, global_load_balancing_loss) rather than its own value (averaged over DP).
+type moeLoss struct {
+	name  string
+	coeff float64
+	dpSum bool
+	of    func(MoELayerStats) float64
+}
+
+// losses returns the losses Megatron's training_log tracks for c: the load-balancing
+// loss of the balancing type, and the z-loss with a z-loss coefficient.
+func (l *MoELog) losses() []moeLoss {
+	c := l.Config
+	var ls []moeLoss
+	switch c.LoadBalancing {
+	case "", "aux_loss":
+		ls = append(ls, moeLoss{"load_balancing_loss", c.AuxLossCoeff, false, func(s MoELayerStats) float64 { return s.AuxLoss }})
+	case "seq_aux_loss":
+		ls = append(ls, moeLoss{"seq_load_balancing_loss", c.AuxLossCoeff, false, func(s MoELayerStats) float64 { return s.SeqAuxLoss }})
+	case "global_aux_loss":
+		ls = append(ls, moeLoss{"global_load_balancing_loss", c.AuxLossCoeff, true, func(s MoELayerStats) float64 { return s.GlobalAuxLoss }})
+	}
+	if c.ZLossCoeff > 0 {
+		ls = append(ls, moeLoss{"z_loss", c.ZLossCoeff, false, func(s MoELayerStats) float64 { return s.ZLoss }})
+	}
+	return ls
+}
+
+// moeLayers returns the indices of the MoE layers of a model of n layers.
+// MERGE: nn.MoEConfig.IsMoELayer(i) may replace this.
+func moeLayers(c nn.MoEConfig, n int) []int {
+	var out []int
+	if c.LayerPattern != "" {
+		for i, f := range strings.Split(c.LayerPattern, ",") {
+			if strings.TrimSpace(f) == "1" {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	freq := max(c.LayerFreq, 1)
+	for i := 0; i < n; i += freq {
+		out = append(out, i)
+	}
+	return out
+}
+
+// moeShares are a rank's place among the ranks that hold the same layer: tp is the
+// tensor-parallel size, dp the data-parallel size, and tpSplit says whether each TP
+// rank routes tokens of its own (sequence parallelism) or all of them (without it,
+// every TP rank routes the same tokens and holds the same statistics).
+type moeShares struct {
+	tp, dp  int
+	tpSplit bool
+}
+
+// moeVector returns this rank's part of the world sum that gives the iteration's
+// metrics: width = len(losses)+E numbers per layer of the model, zero for the layers
+// the rank does not hold. Each loss is divided by its coefficient and its
+// micro-batches (Megatron's loss_scale 1/M) and pre-scaled so that the sum over the
+// world is Megatron's reduction: summed over the pipeline stages (each layer lives on
+// one), summed over TP under sequence parallelism (each TP rank attached its part of
+// the loss) and averaged over TP without it (the same value on each), averaged over
+// DP, or summed over DP for a loss of which each DP rank holds a part. Token counts are
+// summed over DP and micro-batches: the global batch's.
+func moeVector(stats []MoELayerStats, losses []moeLoss, experts, layers int, sh moeShares) []float64 {
+	width := len(losses) + experts
+	v := make([]float64, width*layers)
+	tpScale := 1.0
+	if !sh.tpSplit {
+		tpScale = 1 / float64(sh.tp)
+	}
+	for _, s := range stats {
+		if s.Micro == 0 || s.Layer < 0 || s.Layer >= layers {
+			continue
+		}
+		row := v[s.Layer*width : (s.Layer+1)*width]
+		for i, l := range losses {
+			if l.coeff == 0 { // Megatron computes no loss without a coefficient: logged as 0
+				continue
+			}
+			x := l.of(s) / l.coeff / float64(s.Micro) * tpScale
+			if !l.dpSum {
+				x /= float64(sh.dp)
+			}
+			row[i] = x
+		}
+		for e, n := range s.TokensPerExpert[:min(len(s.TokensPerExpert), experts)] {
+			row[len(losses)+e] = float64(n) * tpScale
+		}
+	}
+	return v
+}
+
+// moeMetrics returns the metrics of the world sum sum of moeVector.
+func (l *MoELog) moeMetrics(sum []float64, losses []moeLoss) *report.MoE {
+	experts := l.Config.NumExperts
+	width := len(losses) + experts
+	m := &report.MoE{Layers: moeLayers(l.Config, l.NumLayers), PerLayer: l.PerLayer}
+	for i, ls := range losses {
+		ml := report.MoELoss{Name: ls.name, Layer: make([]float64, len(m.Layers))}
+		for j, layer := range m.Layers {
+			ml.Layer[j] = sum[layer*width+i]
+		}
+		m.Losses = append(m.Losses, ml)
+	}
+	for _, layer := range m.Layers {
+		row := sum[layer*width+len(losses) : (layer+1)*width]
+		m.Tokens = append(m.Tokens, append([]float64(nil), row...))
+	}
+	return m
+}
+
+// reduce collects this rank's MoE statistics and returns the iteration's metrics,
+// reduced over world (every rank calls it; each gets the result). mesh gives the TP
+// and DP sizes; sp says whether the TP ranks split the sequence.
+func (l *MoELog) reduce(ctx context.Context, mesh *parallel.Mesh, dev *tensor.Device, sp bool) (*report.MoE, error) {
+	losses := l.losses()
+	sh := moeShares{tp: mesh.TP().Size(), dp: mesh.DP().Size(), tpSplit: sp}
+	v := moeVector(l.Stats(), losses, l.Config.NumExperts, l.NumLayers, sh)
+	t := tensor.FromSlice(dev, v, len(v))
+	defer t.Release()
+	if err := mesh.World().AllReduce(ctx, t, parallel.Sum); err != nil {
+		return nil, fmt.Errorf("mixture-of-experts metrics: %w", err)
+	}
+	return l.moeMetrics(tensor.ToSlice[float64](t), losses), nil
+}

@@ -13,13 +13,13 @@ import (
 // meshSizes returns the parallel sizes the mesh is built with: TP and PP (DP is the
 // rest of the world), and the experts' EP and expert-TP.
 func (c *config) meshSizes() parallel.Sizes {
-	return parallel.Sizes{TP: c.TP, PP: c.PP} // MERGE: Sizes.EP/ETP: add EP: c.MoE.EP, ETP: c.MoE.ETP
+	return parallel.Sizes{TP: c.TP, PP: c.PP, EP: c.MoE.EP, ETP: c.MoE.ETP}
 }
 
 // expertGroups returns the communicators of the model's MoE layers (EP, expert-TP,
 // their product) from the mesh.
 func expertGroups(mesh *parallel.Mesh) nn.ExpertGroups {
-	return nn.ExpertGroups{} // MERGE: nn.MeshExperts: return nn.MeshExperts(mesh)
+	return nn.MeshExperts(mesh)
 }
 
 // moeLog returns what the loop logs of the model's MoE layers (nil for a dense model):

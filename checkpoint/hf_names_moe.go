@@ -92,25 +92,25 @@ func hfExtraRules(c nn.GPTConfig) (rules []hfStack, absent [][2]string, err erro
 // moeLayerRules returns the rules of one MoE block of a model of type kind: megago's
 // prefix l ("layers.i.mlp."), Hugging Face's layer prefix h ("model.layers.i.").
 func moeLayerRules(kind string, m nn.MoEConfig, l, h string) []hfStack {
-	h, names := h+"mlp.", llamaMLP
+	block, names := h+"mlp.", llamaMLP
 	if kind == "mixtral" {
-		h, names = h+"block_sparse_moe.", mixtralExpert
+		block, names = h+"block_sparse_moe.", mixtralExpert
 	}
-	rs := []hfStack{{name: l + "router.weight", hf: []string{h + "gate.weight"}}}
+	rs := []hfStack{{name: l + "router.weight", hf: []string{block + "gate.weight"}}}
 	for _, p := range names {
 		r := hfStack{name: l + "experts." + p[0] + ".weight", stacked: true}
 		for j := range m.NumExperts {
-			r.hf = append(r.hf, fmt.Sprintf("%sexperts.%d.%s.weight", h, j, p[1]))
+			r.hf = append(r.hf, fmt.Sprintf("%sexperts.%d.%s.weight", block, j, p[1]))
 		}
 		rs = append(rs, r)
 	}
 	if m.SharedExpertFFNHidden > 0 {
 		for _, p := range llamaMLP {
-			rs = append(rs, hfStack{name: l + "shared_expert." + p[0] + ".weight", hf: []string{h + "shared_expert." + p[1] + ".weight"}})
+			rs = append(rs, hfStack{name: l + "shared_expert." + p[0] + ".weight", hf: []string{block + "shared_expert." + p[1] + ".weight"}})
 		}
 	}
 	if m.SharedExpertGate {
-		rs = append(rs, hfStack{name: l + "shared_expert_gate.weight", hf: []string{h + "shared_expert_gate.weight"}})
+		rs = append(rs, hfStack{name: l + "shared_expert_gate.weight", hf: []string{block + "shared_expert_gate.weight"}})
 	}
 	return rs
 }

@@ -30,6 +30,9 @@ func (f *hfFields) moe(kind string) nn.GPTConfig {
 		if v := f.num("router_jitter_noise", 0); v != 0 {
 			f.refuse("router_jitter_noise", v, "the router's input jitter is not implemented")
 		}
+		if c.RoPEScaling != 0 {
+			f.refuse("rope_scaling", f.m["rope_scaling"], "MixtralConfig has no rope scaling")
+		}
 	} else {
 		m.NumExperts, m.TopK = f.int("num_experts", required), f.int("num_experts_per_tok", required)
 		if m.FFNHidden = f.int("moe_intermediate_size", required); m.FFNHidden < 1 {

@@ -172,6 +172,7 @@ func TestHFConfigMoERefusals(t *testing.T) {
 		{"mixtral", "sliding_window", "16", `sliding_window = 16 (sliding-window attention is not implemented`},
 		{"mixtral", "num_experts_per_tok", "5", `num_experts_per_tok = 5 (want 1 to the 4 experts)`},
 		{"mixtral", "num_local_experts", "null", `num_local_experts missing`},
+		{"mixtral", "rope_scaling", `{"rope_type": "llama3", "factor": 8}`, `rope_scaling = map[factor:8 rope_type:llama3] (MixtralConfig has no rope scaling)`},
 		{"qwen2_moe", "decoder_sparse_step", "0", `decoder_sparse_step = 0 (want ≥ 1)`},
 		{"qwen2_moe", "mlp_only_layers", "[3]", `mlp_only_layers[0] = 3 (not a layer of the 3)`},
 		{"qwen2_moe", "mlp_only_layers", `"all"`, `mlp_only_layers = "all" (not a list)`},

@@ -121,17 +121,9 @@ func (x llamaExtras) ToHF(global map[string]*tensor.Tensor) (map[string]*tensor.
 	if err != nil {
 		return nil, err
 	}
-	src := maps.Clone(global)
-	placeholder := tensor.Zeros(tensor.NewCPU(), tensor.F32, 1)
-	for _, a := range absent {
-		src[a[0]] = placeholder
-	}
-	out, err := x.GPT.ToHF(src)
+	out, err := viaNN(global, absent, 0, x.GPT.ToHF)
 	if err != nil {
 		return nil, err
-	}
-	for _, a := range absent {
-		delete(out, a[1])
 	}
 	for _, r := range rules {
 		t, ok := global[r.name]
@@ -159,17 +151,9 @@ func (x llamaExtras) FromHF(hf map[string]*tensor.Tensor) (map[string]*tensor.Te
 	if err != nil {
 		return nil, err
 	}
-	src := maps.Clone(hf)
-	placeholder := tensor.Zeros(tensor.NewCPU(), tensor.F32, 1)
-	for _, a := range absent {
-		src[a[1]] = placeholder
-	}
-	out, err := x.GPT.FromHF(src)
+	out, err := viaNN(hf, absent, 1, x.GPT.FromHF)
 	if err != nil {
 		return nil, err
-	}
-	for _, a := range absent {
-		delete(out, a[0])
 	}
 	for _, r := range rules {
 		t, err := stackHF(hf, r)
@@ -177,6 +161,26 @@ func (x llamaExtras) FromHF(hf map[string]*tensor.Tensor) (map[string]*tensor.Te
 			return nil, err
 		}
 		out[r.name] = t
+	}
+	return out, nil
+}
+
+// viaNN converts src, keyed by side from of absent's pairs (0 megago, 1 Hugging Face),
+// with convert, nn's mapping, giving it a placeholder under each absent name of that side
+// and dropping what it converts them to.
+func viaNN(src map[string]*tensor.Tensor, absent [][2]string, from int,
+	convert func(map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error)) (map[string]*tensor.Tensor, error) {
+	in := maps.Clone(src)
+	placeholder := tensor.Zeros(tensor.NewCPU(), tensor.F32, 1)
+	for _, a := range absent {
+		in[a[from]] = placeholder
+	}
+	out, err := convert(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range absent {
+		delete(out, a[1-from])
 	}
 	return out, nil
 }

@@ -162,3 +162,22 @@ func TestImportHFMoEBadExperts(t *testing.T) {
 		}
 	}
 }
+
+// The tiny dense Qwen3 of testdata/hfmoe (qwen3_moe's attention: q_norm and k_norm,
+// head_dim 8 ≠ hidden/heads, tied embeddings) gives the logits of gen.py's PyTorch
+// forward at TP = 1 and TP = 2, and exports back to the same file byte for byte.
+func TestHuggingFaceQwen3(t *testing.T) {
+	dir := filepath.Join("testdata", "hfmoe", "qwen3")
+	m, global, err := ImportHF(dir)
+	must(t, err)
+	ref := reference(t, dir)
+	for _, tp := range []int{1, 2} {
+		logits, _ := modelLogits(t, m, global, ref, tp)
+		requireClose(t, fmt.Sprintf("TP %d logits", tp), logits, ref["logits"])
+	}
+	out := t.TempDir()
+	must(t, ExportHF(out, m, global))
+	if !bytes.Equal(readFile(t, filepath.Join(out, hfWeightsFile)), readFile(t, filepath.Join(dir, hfWeightsFile))) {
+		t.Errorf("the exported %s differs from the original file", hfWeightsFile)
+	}
+}

@@ -3,7 +3,7 @@
 
 Run from anywhere with (Debian 12's python3-torch 1.13 and python3-numpy):
 
-    /usr/bin/python3 gen.py      # rewrites mixtral/, qwen2_moe/ and qwen3_moe/ beside this file
+    /usr/bin/python3 gen.py      # rewrites mixtral/, qwen2_moe/, qwen3_moe/ and qwen3/ beside this file
 
 Neither transformers nor safetensors is used: the tensors are drawn by name, in Hugging
 Face's state-dict layout, and written with the hand-written safetensors writer of
@@ -43,6 +43,7 @@ experts are chosen.
   qwen3_moe  2 layers (decoder_sparse_step 2: layer 0 dense, intermediate 36), hidden 24,
              4 heads of 8 (head_dim ≠ hidden/heads) in 2 KV groups, q_norm and k_norm,
              4 experts of 12, top 2 renormalized, tied embeddings, vocabulary 59
+  qwen3      qwen3_moe's model with dense MLPs of 36 in both layers (Qwen3ForCausalLM)
 """
 
 import importlib.util
@@ -92,14 +93,22 @@ QWEN3_MOE = dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", 
                  output_router_logits=False, router_aux_loss_coef=0.001, attention_dropout=0.0)
 
 
+# The dense Qwen3 (Qwen3ForCausalLM) of the same shapes: megago imports it without the MoE
+# layer, so its logits check the query/key norms and head_dim now.
+QWEN3 = {k: v for k, v in QWEN3_MOE.items() if k not in (
+    "decoder_sparse_step", "mlp_only_layers", "moe_intermediate_size", "num_experts", "num_experts_per_tok",
+    "norm_topk_prob", "output_router_logits", "router_aux_loss_coef")}
+QWEN3.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3")
+
+
 def head_dim(cfg):
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
 def sparse(cfg, i):
-    """Whether layer i has the sparse MoE block (Qwen2MoeDecoderLayer's rule; Mixtral: always)."""
-    if cfg["model_type"] == "mixtral":
-        return True
+    """Whether layer i has the sparse MoE block (Qwen2MoeDecoderLayer's rule; Mixtral: always; Qwen3: never)."""
+    if cfg["model_type"] in ("mixtral", "qwen3"):
+        return cfg["model_type"] == "mixtral"
     return i not in cfg["mlp_only_layers"] and (i + 1) % cfg["decoder_sparse_step"] == 0
 
 
@@ -127,7 +136,6 @@ def expert_size(cfg):
 def params(cfg, init):
     V, C, Fd = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
     NH, KVH, HS = cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg)
-    E, Fe = num_experts(cfg), expert_size(cfg)
     t = cfg["model_type"]
     init.weight("model.embed_tokens.weight", V, C)
     for i in range(cfg["num_hidden_layers"]):
@@ -135,11 +143,11 @@ def params(cfg, init):
         for n, rows in (("q", NH * HS), ("k", KVH * HS), ("v", KVH * HS)):
             init.linear(pre + f"self_attn.{n}_proj", rows, C, bias=t == "qwen2_moe")
         init.weight(pre + "self_attn.o_proj.weight", C, NH * HS)
-        if t == "qwen3_moe":
+        if t in ("qwen3", "qwen3_moe"):
             init.norm(pre + "self_attn.q_norm", HS, bias=False)
             init.norm(pre + "self_attn.k_norm", HS, bias=False)
         if sparse(cfg, i):
-            h = moe_prefix(cfg, i)
+            h, E, Fe = moe_prefix(cfg, i), num_experts(cfg), expert_size(cfg)
             init.weight(h + "gate.weight", E, C)
             g, u, d = expert_names(cfg)
             for j in range(E):
@@ -249,7 +257,8 @@ def write_sharded(d, tensors, first):
 
 def main():
     torch.set_default_dtype(torch.float32)
-    for n, (name, cfg) in enumerate((("mixtral", MIXTRAL), ("qwen2_moe", QWEN2_MOE), ("qwen3_moe", QWEN3_MOE))):
+    for n, (name, cfg) in enumerate((("mixtral", MIXTRAL), ("qwen2_moe", QWEN2_MOE), ("qwen3_moe", QWEN3_MOE),
+                                     ("qwen3", QWEN3))):
         init = ref.Init(SEED + 10 * n)
         params(cfg, init)
         p = init.p
@@ -257,7 +266,7 @@ def main():
         margins = []
         with torch.no_grad():
             logits = forward(p, cfg, ids, margins)
-        assert min(margins) > MIN_MARGIN, (name, margins)
+        assert min(margins, default=1) > MIN_MARGIN, (name, margins)
         d = os.path.join(HERE, name)
         os.makedirs(d, exist_ok=True)
         for f in os.listdir(d):
@@ -269,7 +278,7 @@ def main():
             ck.write_safetensors(os.path.join(d, "model.safetensors"), p, {"format": "pt"})
         ck.write_safetensors(os.path.join(d, "reference.safetensors"), {"input_ids": ids.to(torch.int64),
                                                                          "logits": logits.float()})
-        print(f"{name}: {len(p)} tensors, logits {list(logits.shape)}, smallest top-k logit margin {min(margins):.3g}")
+        print(f"{name}: {len(p)} tensors, logits {list(logits.shape)}, smallest top-k logit margin {min(margins, default=math.inf):.3g}")
 
 
 if __name__ == "__main__":

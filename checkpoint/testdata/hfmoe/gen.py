@@ -32,7 +32,7 @@ experts are chosen.
 <model>/config.json          the Hugging Face config fields
 <model>/model.safetensors    the weights (qwen2_moe: model-0000{1,2}-of-00002.safetensors
                              with model.safetensors.index.json, as save_pretrained shards)
-<model>/reference.safetensors  input_ids (int64) [2, 7] and the float32 logits [2, 7, V]
+<model>/reference.safetensors  input_ids (int64) [2, 8] and the float32 logits [2, 8, V]
 
   mixtral    2 layers, hidden 24, 4 heads of 6 in 2 KV groups, 4 experts of 32, top 2,
              untied, vocabulary 67
@@ -69,6 +69,7 @@ ref = ck.ref  # nn/testdata/golden/gen.py: Init, rms_norm, linear, llama_rope, r
 
 SEED = 20261201
 MIN_MARGIN = 1e-3
+B, T = 2, 8  # T even: megago's MoE splits the tokens over TP ranks along T
 
 MIXTRAL = dict(architectures=["MixtralForCausalLM"], model_type="mixtral", vocab_size=67, hidden_size=24,
                intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -262,7 +263,7 @@ def main():
         init = ref.Init(SEED + 10 * n)
         params(cfg, init)
         p = init.p
-        ids = torch.randint(0, cfg["vocab_size"], (2, 7), generator=torch.Generator().manual_seed(SEED + 10 * n + 1))
+        ids = torch.randint(0, cfg["vocab_size"], (B, T), generator=torch.Generator().manual_seed(SEED + 10 * n + 1))
         margins = []
         with torch.no_grad():
             logits = forward(p, cfg, ids, margins)

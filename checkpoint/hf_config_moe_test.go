@@ -64,20 +64,21 @@ func TestHFConfigMoEPublished(t *testing.T) {
 	for _, tc := range []struct {
 		file, kind string
 		want       moeWant
+		older      []string // keys the transformers version that wrote the file lacked
 	}{
 		{"Mixtral-8x7B-v0.1", "mixtral", moeWant{32, 4096, 32, 8, 128, 14336, 32000, 32768, false, false,
-			nn.MoEConfig{NumExperts: 8, TopK: 2, FFNHidden: 14336, AuxLossCoeff: 0.02}}},
+			nn.MoEConfig{NumExperts: 8, TopK: 2, FFNHidden: 14336, AuxLossCoeff: 0.02}}, []string{"head_dim", "router_jitter_noise"}},
 		// Qwen2-MoE: softmax over all experts, the top 4 (8) not renormalized
 		// (norm_topk_prob false): Megatron's pre-softmax router.
 		{"Qwen1.5-MoE-A2.7B", "qwen2_moe", moeWant{24, 2048, 16, 16, 128, 5632, 151936, 8192, true, false,
 			nn.MoEConfig{NumExperts: 60, TopK: 4, FFNHidden: 1408, PreSoftmax: true, SharedExpertFFNHidden: 5632,
-				SharedExpertGate: true, AuxLossCoeff: 0.001}}},
+				SharedExpertGate: true, AuxLossCoeff: 0.001}}, []string{"mlp_only_layers", "rope_scaling"}},
 		{"Qwen2-57B-A14B", "qwen2_moe", moeWant{28, 3584, 28, 4, 128, 18944, 151936, 131072, true, false,
 			nn.MoEConfig{NumExperts: 64, TopK: 8, FFNHidden: 2560, PreSoftmax: true, SharedExpertFFNHidden: 20480,
-				SharedExpertGate: true, AuxLossCoeff: 0.001}}},
+				SharedExpertGate: true, AuxLossCoeff: 0.001}}, []string{"mlp_only_layers", "rope_scaling"}},
 		{"Qwen3-30B-A3B", "qwen3_moe", moeWant{48, 2048, 32, 4, 128, 6144, 151936, 40960, false, true,
-			nn.MoEConfig{NumExperts: 128, TopK: 8, FFNHidden: 768, AuxLossCoeff: 0.001}}},
-		{"Qwen3-8B", "qwen3", moeWant{36, 4096, 32, 8, 128, 12288, 151936, 40960, false, true, nn.MoEConfig{}}},
+			nn.MoEConfig{NumExperts: 128, TopK: 8, FFNHidden: 768, AuxLossCoeff: 0.001}}, nil},
+		{"Qwen3-8B", "qwen3", moeWant{36, 4096, 32, 8, 128, 12288, 151936, 40960, false, true, nn.MoEConfig{}}, nil},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			golden := readJSONMap(t, filepath.Join("testdata", "hfmoe", "configs", tc.file+".json"))
@@ -99,6 +100,21 @@ func TestHFConfigMoEPublished(t *testing.T) {
 			want := slices.DeleteFunc(slices.Clone(hfConfigKeys[tc.kind]), func(k string) bool { return k == "torch_dtype" })
 			if !slices.Equal(keys, want) {
 				t.Errorf("exported keys\n%v\nwant (%s)\n%v", keys, tc.kind, want)
+			}
+			var onlyExported, onlyPublished []string
+			for _, k := range keys {
+				if _, ok := golden[k]; !ok {
+					onlyExported = append(onlyExported, k)
+				}
+			}
+			for k := range golden {
+				if _, ok := out[k]; !ok && k != "transformers_version" && k != "torch_dtype" {
+					onlyPublished = append(onlyPublished, k)
+				}
+			}
+			slices.Sort(onlyPublished)
+			if !slices.Equal(onlyExported, tc.older) || len(onlyPublished) > 0 && !slices.Equal(onlyPublished, []string{"bos_token_id", "eos_token_id"}) {
+				t.Errorf("keys only exported %v (want %v), only in the published file %v", onlyExported, tc.older, onlyPublished)
 			}
 			for k, v := range out {
 				switch k {

@@ -30,11 +30,13 @@ import (
 // Mistral (configuration_mistral.py at 0b07a74c673bdf8fbd472a1c7df139b357495414) is
 // imported, not exported: without a sliding window it is a Llama, and exports as one.
 //
-// The keys of qwen3, mixtral, qwen2_moe and qwen3_moe are those of the config.json files
-// transformers 4.36 to 4.51 wrote for the published Qwen3-8B, Mixtral-8x7B-v0.1 (with
-// head_dim and router_jitter_noise, which MixtralConfig gained later), Qwen1.5-MoE-A2.7B
-// and Qwen2-57B-A14B, and Qwen3-30B-A3B, less transformers_version and the token ids of
-// the classes without defaults for them (the Qwen models).
+// The keys of qwen3, mixtral, qwen2_moe and qwen3_moe are the arguments of Qwen3Config,
+// MixtralConfig, Qwen2MoeConfig and Qwen3MoeConfig as of transformers 4.51 (not read at
+// a pinned commit), checked against the published config.json files of
+// testdata/hfmoe/configs: those hold the same keys but transformers_version, the Qwen
+// models' token ids (their classes have no defaults for them) and the keys the older
+// versions that wrote them lacked (Mixtral-8x7B's head_dim and router_jitter_noise,
+// Qwen1.5-MoE-A2.7B's and Qwen2-57B-A14B's mlp_only_layers and rope_scaling).
 var hfConfigKeys = map[string][]string{
 	"gpt2": {"activation_function", "architectures", "attn_pdrop", "bos_token_id", "embd_pdrop", "eos_token_id",
 		"initializer_range", "layer_norm_epsilon", "model_type", "n_embd", "n_head", "n_inner", "n_layer",

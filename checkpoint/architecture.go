@@ -29,7 +29,7 @@ var architectures = map[string]architecture{
 			return transformerSize(c.TransformerConfig, c.NumLayers, 0)
 		},
 		parts: chunkParts(nn.NewGPTChunks, nn.GPTParts),
-		whole: wholeModel(nn.NewGPT),
+		whole: gptConverter,
 		hf:    gptHFConfig,
 	},
 	ArchBERT: archOf[nn.BERTConfig]{

@@ -31,7 +31,10 @@
 //   - hf.go: ImportHF, ExportHF, ExportHFWith, ReadHF, ReadSafetensors, WriteSafetensors.
 //   - hf_config.go: ModelFromHFConfig, config.json of each model type read;
 //     hf_export_config.go: the config.json written, with hfConfigKeys, the keys
-//     transformers writes per model type and where they were read.
+//     transformers writes per model type and where they were read;
+//     hf_config_moe.go, hf_export_config_moe.go: the same for the experts of Mixtral,
+//     Qwen2-MoE and Qwen3-MoE; hf_names_moe.go: their tensor names (and Qwen3's
+//     query/key norms), which nn's Llama mapping lacks, and the stacking of experts.
 //   - hf_layout.go: finding and checking a directory's weight files (index.json);
 //     hf_torch.go: pytorch_model.bin state dicts; hf_names.go: names of older files
 //     (no base prefix, saved buffers, tied copies); hf_shard.go: HFExportOptions and
@@ -111,7 +114,9 @@
 // original_max_position_embeddings 8192}: nn's RoPEScaling, whose other parameters are
 // fixed to those); mistral (a Llama: a sliding_window of null or at least
 // max_position_embeddings is accepted, a shorter one refused); qwen2 (a Llama with q, k
-// and v biases, QKVBias, without sliding-window layers); bert; t5. Tied or untied
+// and v biases, QKVBias, without sliding-window layers); qwen3 (a Llama with query/key
+// norms, QKNorm: RMSNorm over each head's head_dim channels before RoPE); the mixtures of
+// experts below; bert; t5. Tied or untied
 // embeddings, grouped-query attention (num_key_value_heads), head_dim, rms_norm_eps and
 // rope_theta (or transformers 5's rope_parameters) are read; any other setting megago
 // does not implement is refused with its key and value. The weights are read from the
@@ -123,8 +128,42 @@
 // buffers (attn.bias, rotary_emb.inv_freq) dropped, a tied lm_head.weight beside the
 // embedding dropped when equal to it.
 //
-// A GPT exports as GPT-2, as a Llama (with rope_scaling when it has RoPEScaling), or,
-// with a QKV bias, as a Qwen2; config.json has exactly the keys save_pretrained writes
+// Mixtures of experts (nn.MoEConfig, the MoE block replacing layers.i.mlp):
+//
+//   - mixtral: every layer MoE; num_local_experts experts of intermediate_size, top
+//     num_experts_per_tok, the top k probabilities renormalized (MoEConfig.PreSoftmax
+//     false: the softmax over the top k logits); sliding_window as for mistral;
+//     router_jitter_noise other than 0 refused. Names: model.layers.i.block_sparse_moe.gate.weight
+//     ↔ layers.i.mlp.router.weight [E, C]; block_sparse_moe.experts.j.w1 (gate), w3 (up)
+//     [F, C] and w2 (down) [C, F] ↔ slice j of layers.i.mlp.experts.gate.weight,
+//     experts.fc1.weight [E, F, C] and experts.fc2.weight [E, C, F].
+//   - qwen2_moe: a Qwen2 whose MoE layers have num_experts experts of
+//     moe_intermediate_size, top num_experts_per_tok, renormalized only with
+//     norm_topk_prob (norm_topk_prob false is PreSoftmax: the softmax over all experts,
+//     not renormalized), and a shared expert of shared_expert_intermediate_size scaled by
+//     sigmoid(x·shared_expert_gate) (SharedExpertFFNHidden, SharedExpertGate). The layers
+//     in mlp_only_layers, or where (i+1) is not a multiple of decoder_sparse_step, keep a
+//     dense MLP of intermediate_size and its dense names (LayerPattern "1,0,..."). Names:
+//     model.layers.i.mlp.gate.weight ↔ router; mlp.experts.j.{gate,up,down}_proj.weight ↔
+//     slice j of experts.{gate,fc1,fc2}.weight; mlp.shared_expert.{gate,up,down}_proj.weight
+//     ↔ layers.i.mlp.shared_expert.{gate,fc1,fc2}.weight; mlp.shared_expert_gate.weight
+//     [1, C] ↔ layers.i.mlp.shared_expert_gate.weight.
+//   - qwen3_moe: a Qwen3 (query/key norms, head_dim) with Qwen2-MoE's experts and layer
+//     rule, without the shared expert.
+//
+// router_aux_loss_coef becomes MoEConfig.AuxLossCoeff (Megatron's per-micro-batch
+// aux_loss; transformers adds its loss only with output_router_logits, which is not
+// read). Each expert tensor is read whole from the (possibly sharded) files and stacked,
+// so an imported model loads at any EP and expert-TP through SetParams, each rank taking
+// its experts' slices (Param.Region). Mixtral, Qwen2-MoE and Qwen3-MoE export back
+// (decoder_sparse_step and mlp_only_layers written to give the same layers); routers
+// Hugging Face's classes lack (sigmoid scores, expert biases) are refused, and the
+// training-only settings (load-balancing type, z-loss, capacity, dispatcher, EP) are not
+// written.
+//
+// A GPT exports as GPT-2, as a Llama (with rope_scaling when it has RoPEScaling), with
+// a QKV bias as a Qwen2, with query/key norms as a Qwen3, or with experts as above;
+// config.json has exactly the keys save_pretrained writes
 // for that model type (hfConfigKeys; bos and eos token ids null, as megago does not
 // know the tokenizer; a Qwen2 needs HeadSize·Heads = Hidden). HFExportOptions.MaxShardSize splits the weights in shards with an
 // index, as save_pretrained's max_shard_size (megago convert -max-shard-size):

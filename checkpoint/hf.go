@@ -117,10 +117,10 @@ func safetensorsElements(path string) (int64, error) {
 	return n, nil
 }
 
-// ImportHF reads the Hugging Face model in dir (GPT-2, Llama, Mistral, Qwen2, BERT or
-// T5; any layout ReadHF reads) and returns its Model and its global parameters under
-// megago's names (TP = 1, vocabulary padded with zero rows to the model's VocabMultiple,
-// 128 by default). The sizes in config.json are checked against the tensors present
+// ImportHF reads the Hugging Face model in dir (GPT-2, Llama, Mistral, Qwen2, Qwen3,
+// Mixtral, Qwen2-MoE, Qwen3-MoE, BERT or T5; any layout ReadHF reads) and returns its
+// Model and its global parameters under megago's names (TP = 1, EP = 1, vocabulary
+// padded with zero rows to the model's VocabMultiple, 128 by default). The sizes in config.json are checked against the tensors present
 // before a model is built: for safetensors from the files' headers, before any tensor is
 // read; for pytorch_model.bin after reading them (each record at a size checked against
 // its archive). A model larger than its files is refused.

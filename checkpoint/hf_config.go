@@ -77,22 +77,25 @@ const required = -1
 
 // ModelFromHFConfig returns the Model that a Hugging Face config.json describes: GPT-2
 // (model_type gpt2), Llama 1, 2, 3 and 3.1 (llama), Mistral without sliding-window
-// attention (mistral), Qwen2 (qwen2), BERT (bert) or T5 v1.0 (t5). Settings megago does
-// not implement are errors naming each key and its value.
+// attention (mistral), Qwen2 (qwen2), Qwen3 (qwen3), the mixtures of experts Mixtral
+// (mixtral), Qwen2-MoE (qwen2_moe) and Qwen3-MoE (qwen3_moe), BERT (bert) or T5 v1.0
+// (t5). Settings megago does not implement are errors naming each key and its value.
 func ModelFromHFConfig(cfg map[string]any) (Model, error) {
 	f := &hfFields{m: cfg}
 	var m Model
 	switch t := f.str("model_type", ""); t {
 	case "gpt2":
 		m = f.gpt2()
-	case "llama", "mistral", "qwen2":
-		m = f.llama(t)
+	case "llama", "mistral", "qwen2", "qwen3":
+		m = GPTModel(f.llama(t))
+	case "mixtral", "qwen2_moe", "qwen3_moe":
+		m = GPTModel(f.moe(t))
 	case "bert":
 		m = f.bert()
 	case "t5":
 		m = f.t5()
 	default:
-		return Model{}, fmt.Errorf("model_type %q: megago imports gpt2, llama, mistral, qwen2, bert and t5", t)
+		return Model{}, fmt.Errorf("model_type %q: megago imports gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, bert and t5", t)
 	}
 	if len(f.errs) > 0 {
 		slices.Sort(f.errs)
@@ -132,9 +135,11 @@ func (f *hfFields) gpt2() Model {
 	return GPTModel(c)
 }
 
-// llama reads LlamaConfig, MistralConfig or Qwen2Config (model type kind): RoPE, RMSNorm,
-// SwiGLU, grouped-query attention, no biases but Qwen2's on q, k and v.
-func (f *hfFields) llama(kind string) Model {
+// llama reads LlamaConfig, MistralConfig, Qwen2Config or Qwen3Config, or the attention
+// and dense MLP settings of MixtralConfig, Qwen2MoeConfig or Qwen3MoeConfig (model type
+// kind): RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases but Qwen2's on q, k
+// and v, Qwen3's query/key norms.
+func (f *hfFields) llama(kind string) nn.GPTConfig {
 	heads := f.int("num_attention_heads", required)
 	c := nn.LlamaConfig(f.int("num_hidden_layers", required), f.int("hidden_size", required), heads,
 		f.int("num_key_value_heads", heads), f.int("intermediate_size", required), f.int("vocab_size", required))
@@ -164,13 +169,16 @@ func (f *hfFields) llama(kind string) Model {
 		f.refuse("head_dim", f.m["head_dim"], fmt.Sprintf("with hidden_size %d and num_attention_heads %d: RoPE needs an even head size", c.Hidden, heads))
 	}
 	switch kind {
-	case "mistral":
+	case "mistral", "mixtral":
 		f.slidingWindow("sliding_window", c.MaxPosition)
-	case "qwen2":
+	case "qwen2", "qwen2_moe":
 		c.QKVBias = true
 		f.qwen2Window(c.NumLayers)
+	case "qwen3", "qwen3_moe":
+		c.QKNorm = true // q_norm and k_norm: RMSNorm over each head's head_dim channels
+		f.qwen2Window(c.NumLayers)
 	}
-	return GPTModel(c)
+	return c
 }
 
 // slidingWindow accepts a sliding window that no sequence of maxPosition tokens reaches

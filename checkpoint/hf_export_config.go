@@ -29,6 +29,14 @@ import (
 //
 // Mistral (configuration_mistral.py at 0b07a74c673bdf8fbd472a1c7df139b357495414) is
 // imported, not exported: without a sliding window it is a Llama, and exports as one.
+//
+// The keys of qwen3, mixtral, qwen2_moe and qwen3_moe are the arguments of Qwen3Config,
+// MixtralConfig, Qwen2MoeConfig and Qwen3MoeConfig as of transformers 4.51 (not read at
+// a pinned commit), checked against the published config.json files of
+// testdata/hfmoe/configs: those hold the same keys but transformers_version, the Qwen
+// models' token ids (their classes have no defaults for them) and the keys the older
+// versions that wrote them lacked (Mixtral-8x7B's head_dim and router_jitter_noise,
+// Qwen1.5-MoE-A2.7B's and Qwen2-57B-A14B's mlp_only_layers and rope_scaling).
 var hfConfigKeys = map[string][]string{
 	"gpt2": {"activation_function", "architectures", "attn_pdrop", "bos_token_id", "embd_pdrop", "eos_token_id",
 		"initializer_range", "layer_norm_epsilon", "model_type", "n_embd", "n_head", "n_inner", "n_layer",
@@ -45,13 +53,61 @@ var hfConfigKeys = map[string][]string{
 		"num_attention_heads", "num_hidden_layers", "num_key_value_heads", "rms_norm_eps", "rope_scaling",
 		"rope_theta", "sliding_window", "tie_word_embeddings", "torch_dtype", "use_cache", "use_sliding_window",
 		"vocab_size"},
+	"qwen3": {"architectures", "attention_bias", "attention_dropout", "head_dim", "hidden_act", "hidden_size",
+		"initializer_range", "intermediate_size", "max_position_embeddings", "max_window_layers", "model_type",
+		"num_attention_heads", "num_hidden_layers", "num_key_value_heads", "rms_norm_eps", "rope_scaling",
+		"rope_theta", "sliding_window", "tie_word_embeddings", "torch_dtype", "use_cache", "use_sliding_window",
+		"vocab_size"},
+	"mixtral": {"architectures", "attention_dropout", "bos_token_id", "eos_token_id", "head_dim", "hidden_act",
+		"hidden_size", "initializer_range", "intermediate_size", "max_position_embeddings", "model_type",
+		"num_attention_heads", "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads",
+		"num_local_experts", "output_router_logits", "rms_norm_eps", "rope_theta", "router_aux_loss_coef",
+		"router_jitter_noise", "sliding_window", "tie_word_embeddings", "torch_dtype", "use_cache", "vocab_size"},
+	"qwen2_moe": {"architectures", "attention_dropout", "decoder_sparse_step", "hidden_act", "hidden_size",
+		"initializer_range", "intermediate_size", "max_position_embeddings", "max_window_layers", "mlp_only_layers",
+		"model_type", "moe_intermediate_size", "norm_topk_prob", "num_attention_heads", "num_experts",
+		"num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "output_router_logits", "rms_norm_eps",
+		"rope_scaling", "rope_theta", "router_aux_loss_coef", "shared_expert_intermediate_size", "sliding_window",
+		"tie_word_embeddings", "torch_dtype", "use_cache", "use_sliding_window", "vocab_size"},
+	"qwen3_moe": {"architectures", "attention_bias", "attention_dropout", "decoder_sparse_step", "head_dim",
+		"hidden_act", "hidden_size", "initializer_range", "intermediate_size", "max_position_embeddings",
+		"max_window_layers", "mlp_only_layers", "model_type", "moe_intermediate_size", "norm_topk_prob",
+		"num_attention_heads", "num_experts", "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads",
+		"output_router_logits", "rms_norm_eps", "rope_scaling", "rope_theta", "router_aux_loss_coef",
+		"sliding_window", "tie_word_embeddings", "torch_dtype", "use_cache", "use_sliding_window", "vocab_size"},
 }
 
-// gptHFConfig completes the config.json fields cfg of a GPT of configuration c as a
-// GPT-2, a Llama or (with QKVBias) a Qwen2, with the keys of hfConfigKeys but
-// torch_dtype, which ExportHF adds; or refuses a GPT that is none of them. The token ids
-// (bos_token_id, eos_token_id) are null: megago's model does not know its tokenizer.
+// gptHFConfig completes the config.json fields cfg of a GPT of configuration c as the
+// model type gptHFType names, with the keys of hfConfigKeys but torch_dtype, which
+// ExportHF adds. The token ids (bos_token_id, eos_token_id) are null: megago's model does
+// not know its tokenizer.
 func gptHFConfig(c nn.GPTConfig, cfg map[string]any) error {
+	kind, err := gptHFType(c)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case "gpt2":
+		gpt2HFConfig(c, cfg)
+	case "llama":
+		llamaHFConfig(c, cfg)
+	case "qwen2":
+		llamaHFConfig(c, cfg)
+		qwen2HFConfig(c, cfg)
+	case "qwen3":
+		llamaHFConfig(c, cfg)
+		qwen3HFConfig(c, cfg)
+	default:
+		moeHFConfig(kind, c, cfg)
+	}
+	return nil
+}
+
+// gptHFType returns the Hugging Face model type a GPT of configuration c exports as:
+// gpt2; llama; qwen2 (a Llama with a QKV bias); qwen3 (a Llama with query/key norms);
+// with experts mixtral, qwen2_moe or qwen3_moe (moeHFType). It refuses a GPT that is
+// none of them.
+func gptHFType(c nn.GPTConfig) (string, error) {
 	gpt2 := c.Position == nn.LearnedPositions && c.Norm == nn.LayerNormKind && c.Bias && !c.PostLN &&
 		c.KVHeads == c.Heads && c.HeadSize*c.Heads == c.Hidden && (c.Activation == nn.GeLU || c.Activation == nn.GeLUErf)
 	llama := c.Position == nn.RoPE && c.Norm == nn.RMSNormKind && !c.Bias && !c.PostLN && c.Activation == nn.SwiGLU
@@ -59,30 +115,33 @@ func gptHFConfig(c nn.GPTConfig, cfg map[string]any) error {
 	for _, v := range []struct {
 		on   bool
 		name string
-	}{{c.QKNorm, "query/key norms"}, {c.QKVBias && !c.Bias && !llama, "a QKV bias alone outside a Llama-style model"},
+	}{{c.QKNorm && !(llama && !c.QKVBias), "query/key norms outside a Qwen3-style model (Llama-style, no QKV bias)"},
+		{c.QKVBias && !c.Bias && !llama, "a QKV bias alone outside a Llama-style model"},
 		{c.RotaryPercent != 0 && c.RotaryPercent != 1, "partial rotary embeddings"},
 		{c.RoPEScaling != 0 && !llama, "Llama 3.1 rope scaling outside a Llama-style model"},
 		{c.QKVBias && c.HeadSize*c.Heads != c.Hidden, fmt.Sprintf("a QKV bias (Qwen2) and HeadSize %d × Heads %d ≠ Hidden %d (Qwen2's config has no head_dim)",
-			c.HeadSize, c.Heads, c.Hidden)}} {
+			c.HeadSize, c.Heads, c.Hidden)},
+		{c.MoE.NumExperts > 0 && !llama, "experts outside a Llama-style model"}} {
 		if v.on {
 			extra = append(extra, v.name)
 		}
 	}
 	if len(extra) > 0 {
-		return fmt.Errorf("checkpoint: Hugging Face export of a GPT with %s is not implemented", strings.Join(extra, ", "))
+		return "", fmt.Errorf("checkpoint: Hugging Face export of a GPT with %s is not implemented", strings.Join(extra, ", "))
 	}
 	switch {
 	case gpt2:
-		gpt2HFConfig(c, cfg)
-	case llama && c.QKVBias:
-		llamaHFConfig(c, cfg)
-		qwen2HFConfig(c, cfg)
-	case llama:
-		llamaHFConfig(c, cfg)
-	default:
-		return fmt.Errorf("checkpoint: this GPT has no Hugging Face equivalent (GPT-2 needs learned positions, LayerNorm, biases and GeLU; Llama RoPE, RMSNorm, SwiGLU and no biases)")
+		return "gpt2", nil
+	case !llama:
+		return "", fmt.Errorf("checkpoint: this GPT has no Hugging Face equivalent (GPT-2 needs learned positions, LayerNorm, biases and GeLU; Llama RoPE, RMSNorm, SwiGLU and no biases)")
+	case c.MoE.NumExperts > 0:
+		return moeHFType(c)
+	case c.QKVBias:
+		return "qwen2", nil
+	case c.QKNorm:
+		return "qwen3", nil
 	}
-	return nil
+	return "llama", nil
 }
 
 // gpt2HFConfig sets GPT2Config's keys; the summary_* keys (GPT2DoubleHeadsModel's) have
@@ -121,6 +180,16 @@ func llamaHFConfig(c nn.GPTConfig, cfg map[string]any) {
 		"bos_token_id": nil, "eos_token_id": nil, "tie_word_embeddings": !c.Untied,
 		"rope_theta": c.RoPETheta, "rope_scaling": scaling,
 		"attention_bias": false, "attention_dropout": c.AttnDropout, "mlp_bias": false})
+}
+
+// qwen3HFConfig turns llamaHFConfig's keys into Qwen3Config's: no token ids, no
+// pretraining_tp or mlp_bias; full attention in every layer.
+func qwen3HFConfig(c nn.GPTConfig, cfg map[string]any) {
+	for _, k := range []string{"pretraining_tp", "bos_token_id", "eos_token_id", "mlp_bias"} {
+		delete(cfg, k)
+	}
+	maps.Copy(cfg, map[string]any{"model_type": "qwen3", "architectures": []string{"Qwen3ForCausalLM"},
+		"use_sliding_window": false, "sliding_window": nil, "max_window_layers": c.NumLayers})
 }
 
 // qwen2HFConfig turns llamaHFConfig's keys into Qwen2Config's: no head_dim, no biases

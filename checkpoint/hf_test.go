@@ -254,7 +254,7 @@ func TestHFConfigRejects(t *testing.T) {
 	}
 	// Nor one whose Megatron variants config.json would not describe.
 	for _, edit := range []func(c *nn.GPTConfig){
-		func(c *nn.GPTConfig) { c.QKNorm = true },
+		func(c *nn.GPTConfig) { c.QKNorm, c.QKVBias = true, true }, // query/key norms alone are a Qwen3
 		func(c *nn.GPTConfig) { c.RotaryPercent = 0.5 },
 		func(c *nn.GPTConfig) { c.QKVBias, c.HeadSize = true, 8 }, // Qwen2's config has no head_dim
 	} {

@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"strings"
 
 	"megago/nn"
 )
@@ -17,8 +19,8 @@ import (
 // transformerSize returns a lower bound of the number of parameters of a transformer of
 // configuration c with the given number of layers and extra parameters: the word
 // embedding, the learned position table, and per layer the query and output projections
-// and two MLP matrices. It is computed in float64, so absurd sizes cannot overflow, and
-// refuses a negative size.
+// and two MLP matrices (in an MoE layer two per expert, of the experts' hidden size). It
+// is computed in float64, so absurd sizes cannot overflow, and refuses a negative size.
 func transformerSize(c nn.TransformerConfig, layers int, extra float64) (float64, nn.TransformerConfig, error) {
 	c = c.Defaults()
 	for _, f := range []struct {
@@ -26,17 +28,39 @@ func transformerSize(c nn.TransformerConfig, layers int, extra float64) (float64
 		v    int
 	}{{"NumLayers", c.NumLayers}, {"Hidden", c.Hidden}, {"Heads", c.Heads}, {"KVHeads", c.KVHeads},
 		{"HeadSize", c.HeadSize}, {"FFNHidden", c.FFNHidden}, {"Vocab", c.Vocab}, {"MaxPosition", c.MaxPosition},
-		{"RelativeBuckets", c.RelativeBuckets}, {"layers", layers}} {
+		{"RelativeBuckets", c.RelativeBuckets}, {"layers", layers}, {"MoE.NumExperts", c.MoE.NumExperts},
+		{"MoE.FFNHidden", c.MoE.FFNHidden}} {
 		if f.v < 0 {
 			return 0, c, fmt.Errorf("%s = %d must be ≥ 0", f.name, f.v)
 		}
 	}
 	C := float64(c.Hidden)
-	n := float64(c.Vocab)*C + float64(layers)*(2*C*float64(c.Heads)*float64(c.HeadSize)+2*C*float64(c.FFNHidden)) + extra
+	moe := moeLayerCount(c, layers)
+	experts := float64(c.MoE.NumExperts) * 2 * C * float64(cmp.Or(c.MoE.FFNHidden, c.FFNHidden))
+	n := float64(c.Vocab)*C + float64(layers)*2*C*float64(c.Heads)*float64(c.HeadSize) +
+		(float64(layers)-moe)*2*C*float64(c.FFNHidden) + moe*experts + extra
 	if c.Position == nn.LearnedPositions {
 		n += float64(c.MaxPosition) * C
 	}
 	return n, c, nil
+}
+
+// moeLayerCount returns how many of the given layers of c have experts, by the rule of
+// isMoELayer but without a loop over the layers, whose number is untrusted here.
+func moeLayerCount(c nn.TransformerConfig, layers int) float64 {
+	switch {
+	case c.MoE.NumExperts == 0:
+		return 0
+	case c.MoE.LayerPattern != "":
+		n := 0
+		for i, p := range strings.Split(c.MoE.LayerPattern, ",") {
+			if i < layers && strings.TrimSpace(p) == "1" {
+				n++
+			}
+		}
+		return float64(n)
+	}
+	return math.Ceil(float64(layers) / float64(max(c.MoE.LayerFreq, 1)))
 }
 
 // checkSize returns an error when the model m describes needs more parameters than

@@ -27,13 +27,16 @@ Convert reads the checkpoint SRC and writes DST:
   --from megago --to hf       export the model to a Hugging Face directory
                               (model.safetensors and config.json): GPT-2, Llama
                               (with Llama 3.1's rope scaling), Qwen2 (a Llama
-                              with a QKV bias), BERT (BertForPreTraining) or T5;
-                              with -max-shard-size, in shards with
+                              with a QKV bias), Qwen3 (with query/key norms),
+                              Mixtral, Qwen2-MoE or Qwen3-MoE (with experts),
+                              BERT (BertForPreTraining) or T5; with
+                              -max-shard-size, in shards with
                               model.safetensors.index.json
   --from hf                   import a Hugging Face directory (to megago: a
                               weights-only checkpoint at -tp/-pp): GPT-2, Llama,
-                              Mistral (without sliding window), Qwen2, BERT or
-                              T5, from model.safetensors, a sharded
+                              Mistral (without sliding window), Qwen2, Qwen3,
+                              Mixtral, Qwen2-MoE, Qwen3-MoE, BERT or T5, from
+                              model.safetensors, a sharded
                               model.safetensors.index.json, pytorch_model.bin or
                               a sharded pytorch_model.bin.index.json
   --from megatron             import a Megatron-LM legacy checkpoint

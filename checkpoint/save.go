@@ -178,7 +178,7 @@ func collectOptim(d *rankData, opt *optim.Optimizer, owned map[string]*nn.Param,
 			return fmt.Errorf("checkpoint: optimizer state %q is not named optimizer.state.<kind>.<param>", t.Name)
 		}
 		p, ok := owned[param]
-		if !ok || !w.tpFirst(p) {
+		if !ok {
 			continue
 		}
 		if firstKind == "" {
@@ -187,14 +187,19 @@ func collectOptim(d *rankData, opt *optim.Optimizer, owned map[string]*nn.Param,
 		if kind == firstKind {
 			covered[param] += t.Flat[1] - t.Flat[0]
 		}
+		if !w.tpFirst(p) {
+			continue
+		}
 		pieces = append(pieces, statePiece{outPiece{name: t.Name, region: t.Region, flat: t.Flat, dtype: t.Tensor.DType(),
 			shape: tensor.Shape{t.Tensor.Numel()}, t: t.Tensor}, p})
 	}
 	// The state of dense or expert parameters is sharded when this rank holds a part
-	// of one of them, or none of it.
+	// of one of them, or none of it. Every parameter counts, the TP-replicated ones too:
+	// (expert-)DP rank 0 holds the start of every bucket, so another rank of a sharded
+	// optimizer always misses part of some parameter, if only a replicated one.
 	var sharded [2]bool // dense, expert
 	for name, p := range owned {
-		if w.tpFirst(p) && covered[name] != p.Numel() && firstKind != "" {
+		if covered[name] != p.Numel() && firstKind != "" {
 			sharded[b2i(p.Expert)] = true
 		}
 	}

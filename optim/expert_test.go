@@ -24,9 +24,8 @@ type expertRun struct {
 
 // trainExperts trains the toy model of package experttest for expertSteps steps on the
 // goroutine ranks of l, each rank's gradients those its parameters would receive, with
-// gradient clipping, and returns every rank's outcome. A layout of one rank is the
-// reference: it sets the gradients averaged over dp replicas itself.
-func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, dp int, distributed bool) []expertRun {
+// gradient clipping, and returns every rank's outcome.
+func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, distributed bool) []expertRun {
 	t.Helper()
 	out := make([]expertRun, l.World())
 	err := parallel.RunLocal(l.World(), func(world parallel.Comm) error {
@@ -45,7 +44,7 @@ func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, dp
 		run := expertRun{params: map[string][]float32{}, region: map[string]tensor.Region{}}
 		for step := range expertSteps {
 			opt.ZeroGrad()
-			experttest.SetGrads(ps, l, world.Rank(), step, dp)
+			experttest.SetGrads(ps, l, world.Rank(), step)
 			res, err := opt.Step(ctx)
 			if err != nil {
 				return err
@@ -97,10 +96,10 @@ func TestExpertParallelEqualsSingleRank(t *testing.T) {
 		{TP: 2, PP: 1, DP: 2, ETP: 1, EP: 2},
 	} {
 		specs := experttest.Model(l.PP)
-		ref := trainExperts(t, experttest.Layout{TP: 1, PP: 1, DP: 1, ETP: 1, EP: 1}, onOneStage(specs), l.DP, false)[0]
+		ref := trainExperts(t, experttest.Layout{TP: 1, PP: 1, DP: 1, ETP: 1, EP: 1}, onOneStage(specs), false)[0]
 		for _, distributed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v-distributed-%v", l, distributed), func(t *testing.T) {
-				for r, got := range trainExperts(t, l, specs, l.DP, distributed) {
+				for r, got := range trainExperts(t, l, specs, distributed) {
 					require.Equal(t, ref.norms, got.norms, "rank %d gradient norms", r)
 					for name, vals := range got.params {
 						require.Equal(t, regionOf(ref.params[name], got.region[name]), vals, "rank %d %s", r, name)

@@ -6,9 +6,10 @@
 // would deliver to each rank: a dense parameter's from its DP replica's loss, an expert
 // parameter's summed over the replicas whose tokens its expert-TP × EP group receives.
 //
-// Every gradient is a multiple of 2⁻⁹ below 16 in magnitude, so sums of a few of them,
-// their averages over a power-of-two number of ranks and their squares are exact in
-// float32 and float64: any layout must reproduce the single rank bit for bit.
+// Every sample's gradient is a multiple of 2⁻⁹ below 4 in magnitude, so sums of a few of
+// them, their averages over a power-of-two number of samples or ranks and their squares
+// are exact in float32 and float64: any layout must reproduce the single rank bit for
+// bit.
 package experttest
 
 import (
@@ -155,11 +156,15 @@ func BuildAll(dev *tensor.Device, dt tensor.DType, specs []Spec, l Layout, c Coo
 	return out
 }
 
-// replicaGrad returns the gradient of DP replica d's loss at step for p's elements: half
-// of p's values rounded to 2⁻⁸, plus a multiple of 2⁻⁶ in [−2, 2] drawn by global
+// Samples is the number of samples of a step's global batch, split evenly between the
+// DP replicas (so DP must divide it).
+const Samples = 4
+
+// sampleGrad returns the gradient of sample s's loss at step for p's elements: half of
+// p's values rounded to 2⁻⁸, plus a multiple of 2⁻⁶ in [−2, 2] drawn by global
 // coordinates.
-func replicaGrad(p *param.Param, step, d int) []float64 {
-	noise := tensor.NewRNG(2).Named(p.Name).Fold(uint64(step), uint64(d)).Uniform(p.Device(), tensor.F64, p.Region(), -2, 2)
+func sampleGrad(p *param.Param, step, s int) []float64 {
+	noise := tensor.NewRNG(2).Named(p.Name).Fold(uint64(step), uint64(s)).Uniform(p.Device(), tensor.F64, p.Region(), -2, 2)
 	defer noise.Release()
 	w := tensor.ToSlice[float64](p.Tensor.Detach().Cast(tensor.F64))
 	g := tensor.ToSlice[float64](noise)
@@ -169,34 +174,40 @@ func replicaGrad(p *param.Param, step, d int) []float64 {
 	return g
 }
 
+// replicaGrad returns the gradient of DP replica d's loss at step under l for p's
+// elements: the mean over its samples.
+func replicaGrad(p *param.Param, l Layout, step, d int) []float64 {
+	per := Samples / l.DP
+	sum := make([]float64, p.Numel())
+	for s := d * per; s < (d+1)*per; s++ {
+		for i, v := range sampleGrad(p, step, s) {
+			sum[i] += v
+		}
+	}
+	for i := range sum {
+		sum[i] /= float64(per)
+	}
+	return sum
+}
+
 // SetGrads sets the gradients of rank's parameters ps at step under l: a dense
 // parameter's is its DP replica's, an expert parameter's the sum over Replicas(rank).
-// With l of one rank (a reference holding everything) it sets the average over dp
-// replicas instead, what averaging over DP gives. Call it after the optimizer's ZeroGrad.
-func SetGrads(ps []*param.Param, l Layout, rank, step, dp int) {
+// Averaged over DP they are the mean over the global batch's Samples, at every layout.
+// Call it after the optimizer's ZeroGrad. It panics if l.DP does not divide Samples.
+func SetGrads(ps []*param.Param, l Layout, rank, step int) {
+	if Samples%l.DP != 0 {
+		panic(fmt.Sprintf("experttest: DP %d does not divide the %d samples", l.DP, Samples))
+	}
 	c := l.Coord(rank)
 	for _, p := range ps {
-		var replicas []int
-		switch {
-		case l.World() == 1:
-			replicas = make([]int, dp)
-			for d := range replicas {
-				replicas[d] = d
-			}
-		case p.Expert:
+		replicas := []int{c.DP}
+		if p.Expert {
 			replicas = l.Replicas(rank)
-		default:
-			replicas = []int{c.DP}
 		}
 		sum := make([]float64, p.Numel())
 		for _, d := range replicas {
-			for i, v := range replicaGrad(p, step, d) {
+			for i, v := range replicaGrad(p, l, step, d) {
 				sum[i] += v
-			}
-		}
-		if l.World() == 1 {
-			for i := range sum {
-				sum[i] /= float64(dp)
 			}
 		}
 		g := tensor.FromSlice(p.Device(), sum, p.Shape()...)

@@ -209,3 +209,42 @@ func TestExpertCheckpointReshard(t *testing.T) {
 		}
 	}
 }
+
+// TestStateTensors: a module's state tensor (nn.Stateful), held by every rank of the
+// last pipeline stage, is saved once, kept by the offline Reshard (written whole by
+// rank 0) and loaded into every rank holding it, at both layouts.
+func TestStateTensors(t *testing.T) {
+	const name = "layers.1.mlp.router.expert_bias"
+	want := []float64{0.5, -0.25, 1, 2}
+	src := layout{tp: 2, pp: 2, dp: 1, tied: true}
+	dir, out := t.TempDir(), t.TempDir()
+	with := func(r *rig, vals []float64) {
+		if r.mesh.IsLastStage() {
+			r.st.Tensors = []nn.NamedTensor{{Name: name, Tensor: tensor.FromSlice(r.st.Params[0].Device(), vals)}}
+		}
+	}
+	runLayout(t, src, func(ctx context.Context, r *rig) error {
+		with(r, want)
+		return Save(ctx, dir, r.mesh, r.st)
+	})
+	if _, err := Reshard(context.Background(), dir, out, WriteOptions{TP: 1, PP: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, global, err := ReadGlobal(out, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, tensorF64(global[name]), "kept by Reshard")
+	for _, from := range []string{dir, out} {
+		runLayout(t, src, func(ctx context.Context, r *rig) error {
+			with(r, make([]float64, len(want)))
+			if _, err := Load(ctx, from, r.mesh, r.st, LoadOptions{}); err != nil {
+				return err
+			}
+			if r.mesh.IsLastStage() {
+				if got := tensorF64(r.st.Tensors[0].Tensor); !slices.Equal(got, want) {
+					return fmt.Errorf("rank %d loaded %v from %s, want %v", r.mesh.Rank(), got, from, want)
+				}
+			}
+			return nil
+		})
+	}
+}

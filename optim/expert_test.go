@@ -36,8 +36,8 @@ func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, di
 		}
 		dev := tensor.NewCPU()
 		ps := experttest.BuildAll(dev, tensor.F32, specs, l, l.Coord(world.Rank()))
-		opt, err := New(ps, Config{LR: 0.05, WeightDecay: 0.1, ClipGrad: 2, Distributed: distributed, BucketSize: 100,
-			Groups: Groups{TP: g.TP, MP: g.MP, DP: g.DP, ExpertTP: g.ExpertTP, ExpertDP: g.ExpertDP, ExpertMP: g.ExpertMP}})
+		groups := Groups{TP: g.TP, MP: g.MP, DP: g.DP, ExpertTP: g.ExpertTP, ExpertDP: g.ExpertDP, ExpertMP: g.ExpertMP}
+		opt, err := New(ps, Config{LR: 0.05, WeightDecay: 0.1, ClipGrad: 2, Distributed: distributed, BucketSize: 100, Groups: groups})
 		if err != nil {
 			return err
 		}
@@ -53,6 +53,11 @@ func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, di
 				return fmt.Errorf("step %d: gradient norm %v: the test means to clip", step, res.GradNorm)
 			}
 			run.norms = append(run.norms, res.GradNorm)
+			if !distributed { // the gradients are whole and reduced: GradNorm measures them alike
+				if norm, err := GradNorm(ctx, ps, groups); err != nil || norm != res.GradNorm {
+					return fmt.Errorf("step %d: GradNorm %v (%v), Step's %v", step, norm, err, res.GradNorm)
+				}
+			}
 		}
 		for _, p := range ps {
 			run.params[p.Name], run.region[p.Name] = tensor.ToSlice[float32](p.Tensor), p.Region()

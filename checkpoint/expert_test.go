@@ -28,10 +28,9 @@ const (
 
 // expertGlobals are global tensors assembled from every rank's pieces.
 type expertGlobals struct {
-	mu      sync.Mutex
-	params  map[string][]float64 // parameters and the state tensor
-	optim   map[string][]float64 // optimizer state, by state name
-	modelFs []string             // the model files written (saving runs)
+	mu     sync.Mutex
+	params map[string][]float64 // parameters and the state tensor
+	optim  map[string][]float64 // optimizer state, by state name
 }
 
 func newExpertGlobals() *expertGlobals {
@@ -109,6 +108,29 @@ func (r *expertRank) record(g *expertGlobals) {
 	}
 }
 
+// finish records the rank into at, trains the steps from the save on and records it
+// into end.
+func (r *expertRank) finish(ctx context.Context, at, end *expertGlobals) error {
+	r.record(at)
+	if err := r.train(ctx, expertSaveAt, expertSteps); err != nil {
+		return err
+	}
+	r.record(end)
+	return nil
+}
+
+// modelFiles returns the names of a manifest's model files, sorted.
+func modelFiles(m *Manifest) []string {
+	var out []string
+	for name, f := range m.Files {
+		if f.Kind == KindModel {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // runExperts runs fn on every rank of l.
 func runExperts(t *testing.T, l experttest.Layout, distributed bool, fn func(ctx context.Context, r *expertRank) error) {
 	t.Helper()
@@ -165,23 +187,11 @@ func TestExpertCheckpointReshard(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			r.record(saved)
-			if err := r.train(ctx, expertSaveAt, expertSteps); err != nil {
-				return err
-			}
-			r.record(straight)
-			return nil
+			return r.finish(ctx, saved, straight)
 		})
 		m, err := ReadManifest(dir + "/" + IterDir(expertSaveAt))
 		require.NoError(t, err)
-		var models []string
-		for name, f := range m.Files {
-			if f.Kind == KindModel {
-				models = append(models, name)
-			}
-		}
-		slices.Sort(models)
-		require.Equal(t, save.modelFiles, models)
+		require.Equal(t, save.modelFiles, modelFiles(m))
 		require.Equal(t, save.distributed, m.Layout.DistributedOptimizer)
 
 		for _, load := range []struct {
@@ -194,12 +204,7 @@ func TestExpertCheckpointReshard(t *testing.T) {
 					if _, err := Load(ctx, dir, r.mesh, r.st, LoadOptions{}); err != nil {
 						return err
 					}
-					r.record(loaded)
-					if err := r.train(ctx, expertSaveAt, expertSteps); err != nil {
-						return err
-					}
-					r.record(resumed)
-					return nil
+					return r.finish(ctx, loaded, resumed)
 				})
 				require.Equal(t, saved.params, loaded.params, "parameters and state tensor loaded")
 				require.Equal(t, saved.optim, loaded.optim, "optimizer state loaded")

@@ -25,7 +25,7 @@ type expertRun struct {
 // trainExperts trains the toy model of package experttest for expertSteps steps on the
 // goroutine ranks of l, each rank's gradients those its parameters would receive, with
 // gradient clipping, and returns every rank's outcome.
-func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, distributed bool) []expertRun {
+func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, distributed, overlap bool) []expertRun {
 	t.Helper()
 	out := make([]expertRun, l.World())
 	err := parallel.RunLocal(l.World(), func(world parallel.Comm) error {
@@ -37,7 +37,8 @@ func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, di
 		dev := tensor.NewCPU()
 		ps := experttest.BuildAll(dev, tensor.F32, specs, l, l.Coord(world.Rank()))
 		groups := Groups{TP: g.TP, MP: g.MP, DP: g.DP, ExpertTP: g.ExpertTP, ExpertDP: g.ExpertDP, ExpertMP: g.ExpertMP}
-		opt, err := New(ps, Config{LR: 0.05, WeightDecay: 0.1, ClipGrad: 2, Distributed: distributed, BucketSize: 100, Groups: groups})
+		opt, err := New(ps, Config{LR: 0.05, WeightDecay: 0.1, ClipGrad: 2, Distributed: distributed, BucketSize: 100,
+			Groups: groups, OverlapParamGather: overlap})
 		if err != nil {
 			return err
 		}
@@ -58,6 +59,9 @@ func trainExperts(t *testing.T, l experttest.Layout, specs []experttest.Spec, di
 					return fmt.Errorf("step %d: GradNorm %v (%v), Step's %v", step, norm, err, res.GradNorm)
 				}
 			}
+		}
+		if err := opt.FinishParamGather(); err != nil {
+			return err
 		}
 		for _, p := range ps {
 			run.params[p.Name], run.region[p.Name] = tensor.ToSlice[float32](p.Tensor), p.Region()
@@ -101,10 +105,10 @@ func TestExpertParallelEqualsSingleRank(t *testing.T) {
 		{TP: 2, PP: 1, DP: 2, ETP: 1, EP: 2},
 	} {
 		specs := experttest.Model(l.PP)
-		ref := trainExperts(t, experttest.Layout{TP: 1, PP: 1, DP: 1, ETP: 1, EP: 1}, onOneStage(specs), false)[0]
-		for _, distributed := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%v-distributed-%v", l, distributed), func(t *testing.T) {
-				for r, got := range trainExperts(t, l, specs, distributed) {
+		ref := trainExperts(t, experttest.Layout{TP: 1, PP: 1, DP: 1, ETP: 1, EP: 1}, onOneStage(specs), false, false)[0]
+		for _, o := range []struct{ distributed, overlap bool }{{false, false}, {true, false}, {true, true}} {
+			t.Run(fmt.Sprintf("%v-distributed-%v-overlap-%v", l, o.distributed, o.overlap), func(t *testing.T) {
+				for r, got := range trainExperts(t, l, specs, o.distributed, o.overlap) {
 					require.Equal(t, ref.norms, got.norms, "rank %d gradient norms", r)
 					for name, vals := range got.params {
 						require.Equal(t, regionOf(ref.params[name], got.region[name]), vals, "rank %d %s", r, name)

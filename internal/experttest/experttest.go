@@ -190,28 +190,50 @@ func replicaGrad(p *param.Param, l Layout, step, d int) []float64 {
 	return sum
 }
 
-// SetGrads sets the gradients of rank's parameters ps at step under l: a dense
-// parameter's is its DP replica's, an expert parameter's the sum over Replicas(rank).
-// Averaged over DP they are the mean over the global batch's Samples, at every layout.
-// Call it after the optimizer's ZeroGrad. It panics if l.DP does not divide Samples.
-func SetGrads(ps []*param.Param, l Layout, rank, step int) {
+// Grad returns the gradient rank's parameter p receives at step under l, shaped like p:
+// a dense parameter's is its DP replica's, an expert parameter's the sum over
+// Replicas(rank). Averaged over DP they are the mean over the global batch's Samples, at
+// every layout. It first calls p.BeforeForward, as a forward pass reading p would (the
+// distributed optimizer may be gathering p). It panics if l.DP does not divide Samples.
+func Grad(p *param.Param, l Layout, rank, step int) *tensor.Tensor {
 	if Samples%l.DP != 0 {
 		panic(fmt.Sprintf("experttest: DP %d does not divide the %d samples", l.DP, Samples))
 	}
-	c := l.Coord(rank)
+	p.BeforeForward()
+	replicas := []int{l.Coord(rank).DP}
+	if p.Expert {
+		replicas = l.Replicas(rank)
+	}
+	sum := make([]float64, p.Numel())
+	for _, d := range replicas {
+		for i, v := range replicaGrad(p, l, step, d) {
+			sum[i] += v
+		}
+	}
+	return tensor.FromSlice(p.Device(), sum, p.Shape()...).Cast(p.DType())
+}
+
+// SetGrads sets the gradients of rank's parameters ps at step under l to Grad's. Call it
+// after the optimizer's ZeroGrad.
+func SetGrads(ps []*param.Param, l Layout, rank, step int) {
 	for _, p := range ps {
-		replicas := []int{c.DP}
-		if p.Expert {
-			replicas = l.Replicas(rank)
-		}
-		sum := make([]float64, p.Numel())
-		for _, d := range replicas {
-			for i, v := range replicaGrad(p, l, step, d) {
-				sum[i] += v
-			}
-		}
-		g := tensor.FromSlice(p.Device(), sum, p.Shape()...)
+		g := Grad(p, l, rank, step)
 		p.Grad().CopyFrom(g)
 		g.Release()
 	}
+}
+
+// Loss returns a loss whose gradient with respect to each of ps is its Grad: the sum
+// over ps of Grad(p) · p, element by element (the Grads are constants).
+func Loss(ps []*param.Param, l Layout, rank, step int) *tensor.Tensor {
+	var loss *tensor.Tensor
+	for _, p := range ps {
+		term := tensor.Sum(tensor.Mul(Grad(p, l, rank, step), p.Tensor))
+		if loss == nil {
+			loss = term
+		} else {
+			loss = tensor.Add(loss, term)
+		}
+	}
+	return loss
 }

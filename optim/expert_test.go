@@ -83,16 +83,6 @@ func onOneStage(specs []experttest.Spec) []experttest.Spec {
 	return out
 }
 
-// regionOf returns the elements of region r of a whole tensor's values.
-func regionOf(whole []float32, r tensor.Region) []float32 {
-	full := tensor.FromSlice(tensor.NewCPU(), whole, r.Full...)
-	t := full
-	for d := range r.Full {
-		t = t.Narrow(d, r.Start[d], r.Size[d])
-	}
-	return tensor.ToSlice[float32](t)
-}
-
 // TestExpertParallelEqualsSingleRank: dense parameters averaged over DP and expert ones
 // reduced over expert-DP (and scaled to an average over DP), with the gradient norm
 // summed over MP and expert-MP, train as one rank holding everything does, bit for bit:
@@ -111,7 +101,7 @@ func TestExpertParallelEqualsSingleRank(t *testing.T) {
 				for r, got := range trainExperts(t, l, specs, o.distributed, o.overlap) {
 					require.Equal(t, ref.norms, got.norms, "rank %d gradient norms", r)
 					for name, vals := range got.params {
-						require.Equal(t, regionOf(ref.params[name], got.region[name]), vals, "rank %d %s", r, name)
+						require.Equal(t, experttest.RegionOf(ref.params[name], got.region[name]), vals, "rank %d %s", r, name)
 					}
 				}
 			})

@@ -237,3 +237,24 @@ func Loss(ps []*param.Param, l Layout, rank, step int) *tensor.Tensor {
 	}
 	return loss
 }
+
+// RegionOf returns the elements of region r of a whole tensor's values (row-major).
+func RegionOf[T float32 | float64](whole []T, r tensor.Region) []T {
+	var out []T
+	idx := make([]int, len(r.Full))
+	strides := r.Full.Strides()
+	for range r.Size.Numel() {
+		g := 0
+		for d := range idx {
+			g += (r.Start[d] + idx[d]) * strides[d]
+		}
+		out = append(out, whole[g])
+		for d := len(idx) - 1; d >= 0; d-- { // the next index, last dim fastest
+			if idx[d]++; idx[d] < r.Size[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	return out
+}

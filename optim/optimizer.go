@@ -120,7 +120,8 @@ func (o *Optimizer) sharded() bool {
 	return false
 }
 
-// Buffers returns the flat buffers holding the parameters, one per dtype.
+// Buffers returns the flat buffers holding the parameters: one per dtype, then one per
+// dtype of the expert parameters (Buffer.Expert).
 func (o *Optimizer) Buffers() []*Buffer { return o.bufs }
 
 // Steps returns the number of updates made (skipped steps do not count).

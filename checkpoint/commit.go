@@ -63,9 +63,10 @@ type PendingSave struct {
 	hook         saveHook
 	lock         *filelock.File // the directory's lock, held by rank 0 until the save ends
 
-	done  chan struct{}
-	files [2]writtenFile // model, optimizer
-	err   error          // this rank's write error
+	done    chan struct{}
+	files   [2]writtenFile // model, optimizer
+	sharded bool           // data.sharded, kept after write frees data
+	err     error          // this rank's write error
 }
 
 // writtenFile is a file a rank wrote: size < 0 when none.
@@ -77,7 +78,7 @@ type writtenFile struct {
 // begin prepares the staging directory and writes this rank's files.
 func begin(ctx context.Context, dir string, mesh *parallel.Mesh, dev *tensor.Device, man Manifest, d rankData, async bool, hook saveHook) (_ *PendingSave, err error) {
 	p := &PendingSave{dir: dir, staging: filepath.Join(dir, IterDir(man.Iteration)+stagingSuffix), mesh: mesh, dev: dev,
-		man: man, data: d, hook: hook, done: make(chan struct{})}
+		man: man, data: d, sharded: d.sharded, hook: hook, done: make(chan struct{})}
 	p.files[0].size, p.files[1].size = -1, -1
 	world := mesh.World()
 	var prepErr error
@@ -209,7 +210,7 @@ func (p *PendingSave) write() {
 		write bool
 		name  string
 		ps    []outPiece
-	}{{p.data.writeModel, modelFile(c.TP, c.PP), p.data.model}, {p.data.writeOptim, optimFile(c.TP, c.PP, c.DP), p.data.optim}} {
+	}{{p.data.writeModel, rankModelFile(c), p.data.model}, {p.data.writeOptim, optimFile(c.TP, c.PP, c.DP), p.data.optim}} {
 		if !f.write {
 			continue
 		}
@@ -277,13 +278,23 @@ func writeShard(dir, name string, ps []outPiece, mid func()) (writtenFile, error
 	return out, nil
 }
 
-// contribution layout: ok, then per file (model, optimizer) size and 4 words of SHA-256.
+// contribution layout: flags (contribOK, contribSharded), then per file (model,
+// optimizer) size and 4 words of SHA-256.
 const contribWords = 1 + 2*5
+
+// Flags of a contribution.
+const (
+	contribOK      = 1 // the rank wrote its files
+	contribSharded = 2 // its optimizer state is split between data-parallel ranks
+)
 
 func (p *PendingSave) contribution() []int64 {
 	v := make([]int64, contribWords)
 	if p.err == nil {
-		v[0] = 1
+		v[0] = contribOK
+	}
+	if p.sharded {
+		v[0] |= contribSharded
 	}
 	for i, f := range p.files {
 		v[1+5*i] = f.size
@@ -339,11 +350,12 @@ func (p *PendingSave) publish(all []int64) error {
 	m.Files = map[string]FileInfo{}
 	for r := range sizes.World() {
 		v := all[r*contribWords : (r+1)*contribWords]
-		if v[0] != 1 {
+		if v[0]&contribOK == 0 {
 			return fmt.Errorf("checkpoint: iteration %d was not saved: rank %d failed to write its files", m.Iteration, r)
 		}
+		m.Layout.DistributedOptimizer = m.Layout.DistributedOptimizer || v[0]&contribSharded != 0
 		c := sizes.Coord(r)
-		for i, name := range []string{modelFile(c.TP, c.PP), optimFile(c.TP, c.PP, c.DP)} {
+		for i, name := range []string{rankModelFile(c), optimFile(c.TP, c.PP, c.DP)} {
 			w := v[1+5*i : 1+5*(i+1)]
 			if w[0] < 0 {
 				continue
@@ -355,7 +367,6 @@ func (p *PendingSave) publish(all []int64) error {
 			kind := KindModel
 			if i == 1 {
 				kind = KindOptimizer
-				m.Layout.DistributedOptimizer = m.Layout.DistributedOptimizer || c.DP > 0
 			}
 			m.Files[name] = FileInfo{Kind: kind, Size: w[0], SHA256: hex.EncodeToString(sum[:])}
 		}

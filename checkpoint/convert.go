@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	megago "megago"
 	"megago/nn"
@@ -103,7 +104,8 @@ func WriteGlobal(ctx context.Context, dir string, m Model, global map[string]*te
 
 // writeLayout writes a checkpoint of model (and optim, if not nil) pieces at sizes, one
 // goroutine rank per TP × PP rank, each building its part of the model to learn its
-// parameters' regions.
+// parameters' regions (expert parameters whole: expert-parallel size 1). Model tensors
+// that are no rank's parameter (state tensors, nn.Stateful) are written whole by rank 0.
 func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *source, sizes parallel.Sizes) (*Manifest, error) {
 	vocab, vocabNames, err := vocabOf(man.Model)
 	if err != nil {
@@ -127,6 +129,8 @@ func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *so
 			}
 		}
 	}
+	var mu sync.Mutex
+	claimed := map[string]bool{} // every rank's parameters
 	err = parallel.RunLocal(sizes.World(), func(world parallel.Comm) error {
 		mesh, err := parallel.NewMesh(ctx, world, sizes)
 		if err != nil {
@@ -138,30 +142,34 @@ func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *so
 		if err != nil {
 			return err
 		}
-		d := rankData{writeModel: true, writeOptim: optim != nil}
+		mu.Lock()
 		for _, p := range parts.Params() {
-			if p.Shared || (p.PartitionDim < 0 && mesh.Coord().TP != 0) {
+			claimed[p.Name] = true
+		}
+		mu.Unlock()
+		d := rankData{writeModel: true, writeOptim: optim != nil}
+		w := writersOf(mesh)
+		for _, p := range parts.Params() {
+			if p.Shared || !w.tpFirst(p) {
 				continue
 			}
-			w := want{name: p.Name, region: p.Region(), flat: [2]int{0, p.Numel()}}
-			if vocabNames[p.Name] {
-				w.vocab = vocab
+			if err := d.addParam(p, model, optim, kinds, vocab, vocabNames); err != nil {
+				return err
 			}
-			dt, raw, err := model.assemble(w)
-			if err != nil {
-				return fmt.Errorf("checkpoint: %w", err)
-			}
-			d.model = append(d.model, outPiece{name: p.Name, region: w.region, flat: w.flat, dtype: dt, shape: p.Shape().Clone(), raw: raw})
-			for _, kind := range kinds {
-				w.name = optimPrefix + kind + "." + p.Name
-				if _, ok := optim.pieces[w.name]; !ok && kind == "fp32_param" {
-					continue
+		}
+		if err := world.Barrier(ctx); err != nil {
+			return err
+		}
+		if world.Rank() == 0 { // state tensors (nn.Stateful), no rank's parameters: whole
+			for _, name := range model.names() {
+				if !claimed[name] {
+					dt, shape, raw, err := model.global(name)
+					if err != nil {
+						return fmt.Errorf("checkpoint: %w", err)
+					}
+					d.model = append(d.model, outPiece{name: name, region: tensor.Whole(shape...), flat: [2]int{0, shape.Numel()},
+						dtype: dt, shape: shape, raw: raw})
 				}
-				dt, raw, err := optim.assemble(w)
-				if err != nil {
-					return fmt.Errorf("checkpoint: optimizer state: %w", err)
-				}
-				d.optim = append(d.optim, outPiece{name: w.name, region: w.region, flat: w.flat, dtype: dt, shape: tensor.Shape{p.Numel()}, raw: raw})
 			}
 		}
 		pending, err := begin(ctx, dir, mesh, dev, man, d, false, nil)
@@ -178,6 +186,32 @@ func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *so
 		return nil, err
 	}
 	return ReadManifest(idir)
+}
+
+// addParam adds parameter p's piece, assembled from model, and its optimizer state of
+// kinds from optim, to d.
+func (d *rankData) addParam(p *nn.Param, model, optim *source, kinds []string, vocab int, vocabNames map[string]bool) error {
+	w := want{name: p.Name, region: p.Region(), flat: [2]int{0, p.Numel()}}
+	if vocabNames[p.Name] {
+		w.vocab = vocab
+	}
+	dt, raw, err := model.assemble(w)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	d.model = append(d.model, outPiece{name: p.Name, region: w.region, flat: w.flat, dtype: dt, shape: p.Shape().Clone(), raw: raw})
+	for _, kind := range kinds {
+		w.name = optimPrefix + kind + "." + p.Name
+		if _, ok := optim.pieces[w.name]; !ok && kind == "fp32_param" {
+			continue
+		}
+		dt, raw, err := optim.assemble(w)
+		if err != nil {
+			return fmt.Errorf("checkpoint: optimizer state: %w", err)
+		}
+		d.optim = append(d.optim, outPiece{name: w.name, region: w.region, flat: w.flat, dtype: dt, shape: tensor.Shape{p.Numel()}, raw: raw})
+	}
+	return nil
 }
 
 // elements returns the number of elements the source's pieces hold.

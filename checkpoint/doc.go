@@ -53,6 +53,7 @@
 //	<dir>/.megago-job.lock                            locked by the job saving there (JobLockFile, LockDir)
 //	<dir>/iter_0000100/manifest.json                  written last
 //	<dir>/iter_0000100/model_tp00_pp000.safetensors   DP rank 0 of each (TP, PP) rank
+//	<dir>/iter_0000100/model_tp00_pp000_dp001.safetensors  expert parameters of a DP rank > 0
 //	<dir>/iter_0000100/optim_tp00_pp000_dp000.safetensors
 //
 // Every tensor is stored in safetensors files as a piece of a named global tensor:
@@ -66,6 +67,18 @@
 // (every DP rank under the distributed optimizer), so each element of each global tensor
 // is stored exactly once.
 //
+// Expert parameters (nn.Param.Expert, a mixture-of-experts layer's stacked experts
+// [E, ...]) are pieces like any other: their region (Param.Region) puts the rank's
+// experts at their place along dim 0 of the global tensor (EP rank · E/EP) and its part of
+// the split dim at its expert-TP rank's, so they load at any expert-parallel and
+// expert-TP size. As in Megatron's dist_checkpointing, where an expert tensor's replica
+// id is its expert-DP rank, each is saved by expert-DP rank 0 of its experts (and
+// expert-TP rank 0 when every expert-TP rank holds it whole), its optimizer state
+// likewise or, sharded over expert-DP by the distributed optimizer, by every expert-DP
+// rank. Such a rank may have a DP coordinate above 0: its model file is then named with
+// it. Non-trainable state tensors (State.Tensors, nn.Stateful: a router's expert bias
+// [E]) are whole on every rank of their pipeline stage and saved by its TP and DP rank 0.
+//
 // The manifest (JSON) records megago's version, the Model, the layout, the iteration,
 // the consumed samples, the seed, the optimizer's scalars (step, loss scaler, schedule;
 // absent for a weights-only checkpoint), the caller's Extra values, the size and
@@ -74,13 +87,14 @@
 //
 // # Resharding
 //
-// Load needs nothing of the saved layout: for each of this rank's parameters and
-// optimizer state tensors it intersects the target piece (the region its layout gives,
+// Load needs nothing of the saved layout: for each of this rank's parameters, state
+// tensors and optimizer state tensors it intersects the target piece (the region its layout gives,
 // and the flat range its optimizer holds) with the stored pieces, run by run, and copies
 // the bytes straight from the memory-mapped files. So TP, PP, DP, the distributed
 // optimizer and the vocabulary padding (PaddedVocab depends on TP) may all differ: the
 // rows of a vocabulary-padded tensor that both layouts have are copied, rows only the
-// target has are zero.
+// target has are zero. So may EP and expert-TP. The offline Reshard writes expert
+// parameters whole (expert-parallel size 1) and the state tensors from rank 0.
 // Initialization and dropout are keyed by global coordinates (see package tensor), so a
 // resumed run at another layout continues as the saved one would have, up to summation
 // order; at the same layout resuming is exact, bit for bit.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"megago/nn"
@@ -30,8 +31,10 @@ type LoadOptions struct {
 // distributed optimizer, and with another vocabulary padding (the rows both paddings
 // have are copied, further rows are zero). Each rank reads only the files holding parts
 // of its parameters and optimizer state, and checks each against its checksum before
-// writing anything. The model must be compatible (Model.Compatible) and every parameter
-// and optimizer state tensor of st must be fully present. Every rank calls Load; it
+// writing anything. The model must be compatible (Model.Compatible) and every parameter,
+// state tensor and optimizer state tensor of st must be fully present. Expert parameters
+// are found by their region like any other (Param.Region includes the expert-parallel
+// split), so the expert-parallel and expert-TP sizes may differ too. Every rank calls Load; it
 // returns the manifest on success, and an error on every rank if any rank failed, in
 // which case the other ranks' st may have been loaded.
 func Load(ctx context.Context, dir string, mesh *parallel.Mesh, st *State, opts LoadOptions) (*Manifest, error) {
@@ -105,6 +108,7 @@ func openIteration(dir string, it int, model Model) (*Manifest, string, error) {
 type loadPlan struct {
 	model, optim *source
 	params       []want              // one per State.Params
+	tensors      []want              // one per State.Tensors
 	states       []optim.StateTensor // the optimizer's live state
 	stateWants   []want              // one per state; naming a parameter: master weights from the model
 	scalars      map[string]float64
@@ -128,7 +132,10 @@ func planLoad(idir string, m *Manifest, st *State, withOptim, verify bool) (*loa
 		}
 		l.params = append(l.params, w)
 	}
-	if err := l.check(l.model, l.params); err != nil {
+	for _, t := range st.Tensors {
+		l.tensors = append(l.tensors, want{name: t.Name, region: tensor.Whole(t.Tensor.Shape()...), flat: [2]int{0, t.Tensor.Numel()}})
+	}
+	if err := l.check(l.model, append(slices.Clip(l.params), l.tensors...)); err != nil {
 		return nil, err
 	}
 	if withOptim {
@@ -190,6 +197,11 @@ func (l *loadPlan) write(st *State) error {
 	}
 	for i, p := range st.Params {
 		if err := l.model.writeInto(l.params[i], p.Tensor); err != nil {
+			return err
+		}
+	}
+	for i, t := range st.Tensors {
+		if err := l.model.writeInto(l.tensors[i], t.Tensor); err != nil {
 			return err
 		}
 	}

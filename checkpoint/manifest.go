@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"megago/parallel"
 )
 
 // Names in a checkpoint directory.
@@ -33,7 +35,7 @@ const (
 
 // File kinds.
 const (
-	KindModel     = "model"     // model parameters of one (TP, PP) rank
+	KindModel     = "model"     // model parameters of one (TP, PP) rank (and expert ones of an expert-DP rank 0)
 	KindOptimizer = "optimizer" // optimizer state of one (TP, PP, DP) rank
 )
 
@@ -46,7 +48,17 @@ func optimFile(tp, pp, dp int) string {
 	return fmt.Sprintf("optim_tp%02d_pp%03d_dp%03d.safetensors", tp, pp, dp)
 }
 
-var shardFileName = regexp.MustCompile(`^(model_tp\d{2,}_pp\d{3,}|optim_tp\d{2,}_pp\d{3,}_dp\d{3,})\.safetensors$`)
+// rankModelFile names the model file of the rank at c: modelFile for DP rank 0, which
+// writes the dense parameters; a rank of another DP coordinate writes one only when it
+// is expert-DP rank 0 of expert parameters, named with its DP coordinate too.
+func rankModelFile(c parallel.Coord) string {
+	if c.DP == 0 {
+		return modelFile(c.TP, c.PP)
+	}
+	return fmt.Sprintf("model_tp%02d_pp%03d_dp%03d.safetensors", c.TP, c.PP, c.DP)
+}
+
+var shardFileName = regexp.MustCompile(`^(model_tp\d{2,}_pp\d{3,}(_dp\d{3,})?|optim_tp\d{2,}_pp\d{3,}_dp\d{3,})\.safetensors$`)
 
 // Manifest describes one saved iteration: what was saved, by which layout, and a
 // checksum of every file. It is written last, after every rank's files are on disk.

@@ -25,6 +25,10 @@ type State struct {
 	// of its pipeline stage. A Shared copy of a tied embedding is not saved; Load fills
 	// it from the embedding.
 	Params []*nn.Param
+	// Tensors are this rank's non-trainable state tensors (nn.Stateful: a
+	// mixture-of-experts router's expert bias), each whole and the same on every rank of
+	// its pipeline stage: saved by TP and DP rank 0 of the stage, loaded on every rank.
+	Tensors []nn.NamedTensor
 	// Optimizer, if not nil, has its state saved and restored: per-parameter tensors
 	// (sharded over DP under the distributed optimizer), step count, loss scaler and
 	// learning-rate schedule.
@@ -87,13 +91,44 @@ func (p *outPiece) stTensor() stTensor {
 type rankData struct {
 	model, optim           []outPiece
 	writeModel, writeOptim bool
+	sharded                bool // the optimizer state is split between data-parallel ranks
 }
 
-// collect returns the pieces this rank saves: model parameters from DP rank 0, each
-// TP-replicated one from TP rank 0 only, never a Shared copy; optimizer state from DP
-// rank 0, and from the other DP ranks too when it is sharded over DP (the distributed
-// optimizer), with the same exclusions.
-func collect(st *State, c parallel.Coord) (rankData, error) {
+// writers is a rank's place in the groups whose rank 0 stores a replicated piece: TP and
+// DP for dense parameters, expert-TP and expert-DP for expert ones (param.Param.Expert).
+type writers struct{ tp, dp, etp, edp int }
+
+// writersOf returns the writers of mesh's rank. Without expert parallelism the expert
+// groups are the dense ones (expert-parallel size 1, expert-TP = TP).
+func writersOf(mesh *parallel.Mesh) writers {
+	c := mesh.Coord()
+	return writers{tp: c.TP, dp: c.DP, etp: c.TP, edp: c.DP}
+}
+
+// tpFirst reports whether this rank is the first of p's tensor-parallel replicas: p is
+// split over (expert-)TP, or this is (expert-)TP rank 0.
+func (w writers) tpFirst(p *nn.Param) bool {
+	if p.Expert {
+		return p.PartitionDim >= 0 || w.etp == 0
+	}
+	return p.PartitionDim >= 0 || w.tp == 0
+}
+
+// dpFirst reports whether this rank is (expert-)DP rank 0 for p.
+func (w writers) dpFirst(p *nn.Param) bool {
+	if p.Expert {
+		return w.edp == 0
+	}
+	return w.dp == 0
+}
+
+// collect returns the pieces this rank saves, so that each element is stored once: a
+// parameter from DP rank 0, a TP-replicated one from TP rank 0 of those (expert
+// parameters: expert-DP and expert-TP), never a Shared copy; state tensors from TP and
+// DP rank 0; optimizer state from the same ranks as the parameter's values, except that
+// when it is sharded between (expert-)DP ranks (the distributed optimizer) every one
+// stores its part.
+func collect(st *State, w writers) (rankData, error) {
 	var d rankData
 	owned := map[string]*nn.Param{}
 	for _, p := range st.Params {
@@ -105,31 +140,45 @@ func collect(st *State, c parallel.Coord) (rankData, error) {
 		}
 		owned[p.Name] = p
 	}
-	saves := func(name string) bool {
-		p, ok := owned[name]
-		return ok && (p.PartitionDim >= 0 || c.TP == 0)
-	}
-	d.writeModel = c.DP == 0
-	if d.writeModel {
-		for _, name := range sortedKeys(owned) {
-			p := owned[name]
-			if saves(name) {
-				d.model = append(d.model, outPiece{name: name, region: p.Region(), flat: [2]int{0, p.Numel()},
-					dtype: p.DType(), shape: p.Shape().Clone(), t: p.Tensor})
-			}
+	for _, name := range sortedKeys(owned) {
+		if p := owned[name]; w.tpFirst(p) && w.dpFirst(p) {
+			d.model = append(d.model, outPiece{name: name, region: p.Region(), flat: [2]int{0, p.Numel()},
+				dtype: p.DType(), shape: p.Shape().Clone(), t: p.Tensor})
 		}
 	}
+	for _, t := range st.Tensors {
+		if _, dup := owned[t.Name]; dup {
+			return d, fmt.Errorf("checkpoint: state tensor %s has the name of a parameter", t.Name)
+		}
+		if w.tp == 0 && w.dp == 0 {
+			d.model = append(d.model, outPiece{name: t.Name, region: tensor.Whole(t.Tensor.Shape()...),
+				flat: [2]int{0, t.Tensor.Numel()}, dtype: t.Tensor.DType(), shape: t.Tensor.Shape().Clone(), t: t.Tensor})
+		}
+	}
+	slices.SortFunc(d.model, func(a, b outPiece) int { return cmp.Compare(a.name, b.name) })
+	d.writeModel = w.dp == 0 || len(d.model) > 0
 	if st.Optimizer == nil {
 		return d, nil
 	}
+	return d, collectOptim(&d, st.Optimizer, owned, w)
+}
+
+// collectOptim adds the optimizer's state pieces this rank saves to d (see collect).
+func collectOptim(d *rankData, opt *optim.Optimizer, owned map[string]*nn.Param, w writers) error {
 	covered := map[string]int{}
 	firstKind := ""
-	for _, t := range st.Optimizer.StateDict().Tensors {
+	type statePiece struct {
+		outPiece
+		p *nn.Param
+	}
+	var pieces []statePiece
+	for _, t := range opt.StateDict().Tensors {
 		kind, param, ok := optimKind(t.Name)
 		if !ok {
-			return d, fmt.Errorf("checkpoint: optimizer state %q is not named optimizer.state.<kind>.<param>", t.Name)
+			return fmt.Errorf("checkpoint: optimizer state %q is not named optimizer.state.<kind>.<param>", t.Name)
 		}
-		if !saves(param) {
+		p, ok := owned[param]
+		if !ok {
 			continue
 		}
 		if firstKind == "" {
@@ -138,21 +187,39 @@ func collect(st *State, c parallel.Coord) (rankData, error) {
 		if kind == firstKind {
 			covered[param] += t.Flat[1] - t.Flat[0]
 		}
-		d.optim = append(d.optim, outPiece{name: t.Name, region: t.Region, flat: t.Flat, dtype: t.Tensor.DType(),
-			shape: tensor.Shape{t.Tensor.Numel()}, t: t.Tensor})
+		if !w.tpFirst(p) {
+			continue
+		}
+		pieces = append(pieces, statePiece{outPiece{name: t.Name, region: t.Region, flat: t.Flat, dtype: t.Tensor.DType(),
+			shape: tensor.Shape{t.Tensor.Numel()}, t: t.Tensor}, p})
 	}
-	sharded := false
+	// The state of dense or expert parameters is sharded when this rank holds a part
+	// of one of them, or none of it. Every parameter counts, the TP-replicated ones too:
+	// (expert-)DP rank 0 holds the start of every bucket, so another rank of a sharded
+	// optimizer always misses part of some parameter, if only a replicated one.
+	var sharded [2]bool // dense, expert
 	for name, p := range owned {
-		if saves(name) && covered[name] != p.Numel() && firstKind != "" {
-			sharded = true
+		if covered[name] != p.Numel() && firstKind != "" {
+			sharded[b2i(p.Expert)] = true
 		}
 	}
-	d.writeOptim = c.DP == 0 || sharded
-	if !d.writeOptim {
-		d.optim = nil
+	for _, sp := range pieces {
+		if sharded[b2i(sp.p.Expert)] || w.dpFirst(sp.p) {
+			d.optim = append(d.optim, sp.outPiece)
+		}
 	}
+	d.sharded = sharded[0] || sharded[1]
+	d.writeOptim = w.dp == 0 || sharded[0] || len(d.optim) > 0
 	slices.SortFunc(d.optim, func(a, b outPiece) int { return cmp.Compare(a.name, b.name) })
-	return d, nil
+	return nil
+}
+
+// b2i returns 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // manifestOf returns the manifest fields that come from a rank's State (rank 0's are
@@ -197,6 +264,11 @@ func StartSave(ctx context.Context, dir string, mesh *parallel.Mesh, st *State) 
 // startSave collects the pieces, prepares the staging directory (rank 0) and writes this
 // rank's files, in the background if async.
 func startSave(ctx context.Context, dir string, mesh *parallel.Mesh, st *State, async bool, hook saveHook) (*PendingSave, error) {
+	return startSaveAs(ctx, dir, mesh, st, async, hook, writersOf(mesh))
+}
+
+// startSaveAs is startSave with the rank's writers given.
+func startSaveAs(ctx context.Context, dir string, mesh *parallel.Mesh, st *State, async bool, hook saveHook, w writers) (*PendingSave, error) {
 	if err := checkState(st, mesh); err != nil {
 		return nil, err
 	}
@@ -205,7 +277,7 @@ func startSave(ctx context.Context, dir string, mesh *parallel.Mesh, st *State, 
 			return nil, err
 		}
 	}
-	d, err := collect(st, mesh.Coord())
+	d, err := collect(st, w)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ type BufferConfig struct {
 	// DP is the size of the data-parallel group the layout is padded for: bucket ends are
 	// multiples of lcm(DP, 128). 0 means 1.
 	DP int
+	// ExpertDP is DP for the buffers of expert parameters (param.Param.Expert), which are
+	// reduced over the expert-data-parallel group. 0 means DP.
+	ExpertDP int
 	// BucketSize closes a bucket once it holds at least this many elements (Megatron's
 	// bucket_size); 0 puts all of a buffer's parameters in one bucket.
 	BucketSize int
@@ -50,7 +53,10 @@ type BufferConfig struct {
 // bucket reduces the gradients of all its parameters. Padding elements are zero in Params
 // and Grads and stay zero.
 type Buffer struct {
-	DType   tensor.DType   // the parameters' dtype
+	DType tensor.DType // the parameters' dtype
+	// Expert is set on a buffer of expert parameters (param.Param.Expert): its gradients
+	// are reduced over the expert-data-parallel group instead of the data-parallel one.
+	Expert  bool
 	Params  *tensor.Tensor // [N] the parameters
 	Grads   *tensor.Tensor // [N] their gradients, in DType: where autograd accumulates
 	Buckets []Bucket
@@ -80,8 +86,9 @@ type Bucket struct {
 }
 
 // NewBuffers lays params out in one Buffer per dtype (in order of the dtypes' first
-// appearance) and makes each parameter's tensor and gradient views of it, copying the
-// current values (and gradients, if any) in. Layers keep working unchanged: they reach
+// appearance), the expert parameters (param.Param.Expert) in buffers of their own after
+// the others (one per dtype, padded for cfg.ExpertDP), and makes each parameter's tensor
+// and gradient views of it, copying the current values (and gradients, if any) in. Layers keep working unchanged: they reach
 // their parameters through the *param.Param. Within a buffer the parameters come in reverse
 // order, as in Megatron's DDP, and a parameter marked Shared (the second copy of a tied
 // embedding) gets a bucket of its own, as Megatron gives one to the shared embedding.
@@ -93,9 +100,17 @@ func NewBuffers(params []*param.Param, cfg BufferConfig) []*Buffer {
 		panic("optim: NewBuffers: no parameters")
 	}
 	dp := max(cfg.DP, 1)
+	edp := dp
+	if cfg.ExpertDP > 0 {
+		edp = cfg.ExpertDP
+	}
 	dev := params[0].Device()
-	var dtypes []tensor.DType
-	byType := map[tensor.DType][]*param.Param{}
+	type class struct {
+		expert bool
+		dt     tensor.DType
+	}
+	var classes []class
+	byClass := map[class][]*param.Param{}
 	seen := map[*param.Param]bool{}
 	for _, p := range params {
 		if seen[p] {
@@ -105,16 +120,24 @@ func NewBuffers(params []*param.Param, cfg BufferConfig) []*Buffer {
 		if p.Device() != dev {
 			panic(fmt.Sprintf("optim: NewBuffers: parameter %s is on %v, %s on %v", p.Name, p.Device(), params[0].Name, dev))
 		}
-		if _, ok := byType[p.DType()]; !ok {
-			dtypes = append(dtypes, p.DType())
+		c := class{p.Expert, p.DType()}
+		if _, ok := byClass[c]; !ok {
+			classes = append(classes, c)
 		}
-		byType[p.DType()] = append(byType[p.DType()], p)
+		byClass[c] = append(byClass[c], p)
 	}
-	bufs := make([]*Buffer, len(dtypes))
-	for i, dt := range dtypes {
-		ps := slices.Clone(byType[dt])
+	// Dense buffers first, so a model without experts keeps its layout.
+	slices.SortStableFunc(classes, func(a, b class) int { return cmpBool(a.expert, b.expert) })
+	bufs := make([]*Buffer, len(classes))
+	for i, c := range classes {
+		ps := slices.Clone(byClass[c])
 		slices.Reverse(ps)
-		bufs[i] = newBuffer(dev, dt, ps, dp, cfg.BucketSize)
+		pad := dp
+		if c.expert {
+			pad = edp
+		}
+		bufs[i] = newBuffer(dev, c.dt, ps, pad, cfg.BucketSize)
+		bufs[i].Expert = c.expert
 	}
 	return bufs
 }
@@ -177,6 +200,17 @@ func newBuffer(dev *tensor.Device, dt tensor.DType, ps []*param.Param, dp, bucke
 	return b
 }
 
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
+}
+
 // masterDType is the dtype of master weights, optimizer state and main gradients for
 // parameters of dtype dt: F64 for F64, F32 otherwise.
 func masterDType(dt tensor.DType) tensor.DType {
@@ -211,6 +245,14 @@ func (b *Buffer) MainGrad(p *param.Param) *tensor.Tensor {
 		p.Tensor.Grad() // writes the zeros ZeroGrad deferred
 	}
 	return b.view(b.MainGrads, p)
+}
+
+// String names the buffer in messages: its dtype, "expert F32" for expert parameters.
+func (b *Buffer) String() string {
+	if b.Expert {
+		return "expert " + b.DType.String()
+	}
+	return b.DType.String()
 }
 
 // Size returns the buffer's element count, padding included.

@@ -13,34 +13,55 @@ import (
 // GradNorm returns the global L2 norm of the gradients of params (p.Grad(); parameters
 // without one are skipped), summed over g.MP with every element counted once: a
 // TP-replicated parameter on TP rank 0 only, the Shared copy of a tied embedding never.
-// The sum of squares is taken in float64. Every rank of g.MP must call it.
+// Expert parameters are summed over g.ExpertMP instead, one replicated over expert-TP
+// counted on expert-TP rank 0, when the expert groups are set (see Groups). The sum of
+// squares is taken in float64. Every rank of g.MP (and g.ExpertMP) must call it.
 func GradNorm(ctx context.Context, params []*param.Param, g Groups) (float64, error) {
+	separate := g.separateExperts()
 	g = g.withDefaults()
-	sum := 0.0
+	var dense, expert float64
 	var dev *tensor.Device
 	for _, p := range params {
 		grad := p.Grad()
-		if grad == nil || !countsTowardNorm(p, g.TP.Rank()) {
+		tp := g.TP
+		if p.Expert {
+			tp = g.ExpertTP
+		}
+		if grad == nil || !countsTowardNorm(p, tp.Rank()) {
 			continue
 		}
 		dev = grad.Device()
 		dst := tensor.Empty(dev, tensor.F64, 1)
 		dev.Backend().SumSquares(dst.Span(), grad.Span(), [][2]int{{0, grad.Numel()}})
-		sum += dst.Item()
+		if p.Expert && separate {
+			expert += dst.Item()
+		} else {
+			dense += dst.Item()
+		}
 		dst.Release()
 	}
-	if g.MP.Size() > 1 {
-		if dev == nil { // no gradient here, but the other ranks wait for this one
-			dev = tensor.NewCPU()
-		}
-		t := tensor.Scalar(dev, tensor.F64, sum)
-		defer t.Release()
-		if err := g.MP.AllReduce(ctx, t, parallel.Sum); err != nil {
-			return 0, fmt.Errorf("optim: gradient norm over %s: %w", g.MP.Name(), err)
-		}
-		sum = t.Item()
+	if dev == nil { // no gradient here, but the other ranks may wait for this one
+		dev = tensor.NewCPU()
 	}
-	return math.Sqrt(sum), nil
+	sum, err := sumOver(ctx, dev, dense, g.MP)
+	if err == nil && separate {
+		expert, err = sumOver(ctx, dev, expert, g.ExpertMP)
+		sum += expert
+	}
+	return math.Sqrt(sum), err
+}
+
+// sumOver all-reduces v over c (SUM).
+func sumOver(ctx context.Context, dev *tensor.Device, v float64, c parallel.Comm) (float64, error) {
+	if c.Size() == 1 {
+		return v, nil
+	}
+	t := tensor.Scalar(dev, tensor.F64, v)
+	defer t.Release()
+	if err := c.AllReduce(ctx, t, parallel.Sum); err != nil {
+		return 0, fmt.Errorf("optim: gradient norm over %s: %w", c.Name(), err)
+	}
+	return t.Item(), nil
 }
 
 // ClipGradNorm scales the gradients of params so that their global norm (GradNorm) is

@@ -128,7 +128,9 @@ func DefaultMultipliers(p *param.Param) Multipliers {
 	return Multipliers{LR: 1, WD: 1}
 }
 
-// Groups are the communicators the optimizer uses; nil means a group of one rank.
+// Groups are the communicators the optimizer uses; nil means a group of one rank, except
+// for the expert groups, where nil means the dense group of the same role (the layout
+// with expert-parallel size 1 and expert-TP = TP, where the two decompositions agree).
 type Groups struct {
 	// TP is the tensor-parallel group. Only its rank is used: gradients of TP-replicated
 	// parameters are counted in the norm on TP rank 0 only.
@@ -139,21 +141,44 @@ type Groups struct {
 	// DP is the data-parallel group (DP × CP when CP > 1): gradients are averaged over it,
 	// and the distributed optimizer shards its state over it.
 	DP parallel.Comm
+
+	// ExpertTP is the expert-tensor-parallel group. Only its rank is used: an expert
+	// parameter that every expert-TP rank holds whole (PartitionDim < 0) is counted in
+	// the norm on expert-TP rank 0 only.
+	ExpertTP parallel.Comm
+	// ExpertDP is the expert-data-parallel group: gradients of expert parameters
+	// (param.Param.Expert) are reduced over it, instead of DP, and scaled so that they
+	// are averages over DP as the dense ones (Megatron's expert gradient scaling
+	// factor: sum over ExpertDP, divided by DP's size); the distributed optimizer shards
+	// their state over it.
+	ExpertDP parallel.Comm
+	// ExpertMP is the expert-model-parallel group (expert-TP × EP × PP): the squared
+	// norm and the inf/nan flag of the expert gradients are reduced over it (and
+	// ExpertDP under the distributed optimizer), the dense ones over MP (and DP), and
+	// the two added, so every element of the model counts once. When ExpertMP and
+	// ExpertDP are both nil the expert sums join the dense ones in one reduction.
+	ExpertMP parallel.Comm
 }
 
 // MeshGroups returns the groups of a mesh: its TP, MP and DP-CP groups.
 func MeshGroups(m *parallel.Mesh) Groups { return Groups{TP: m.TP(), MP: m.MP(), DP: m.DPCP()} }
 
+// separateExperts reports whether the expert gradients' statistics are reduced over
+// groups of their own (ExpertMP or ExpertDP set).
+func (g Groups) separateExperts() bool { return g.ExpertMP != nil || g.ExpertDP != nil }
+
 func (g Groups) withDefaults() Groups {
-	if g.TP == nil {
-		g.TP = parallel.Self()
+	orElse := func(c *parallel.Comm, def parallel.Comm) {
+		if *c == nil {
+			*c = def
+		}
 	}
-	if g.MP == nil {
-		g.MP = parallel.Self()
-	}
-	if g.DP == nil {
-		g.DP = parallel.Self()
-	}
+	orElse(&g.TP, parallel.Self())
+	orElse(&g.MP, parallel.Self())
+	orElse(&g.DP, parallel.Self())
+	orElse(&g.ExpertTP, g.TP)
+	orElse(&g.ExpertDP, g.DP)
+	orElse(&g.ExpertMP, g.MP)
 	return g
 }
 

@@ -13,7 +13,8 @@
 // # Reading order
 //
 //   - buffer.go: Buffer and NewBuffers, the flat layout; Bucket, Entry.
-//   - config.go: Config, the rules (AdamW, Adam, SGD), Multipliers, Groups.
+//   - config.go: Config, the rules (AdamW, Adam, SGD), Multipliers, Groups (dense and
+//     expert groups).
 //   - optimizer.go: Optimizer (New, ZeroGrad, AccumulateGrads, ReduceBucket, Step,
 //     FinishParamGather), StepResult, Memory; shard.go: the part of each bucket a rank
 //     updates; gather.go: the parameter all-gather of the distributed optimizer,
@@ -49,6 +50,27 @@
 // Invariant: after New the optimizer owns the parameters' storage. Do not assign
 // p.Tensor or call p.SetGrad afterwards; read and write values in place (CopyFrom).
 //
+// # Expert parameters
+//
+// Parameters of mixture-of-experts layers (param.Param.Expert: dim 0 is the expert index,
+// split over the expert-parallel group) live in buffers of their own, after the dense
+// ones (Buffer.Expert; one per dtype, padded for the expert-DP size), as Megatron-core
+// keeps its expert_parallel_buffers, so that a model without experts keeps its layout.
+// Every expert-DP rank holds the same experts, so their gradients are reduced over
+// Groups.ExpertDP instead of DP, and the distributed optimizer shards their state over
+// it. The reduction is an average over ExpertDP scaled by ExpertDP/DP (Megatron's
+// expert_gradient_scaling_factor): a rank's expert gradient already sums the tokens that
+// the ranks of its expert-TP × EP group routed to it, so over ExpertDP it must be summed
+// and divided by DP, like the dense gradients' average. The gradient norm and the inf/nan
+// check count every element once: the dense sums are reduced over MP (and DP under the
+// distributed optimizer), the expert sums over ExpertMP (expert-TP × EP × PP; and
+// ExpertDP), an expert parameter replicated over expert-TP (PartitionDim < 0) counted on
+// expert-TP rank 0 only, and the two added, as Megatron's chained dense and expert
+// optimizers combine their norms. Nil expert groups stand for the dense ones (the layout
+// of expert-parallel size 1 and expert-TP = TP), and with ExpertMP and ExpertDP both nil
+// the expert sums join the dense ones in a single reduction, so a model without experts
+// makes the same collectives and computes the same bits as before.
+//
 // # Mixed precision
 //
 // BF16 and F16 parameters get F32 master weights (F32 and F64 parameters are their own
@@ -73,7 +95,8 @@
 // distributed optimizer; a data-parallel wrapper can call ReduceBucket per bucket during
 // backward to overlap it); (2) sums the squared main gradients of its shards in float64
 // (one read pass); (3) all-reduces an inf/nan flag with MAX over the model-parallel group
-// (and DP under the distributed optimizer), so every rank skips the same steps: with a
+// (and DP under the distributed optimizer; expert gradients over ExpertMP and ExpertDP,
+// see Expert parameters), so every rank skips the same steps: with a
 // Scaler the step is skipped and the scaler backs off, without one Step returns an error
 // wrapping ErrNonFinite; either way parameters, state, Steps and Schedule are unchanged;
 // (4) all-reduces the squared norm (SUM, same groups), counting TP-replicated

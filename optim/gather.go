@@ -19,7 +19,6 @@ import (
 // finish completes the round; the optimizer calls it before any other collective of
 // its own on DP (ReduceBucket, Step), so no two of them run at once.
 type paramGather struct {
-	dp     parallel.Comm
 	shards []*shard // in gather order
 	ids    []int    // the bucket number a trace records for each (its index in Optimizer.shards)
 	trace  *parallel.Trace
@@ -33,8 +32,8 @@ type paramGather struct {
 	err     error
 }
 
-func newParamGather(dp parallel.Comm, shards []*shard, trace *parallel.Trace) *paramGather {
-	g := &paramGather{dp: dp, shards: slices.Clone(shards), trace: trace}
+func newParamGather(shards []*shard, trace *parallel.Trace) *paramGather {
+	g := &paramGather{shards: slices.Clone(shards), trace: trace}
 	slices.Reverse(g.shards)
 	for i := range g.shards {
 		g.ids = append(g.ids, len(shards)-1-i)
@@ -52,16 +51,21 @@ func (g *paramGather) hook(i int) func() {
 	}
 }
 
-// bucket all-gathers g.shards[i] in place: each rank's shard is already in its slot.
+// bucket all-gathers g.shards[i] in place over its group (DP, or ExpertDP for expert
+// parameters): each rank's shard is already in its slot. A group of one rank has nothing
+// to gather.
 func (g *paramGather) bucket(ctx context.Context, i int) error {
-	start := time.Now()
 	sh := g.shards[i]
+	if sh.dp.Size() == 1 {
+		return nil
+	}
+	start := time.Now()
 	bk := sh.buf.Buckets[sh.bucket]
 	full := sh.buf.Params.Narrow(0, bk.Start, bk.End-bk.Start)
-	err := g.dp.AllGather(ctx, full, sh.buf.Params.Narrow(0, sh.lo, sh.hi-sh.lo))
+	err := sh.dp.AllGather(ctx, full, sh.buf.Params.Narrow(0, sh.lo, sh.hi-sh.lo))
 	g.trace.Record(start, parallel.EventGather, g.ids[i], 0)
 	if err != nil {
-		return fmt.Errorf("optim: all-gathering parameters of bucket %d of the %v buffer over DP: %w", sh.bucket, sh.buf.DType, err)
+		return fmt.Errorf("optim: all-gathering parameters of bucket %d of the %s buffer over %s: %w", sh.bucket, sh.buf, sh.dp.Name(), err)
 	}
 	return nil
 }

@@ -29,7 +29,6 @@ type Optimizer struct {
 	rule   Rule
 	groups Groups
 	dev    *tensor.Device
-	parts  int // shards per bucket: DP size when distributed, else 1
 
 	bufs    []*Buffer
 	shards  []*shard
@@ -55,7 +54,7 @@ func New(params []*param.Param, cfg Config) (*Optimizer, error) {
 	if len(params) == 0 {
 		return nil, errors.New("optim: New: no parameters")
 	}
-	o := &Optimizer{cfg: cfg, rule: cfg.Rule, groups: cfg.Groups.withDefaults(), dev: params[0].Device(), parts: 1}
+	o := &Optimizer{cfg: cfg, rule: cfg.Rule, groups: cfg.Groups.withDefaults(), dev: params[0].Device()}
 	if o.rule == nil {
 		o.rule = AdamW{}
 	}
@@ -63,14 +62,18 @@ func New(params []*param.Param, cfg Config) (*Optimizer, error) {
 	if mult == nil {
 		mult = DefaultMultipliers
 	}
-	rank := 0
-	if cfg.Distributed {
-		o.parts, rank = o.groups.DP.Size(), o.groups.DP.Rank()
-	}
-	o.bufs = NewBuffers(params, BufferConfig{DP: o.groups.DP.Size(), BucketSize: cfg.BucketSize})
+	o.bufs = NewBuffers(params, BufferConfig{DP: o.groups.DP.Size(), ExpertDP: o.groups.ExpertDP.Size(), BucketSize: cfg.BucketSize})
 	names := o.rule.stateNames()
 	for _, b := range o.bufs {
-		md, n := masterDType(b.DType), b.Size()/o.parts
+		dp, tp := o.groups.DP, o.groups.TP
+		if b.Expert {
+			dp, tp = o.groups.ExpertDP, o.groups.ExpertTP
+		}
+		parts, rank := 1, 0 // shards per bucket, and this rank's
+		if cfg.Distributed {
+			parts, rank = dp.Size(), dp.Rank()
+		}
+		md, n := masterDType(b.DType), b.Size()/parts
 		var master *tensor.Tensor
 		if md != b.DType {
 			master = tensor.Empty(o.dev, md, n)
@@ -83,13 +86,13 @@ func New(params []*param.Param, cfg Config) (*Optimizer, error) {
 		o.reduced = append(o.reduced, make([]bool, len(b.Buckets)))
 		at := 0
 		for k, bk := range b.Buckets {
-			size := (bk.End - bk.Start) / o.parts
+			size := (bk.End - bk.Start) / parts
 			lo := bk.Start + rank*size
-			o.shards = append(o.shards, newShard(b, k, lo, lo+size, at, master, state, mult, o.groups.TP.Rank()))
+			o.shards = append(o.shards, newShard(b, k, lo, lo+size, at, dp, master, state, mult, tp.Rank()))
 			at += size
 		}
 	}
-	o.gather = newParamGather(o.groups.DP, o.shards, cfg.Trace)
+	o.gather = newParamGather(o.shards, cfg.Trace)
 	if o.overlapsGather() {
 		for i, sh := range o.gather.shards {
 			for _, p := range sh.buf.Buckets[sh.bucket].Params {
@@ -102,11 +105,23 @@ func New(params []*param.Param, cfg Config) (*Optimizer, error) {
 
 // overlapsGather reports whether Step leaves the parameter all-gather to the next
 // forward pass.
-func (o *Optimizer) overlapsGather() bool {
-	return o.cfg.OverlapParamGather && o.cfg.Distributed && o.groups.DP.Size() > 1
+func (o *Optimizer) overlapsGather() bool { return o.cfg.OverlapParamGather && o.sharded() }
+
+// sharded reports whether the distributed optimizer splits some bucket between ranks.
+func (o *Optimizer) sharded() bool {
+	if !o.cfg.Distributed {
+		return false
+	}
+	for _, sh := range o.shards {
+		if sh.dp.Size() > 1 {
+			return true
+		}
+	}
+	return false
 }
 
-// Buffers returns the flat buffers holding the parameters, one per dtype.
+// Buffers returns the flat buffers holding the parameters: one per dtype, then one per
+// dtype of the expert parameters (Buffer.Expert).
 func (o *Optimizer) Buffers() []*Buffer { return o.bufs }
 
 // Steps returns the number of updates made (skipped steps do not count).
@@ -139,7 +154,10 @@ func (o *Optimizer) AccumulateGrads() {
 // ReduceBucket finishes the gradients of bucket k of buffer i: it accumulates them into
 // the main gradients and averages those over the DP group, by all-reduce, or under the
 // distributed optimizer by reduce-scatter into this rank's shard (only the shard is then
-// valid). A bucket reduced since the last ZeroGrad is left alone. Data-parallel wrappers
+// valid). A buffer of expert parameters is reduced over ExpertDP instead and scaled by
+// ExpertDP's size / DP's size, so that its gradients too are averages over DP (each
+// expert's gradient already sums the tokens of the expert-parallel ranks that sent it
+// tokens). A bucket reduced since the last ZeroGrad is left alone. Data-parallel wrappers
 // call it as soon as a bucket's gradients are complete; Step reduces the rest. It first
 // completes a parameter all-gather left pending by Step (FinishParamGather), so that
 // the two never use the DP group at once.
@@ -150,20 +168,26 @@ func (o *Optimizer) ReduceBucket(ctx context.Context, i, k int) error {
 	if err := o.gather.finish(); err != nil {
 		return err
 	}
-	b := o.bufs[i]
+	b, sh := o.bufs[i], o.shardOf(i, k)
 	b.AccumulateGrads(k)
-	if dp := o.groups.DP; dp.Size() > 1 {
-		bk := b.Buckets[k]
-		full := b.MainGrads.Narrow(0, bk.Start, bk.End-bk.Start)
+	bk := b.Buckets[k]
+	full := b.MainGrads.Narrow(0, bk.Start, bk.End-bk.Start)
+	if dp := sh.dp; dp.Size() > 1 {
 		var err error
 		if o.cfg.Distributed {
-			err = dp.ReduceScatter(ctx, o.shardOf(i, k).grad, full, parallel.Avg)
+			err = dp.ReduceScatter(ctx, sh.grad, full, parallel.Avg)
 		} else {
 			err = dp.AllReduce(ctx, full, parallel.Avg)
 		}
 		if err != nil {
-			return fmt.Errorf("optim: averaging gradients of bucket %d of the %v buffer over DP: %w", k, b.DType, err)
+			return fmt.Errorf("optim: averaging gradients of bucket %d of the %s buffer over %s: %w", k, b, dp.Name(), err)
 		}
+	}
+	if f := float64(sh.dp.Size()) / float64(o.groups.DP.Size()); f != 1 {
+		if o.cfg.Distributed {
+			full = sh.grad
+		}
+		o.dev.Backend().Unary(tensor.OpMulScalar, full.Span(), full.Span(), f)
 	}
 	o.reduced[i][k] = true
 	return nil
@@ -228,16 +252,16 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 		res.LossScale = o.cfg.Scaler.Scale()
 	}
 	be := o.dev.Backend()
-	var counted, all float64
+	var dense, expert gradStats
 	for _, sh := range o.shards {
+		st := &dense
+		if sh.buf.Expert && o.cfg.Groups.separateExperts() {
+			st = &expert
+		}
 		c, a := sh.sumSquares(be)
-		counted, all = counted+c, all+a
+		st.counted, st.all = st.counted+c, st.all+a
 	}
-	found := 0.0
-	if math.IsNaN(all) || math.IsInf(all, 0) {
-		found = 1
-	}
-	found, err := o.reduceStat(ctx, found, parallel.Max, "inf/nan check")
+	found, err := o.reduceStats(ctx, dense.nonFinite(), expert.nonFinite(), parallel.Max, "inf/nan check")
 	if err != nil {
 		return res, err
 	}
@@ -251,7 +275,7 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 		}
 		return res, nil
 	}
-	total, err := o.reduceStat(ctx, counted, parallel.Sum, "gradient norm")
+	total, err := o.reduceStats(ctx, dense.counted, expert.counted, parallel.Sum, "gradient norm")
 	if err != nil {
 		return res, err
 	}
@@ -291,12 +315,39 @@ func (o *Optimizer) SetScheduleIncrement(n int) {
 	o.incr = n
 }
 
+// gradStats are sums of squared main gradients on this rank: of the elements that count
+// toward the norm, and of all (for the inf/nan check).
+type gradStats struct{ counted, all float64 }
+
+// nonFinite returns 1 if the sums hold an inf or a NaN, else 0.
+func (s gradStats) nonFinite() float64 {
+	if math.IsNaN(s.all) || math.IsInf(s.all, 0) {
+		return 1
+	}
+	return 0
+}
+
+// reduceStats all-reduces a statistic of the dense gradients over MP (and DP under the
+// distributed optimizer) and, when the expert groups are separate, one of the expert
+// gradients over ExpertMP (and ExpertDP), and combines the two with op (Sum or Max).
+func (o *Optimizer) reduceStats(ctx context.Context, dense, expert float64, op parallel.Op, what string) (float64, error) {
+	v, err := o.reduceStat(ctx, dense, op, what, o.groups.MP, o.groups.DP)
+	if err != nil || !o.cfg.Groups.separateExperts() {
+		return v, err
+	}
+	e, err := o.reduceStat(ctx, expert, op, what+" of expert gradients", o.groups.ExpertMP, o.groups.ExpertDP)
+	if op == parallel.Max {
+		return max(v, e), err
+	}
+	return v + e, err
+}
+
 // reduceStat all-reduces one number over the groups whose ranks hold different parts of
-// the gradients: MP, and DP under the distributed optimizer.
-func (o *Optimizer) reduceStat(ctx context.Context, v float64, op parallel.Op, what string) (float64, error) {
-	groups := []parallel.Comm{o.groups.MP}
+// the gradients: mp, and dp under the distributed optimizer.
+func (o *Optimizer) reduceStat(ctx context.Context, v float64, op parallel.Op, what string, mp, dp parallel.Comm) (float64, error) {
+	groups := []parallel.Comm{mp}
 	if o.cfg.Distributed {
-		groups = append(groups, o.groups.DP)
+		groups = append(groups, dp)
 	}
 	var t *tensor.Tensor
 	for _, g := range groups {
@@ -321,7 +372,7 @@ func (o *Optimizer) reduceStat(ctx context.Context, v float64, op parallel.Op, w
 // distributed optimizer (in place: each rank's shard is already in its slot), or defers
 // that to the next forward pass with Config.OverlapParamGather.
 func (o *Optimizer) gatherParams(ctx context.Context) error {
-	if !o.cfg.Distributed || o.groups.DP.Size() == 1 {
+	if !o.sharded() {
 		return nil
 	}
 	if o.overlapsGather() {
@@ -341,6 +392,15 @@ func (o *Optimizer) gatherParams(ctx context.Context) error {
 // train.Trainer.Eval and checkpoint.Save call it. The gather runs under the context of
 // the Step that left it.
 func (o *Optimizer) FinishParamGather() error { return o.gather.finish() }
+
+// LossScale returns the factor ScaleLoss multiplies losses by now: the loss scaler's
+// scale, or 1 without one.
+func (o *Optimizer) LossScale() float64 {
+	if o.cfg.Scaler == nil {
+		return 1
+	}
+	return o.cfg.Scaler.Scale()
+}
 
 // ScaleLoss returns the loss to call Backward on: loss times the loss scale, computed in
 // at least F32 (so the scaled value does not overflow an F16 loss), or loss itself

@@ -2,16 +2,18 @@ package optim
 
 import (
 	"megago/nn/param"
+	"megago/parallel"
 	"megago/tensor"
 )
 
 // shard is the part of one bucket that this rank's optimizer updates: the whole bucket,
-// or its rank-th 1/DP slice under the distributed optimizer. All its tensors are views of
-// length hi − lo.
+// or its rank-th 1/DP slice under the distributed optimizer (1/ExpertDP for a buffer of
+// expert parameters). All its tensors are views of length hi − lo.
 type shard struct {
 	buf    *Buffer
 	bucket int
-	lo, hi int // range within the buffer
+	lo, hi int           // range within the buffer
+	dp     parallel.Comm // the group the bucket is reduced (and gathered) over: DP or ExpertDP
 
 	master *tensor.Tensor   // master weights: a view of buf.Params when they share its dtype
 	model  *tensor.Tensor   // the slice of buf.Params refreshed from master; nil when master is it
@@ -39,13 +41,13 @@ func countsTowardNorm(p *param.Param, tpRank int) bool {
 	return !p.Shared && (!p.TPReplicated || tpRank == 0)
 }
 
-// newShard makes the shard [lo, hi) of bucket k of b. at is the shard's offset in the
-// per-buffer storage of master weights (master, nil when the params are the master) and
-// state.
-func newShard(b *Buffer, k, lo, hi, at int, master *tensor.Tensor, state []*tensor.Tensor,
+// newShard makes the shard [lo, hi) of bucket k of b, reduced over dp. at is the shard's
+// offset in the per-buffer storage of master weights (master, nil when the params are
+// the master) and state; tpRank is the rank in the (expert-)TP group.
+func newShard(b *Buffer, k, lo, hi, at int, dp parallel.Comm, master *tensor.Tensor, state []*tensor.Tensor,
 	mult func(*param.Param) Multipliers, tpRank int) *shard {
 	n := hi - lo
-	sh := &shard{buf: b, bucket: k, lo: lo, hi: hi, grad: b.MainGrads.Narrow(0, lo, n)}
+	sh := &shard{buf: b, bucket: k, lo: lo, hi: hi, dp: dp, grad: b.MainGrads.Narrow(0, lo, n)}
 	if master != nil {
 		sh.master = master.Narrow(0, at, n)
 		sh.model = b.Params.Narrow(0, lo, n)

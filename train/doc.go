@@ -27,7 +27,8 @@
 //     (NoOverlap, Trace).
 //   - forward.go: GPTForward and BERTForward, the forward-step functions the schedules
 //     call (GPTDocumentsForward for micro-batches that carry each token's position and
-//     document, nn.Documents), and PassFor, the per-micro-batch Pass.
+//     document, nn.Documents), and PassFor and Trainer.PassFor, the per-micro-batch
+//     Pass.
 //
 // # A step
 //
@@ -52,6 +53,20 @@
 // sequence-parallel parameters' gradients over TP. Then the optimizer clips by the
 // global norm over the model-parallel group and updates. Step reports the mean loss,
 // averaged over DP, on every rank.
+//
+// # Mixture of experts
+//
+// Expert parameters (nn.Param.Expert) need nothing of the Trainer's own: the optimizer
+// lays them out in buffers of their own, which the same gradient buckets reduce over the
+// expert-data-parallel group instead of DP (optim.Groups.ExpertDP, filled by
+// optim.MeshGroups), and counts them in the gradient norm over the expert-model-parallel
+// group. What the Trainer adds: every micro-batch's Pass carries LossScale, the factor
+// backward receives its loss with, 1/M times the loss scaler's scale (Trainer.PassFor;
+// the package-level PassFor, which knows no scaler, gives 1/M), so that the auxiliary
+// load-balancing losses a MoE layer adds inside the model get the main loss's scaling,
+// as Megatron's MoEAuxLossAutoScaler does; and after each optimizer step, skipped or
+// not, the routers' expert biases are updated from the tokens routed during the step
+// (aux-loss-free balancing, as Megatron's finalize_model_grads does).
 //
 // # Overlap
 //

@@ -12,10 +12,25 @@ import (
 // a step's global batch is microbatches micro-batches of microBatchSize samples on each
 // of the DP ranks: dropout keyed by the step (rng.Fold(step)) and by each sample's global
 // index, so the masks are the same at every TP, PP and DP layout with that global batch.
+// Its LossScale is 1/microbatches, the factor the schedule multiplies each micro-batch's
+// loss by before backward: right without a loss scaler; with one (fp16), use
+// Trainer.PassFor, which multiplies in the scaler's scale.
 func PassFor(ctx context.Context, m *parallel.Mesh, rng tensor.RNG, step, micro, microBatchSize, microbatches int) *nn.Pass {
 	global := microbatches * microBatchSize * m.Sizes().DP
 	return &nn.Pass{Ctx: ctx, Train: true, RNG: rng.Fold(uint64(step)),
-		SampleOffset: step*global + m.SampleOffset(microBatchSize, micro)}
+		SampleOffset: step*global + m.SampleOffset(microBatchSize, micro), LossScale: 1 / float64(microbatches)}
+}
+
+// PassFor is the package's PassFor on the trainer's mesh, with LossScale the factor that
+// backward receives this micro-batch's loss with: 1/microbatches times the optimizer's
+// loss scale (1 without a scaler), as Megatron sets MoEAuxLossAutoScaler's scale, so
+// that losses a model adds inside (mixture-of-experts load balancing, nn.Pass.LossScale)
+// are scaled as the main loss. Call it during Step (from the forward-step function), as
+// the loss scale may change between steps.
+func (t *Trainer) PassFor(ctx context.Context, rng tensor.RNG, step, micro, microBatchSize, microbatches int) *nn.Pass {
+	p := PassFor(ctx, t.mesh, rng, step, micro, microBatchSize, microbatches)
+	p.LossScale *= t.opt.LossScale()
+	return p
 }
 
 // GPTBatch returns micro-batch micro's token ids and labels, [B, T] each (-100 labels

@@ -51,6 +51,10 @@ type Trainer struct {
 	buckets     [][2]int           // GradSync bucket → (buffer, bucket) of the optimizer
 	tied        []tiedGrad
 	sp          []*nn.Param // sequence-parallel parameters
+	// afterStep, if set, runs after every optimizer step, skipped or not: the
+	// mixture-of-experts expert-bias update (nn.UpdateExpertBias), from the tokens
+	// routed since the last one, as Megatron's finalize_model_grads does.
+	afterStep func(ctx context.Context) error
 }
 
 // tiedGrad is a tied weight's copy and where its gradient lies.
@@ -174,6 +178,11 @@ func (t *Trainer) Step(ctx context.Context, s parallel.Schedule, fwd parallel.Fo
 	}
 	if res.StepResult, err = t.opt.Step(ctx); err != nil {
 		return res, err
+	}
+	if t.afterStep != nil {
+		if err := t.afterStep(ctx); err != nil {
+			return res, err
+		}
 	}
 	res.Loss, err = t.meanLoss(ctx, res.Losses)
 	return res, err

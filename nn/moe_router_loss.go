@@ -1,7 +1,7 @@
 package nn
 
 import (
-		"megago/parallel"
+	"megago/parallel"
 	"megago/tensor"
 )
 

@@ -15,9 +15,9 @@ import (
 type scoreKind uint8
 
 const (
-	softmaxOfTopK  scoreKind = iota // top-k of the logits, then softmax over them (Mixtral)
-	topKOfSoftmax                   // softmax over all experts, then top-k (PreSoftmax)
-	topKOfSigmoid                   // sigmoid, top-k of sigmoid + bias, normalized if K > 1
+	softmaxOfTopK scoreKind = iota // top-k of the logits, then softmax over them (Mixtral)
+	topKOfSoftmax                  // softmax over all experts, then top-k (PreSoftmax)
+	topKOfSigmoid                  // sigmoid, top-k of sigmoid + bias, normalized if K > 1
 )
 
 // sigmoidEps is what Megatron adds to the sum of sigmoid scores before dividing by it.

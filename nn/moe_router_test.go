@@ -298,7 +298,6 @@ func closeMsg(got, want []float64, rtol, atol float64) string {
 	return ""
 }
 
-
 // scaled returns v times a.
 func scaled(v []float64, a float64) []float64 {
 	for i := range v {

@@ -165,7 +165,7 @@ func (r *Router) Route(p *Pass, x *tensor.Tensor) Routing {
 	if r.set.capFactor > 0 {
 		choice.dropOverCapacity(r.set.capFactor, r.set.dropPosition, r.set.pad, b, t)
 	}
-	f := &routeFn{r: r, choice: choice, scale: p.LossScale}
+	f := &routeFn{r: r, logits: host, choice: choice, scale: p.LossScale}
 	if f.scale == 0 {
 		f.scale = 1
 	}

@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"math"
+
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -20,20 +22,20 @@ const (
 	lbNone                        // none
 )
 
-// routerLoss is one micro-batch's auxiliary losses: what their gradients need and their
-// values for logging. Shapes as in moe_router_topk.go.
+// routerLoss is one micro-batch's auxiliary losses: what their gradients need besides
+// the logits, and their values for logging. Shapes as in moe_router_topk.go.
 type routerLoss struct {
 	n, e int
-	// q [N, E] are the scores the load-balancing loss is taken of (softmax of the
-	// logits, or their sigmoid normalized over all experts); sig [N, E] and sum [N] the
-	// sigmoid and its sum plus sigmoidEps for the latter. nil without that loss.
-	q, sig, sum []float64
-	// w [N, E] is ∂(load-balancing loss)/∂q, the coefficient included.
-	w []float64
-	// lse [N] are the logits' log-sum-exp and zScale ∂(z-loss)/∂lse² per token (0: no
-	// z-loss); softmax [N, E] is the logits' softmax.
-	lse, softmax []float64
-	zScale       float64
+	// sigmoid says the load-balancing scores q are the sigmoid of the logits normalized
+	// over all experts; else they are the softmax.
+	sigmoid bool
+	// w [N/groupLen, E] is ∂(load-balancing loss)/∂q, the coefficient included, for the
+	// tokens of each group of groupLen (all N, or one sequence for seq_aux_loss); nil
+	// without a load-balancing loss.
+	w        []float64
+	groupLen int
+	// zScale is ∂(z-loss)/∂lse² of each token (0: no z-loss).
+	zScale float64
 	// The coefficient-weighted losses of the micro-batch, whole over the token group.
 	aux, seqAux, globalAux, z float64
 }
@@ -45,24 +47,24 @@ type routerLoss struct {
 // global_aux_loss over the global group and accumulated over the step's micro-batches.
 func (r *Router) newRouterLoss(p *Pass, dev *tensor.Device, logits []float64, b, t int) *routerLoss {
 	s, n := r.set, b*t
-	l := &routerLoss{n: n, e: s.e}
+	l := &routerLoss{n: n, e: s.e, sigmoid: s.kind == topKOfSigmoid, groupLen: n}
 	g := float64(r.group.Size())
 	lb := s.lb
 	if s.auxCoeff == 0 {
 		lb = lbNone
 	}
-	var cnt, sumQ []float64 // per expert, or per (sequence, expert) for seq_aux_loss
+	if lb == lbSeq {
+		l.groupLen = t
+	}
+	var cnt, sumQ []float64 // [N/groupLen, E]
 	if lb != lbNone {
-		l.balancingScores(s, logits)
-		cnt, sumQ = l.countTokens(s, lb == lbSeq, b)
+		cnt, sumQ = l.countTokens(logits, s.k)
 	}
 	zsum := 0.0
 	if s.zCoeff > 0 {
-		l.lse, l.softmax = make([]float64, n), make([]float64, n*s.e)
 		for i := range n {
-			row := logits[i*s.e : (i+1)*s.e]
-			l.lse[i] = softmaxInto(l.softmax[i*s.e:(i+1)*s.e], row)
-			zsum += l.lse[i] * l.lse[i]
+			lse := logSumExp(logits[i*s.e : (i+1)*s.e])
+			zsum += lse * lse
 		}
 		l.zScale = s.zCoeff / g / float64(n)
 	}
@@ -79,127 +81,104 @@ func (r *Router) newRouterLoss(p *Pass, dev *tensor.Device, logits []float64, b,
 	if s.zCoeff > 0 {
 		l.z = s.zCoeff * red[len(red)-1] / (float64(n) * g)
 	}
-	k, ef := float64(s.k), float64(s.e)
+	k, ef, m := float64(s.k), float64(s.e), len(cnt)
 	switch lb {
 	case lbAux:
 		tot := float64(n) * g
-		l.aux = l.weigh(red[:s.e], red[s.e:2*s.e], ef*s.auxCoeff/(k*tot*tot), 0)
+		l.aux = l.weigh(red[:m], red[m:2*m], ef*s.auxCoeff/(k*tot*tot))
 	case lbSeq:
 		tot := float64(t) * g
-		l.seqAux = l.weigh(red[:b*s.e], red[b*s.e:2*b*s.e], ef*s.auxCoeff/(k*tot*tot)/float64(b), t)
+		l.seqAux = l.weigh(red[:m], red[m:2*m], ef*s.auxCoeff/(k*tot*tot)/float64(b))
 	case lbGlobal:
 		red := allReduceHost(p, dev, r.globalGroup(), append(cnt, sumQ...))
-		avg := r.accumulateGlobal(p.SampleOffset, red[:s.e])
+		avg := r.accumulateGlobal(p.SampleOffset, red[:m])
 		tot := float64(n) * float64(r.globalGroup().Size())
-		l.globalAux = l.weigh(avg, red[s.e:], ef*s.auxCoeff/(k*tot*tot), 0)
+		l.globalAux = l.weigh(avg, red[m:], ef*s.auxCoeff/(k*tot*tot))
 	}
 	return l
 }
 
-// balancingScores sets the scores of compute_routing_scores_for_aux_loss: softmax of
-// the logits, or their sigmoid divided by its sum over the experts.
-func (l *routerLoss) balancingScores(s routerSettings, logits []float64) {
-	e := s.e
-	l.q = make([]float64, len(logits))
-	if s.kind != topKOfSigmoid {
-		for i := range l.n {
-			softmaxInto(l.q[i*e:(i+1)*e], logits[i*e:(i+1)*e])
-		}
-		return
+// balancingScores sets q to the scores of compute_routing_scores_for_aux_loss for one
+// token's logits: their softmax, or their sigmoid (into sig) divided by its sum over the
+// experts plus sigmoidEps, which it returns (1 for the softmax).
+func (l *routerLoss) balancingScores(q, sig, logits []float64) (sum float64) {
+	if !l.sigmoid {
+		softmaxInto(q, logits)
+		return 1
 	}
-	l.sig, l.sum = make([]float64, len(logits)), make([]float64, l.n)
-	for i := range l.n {
-		sum := sigmoidEps
-		for j := range e {
-			l.sig[i*e+j] = sigmoid(logits[i*e+j])
-			sum += l.sig[i*e+j]
-		}
-		l.sum[i] = sum
-		for j := range e {
-			l.q[i*e+j] = l.sig[i*e+j] / sum
-		}
+	sum = sigmoidEps
+	for j, v := range logits {
+		sig[j] = sigmoid(v)
+		sum += sig[j]
 	}
+	for j := range q {
+		q[j] = sig[j] / sum
+	}
+	return sum
 }
 
-// countTokens returns, per expert (perSeq false) or per sequence and expert (true, [b, E]),
-// how many of this rank's tokens the top-k of the balancing scores route there (no
-// expert bias, no dropping) and the sum of those scores.
-func (l *routerLoss) countTokens(s routerSettings, perSeq bool, b int) (cnt, sumQ []float64) {
-	e, groups := s.e, 1
-	if perSeq {
-		groups = b
-	}
-	cnt, sumQ = make([]float64, groups*e), make([]float64, groups*e)
-	sel := make([]int, s.k)
+// countTokens returns, for each group of l.groupLen tokens and each expert, how many of
+// the group's tokens the top k of the load-balancing scores route there (no expert
+// bias, no dropping) and the sum of those scores.
+func (l *routerLoss) countTokens(logits []float64, k int) (cnt, sumQ []float64) {
+	e := l.e
+	cnt, sumQ = make([]float64, l.n/l.groupLen*e), make([]float64, l.n/l.groupLen*e)
+	q, sig, sel := make([]float64, e), make([]float64, e), make([]int, k)
 	for i := range l.n {
-		off := 0
-		if perSeq {
-			off = i / (l.n / b) * e
-		}
-		row := l.q[i*e : (i+1)*e]
-		topK(row, sel)
+		off := i / l.groupLen * e
+		l.balancingScores(q, sig, logits[i*e:(i+1)*e])
+		topK(q, sel)
 		for _, j := range sel {
 			cnt[off+j]++
 		}
-		for j, v := range row {
+		for j, v := range q {
 			sumQ[off+j] += v
 		}
 	}
 	return cnt, sumQ
 }
 
-// weigh sets l.w to cnt·c, per expert ([E]) or, for seqLen > 0, per sequence and expert
-// ([N/seqLen, E], token i in sequence i/seqLen), and returns the logged loss Σ sumQ·cnt·c.
-func (l *routerLoss) weigh(cnt, sumQ []float64, c float64, seqLen int) float64 {
-	e := l.e
-	l.w = make([]float64, l.n*e)
-	for i := range l.n {
-		off := 0
-		if seqLen > 0 {
-			off = i / seqLen * e
-		}
-		for j := range e {
-			l.w[i*e+j] = cnt[off+j] * c
-		}
-	}
+// weigh sets l.w to cnt·c and returns the logged loss Σ sumQ·cnt·c.
+func (l *routerLoss) weigh(cnt, sumQ []float64, c float64) float64 {
+	l.w = make([]float64, len(cnt))
 	v := 0.0
 	for i := range cnt {
-		v += sumQ[i] * cnt[i] * c
+		l.w[i] = cnt[i] * c
+		v += sumQ[i] * l.w[i]
 	}
 	return v
 }
 
 // backward adds to gl [N, E] scale times the gradient of the micro-batch's auxiliary
-// losses with respect to the logits.
-func (l *routerLoss) backward(gl []float64, scale float64) {
+// losses with respect to logits [N, E].
+func (l *routerLoss) backward(logits, gl []float64, scale float64) {
 	e := l.e
+	q, sig, sm := make([]float64, e), make([]float64, e), make([]float64, e)
 	for i := range l.n {
-		row := gl[i*e : (i+1)*e]
+		row, x := gl[i*e:(i+1)*e], logits[i*e:(i+1)*e]
 		if l.w != nil {
-			w, q := l.w[i*e:(i+1)*e], l.q[i*e:(i+1)*e]
-			if l.sig == nil { // q = softmax(logits)
-				dot := 0.0
-				for j := range e {
+			w := l.w[i/l.groupLen*e : (i/l.groupLen+1)*e]
+			d := l.balancingScores(q, sig, x)
+			dot := 0.0
+			for j := range e {
+				if l.sigmoid { // q = σ / (Σσ + ε)
+					dot += w[j] * sig[j]
+				} else { // q = softmax
 					dot += q[j] * w[j]
 				}
-				for j := range e {
-					row[j] += scale * q[j] * (w[j] - dot)
-				}
-			} else { // q = σ / (Σσ + ε)
-				sig, d := l.sig[i*e:(i+1)*e], l.sum[i]
-				dot := 0.0
-				for j := range e {
-					dot += w[j] * sig[j]
-				}
-				for j := range e {
+			}
+			for j := range e {
+				if l.sigmoid {
 					row[j] += scale * (w[j]/d - dot/(d*d)) * sig[j] * (1 - sig[j])
+				} else {
+					row[j] += scale * q[j] * (w[j] - dot)
 				}
 			}
 		}
 		if l.zScale != 0 { // z = zScale·Σ lse², ∂lse/∂logits = softmax
-			sm := l.softmax[i*e : (i+1)*e]
+			lse := softmaxInto(sm, x)
 			for j := range e {
-				row[j] += scale * l.zScale * 2 * l.lse[i] * sm[j]
+				row[j] += scale * l.zScale * 2 * lse * sm[j]
 			}
 		}
 	}
@@ -213,6 +192,7 @@ func (l *routerLoss) backward(gl []float64, scale float64) {
 // micro-batch counts once even when activation recomputation runs its forward twice.
 type routeFn struct {
 	r      *Router
+	logits []float64 // [N, E]
 	choice *routerChoice
 	loss   *routerLoss // nil: none (not training)
 	scale  float64
@@ -229,7 +209,7 @@ func (f *routeFn) Backward(gy []*tensor.Tensor) []*tensor.Tensor {
 	gl := make([]float64, len(g))
 	c.backward(g, gl)
 	if f.loss != nil {
-		f.loss.backward(gl, f.scale)
+		f.loss.backward(f.logits, gl, f.scale)
 	}
 	f.r.record(c, f.loss)
 	return []*tensor.Tensor{tensor.FromSlice(gy[0].Device(), toFloat32(gl), c.n, c.e)}
@@ -247,6 +227,19 @@ func allReduceHost(p *Pass, dev *tensor.Device, group parallel.Comm, v []float64
 		panic(err)
 	}
 	return tensor.ToSlice[float64](t)
+}
+
+// logSumExp returns log Σ exp(v).
+func logSumExp(v []float64) float64 {
+	m := math.Inf(-1)
+	for _, x := range v {
+		m = math.Max(m, x)
+	}
+	sum := 0.0
+	for _, x := range v {
+		sum += math.Exp(x - m)
+	}
+	return m + math.Log(sum)
 }
 
 // toFloat32 converts v.

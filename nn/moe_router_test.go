@@ -61,7 +61,7 @@ func TestRouterGradFiniteDifferences(t *testing.T) {
 			_, c, l := objective(logits)
 			grad := make([]float64, n*e)
 			c.backward(g, grad)
-			l.backward(grad, scale)
+			l.backward(logits, grad, scale)
 			for i := range logits {
 				x := logits[i]
 				logits[i] = x + eps

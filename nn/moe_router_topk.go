@@ -140,26 +140,43 @@ func (c *routerChoice) dropOverCapacity(factor float64, dropPosition, pad bool, 
 		for m := range order {
 			order[m] = (m%b)*t + m/b
 		}
-		cand := make([]int, n)
 		for j := range e {
-			copy(cand, order)
-			sort.SliceStable(cand, func(x, y int) bool {
-				if dropPosition {
-					return c.keep[cand[x]*e+j] && !c.keep[cand[y]*e+j]
-				}
-				return c.probs[cand[x]*e+j] > c.probs[cand[y]*e+j]
-			})
-			for _, i := range cand[:capacity] {
+			for _, i := range c.capacityOrder(order, j, dropPosition)[:capacity] {
 				mask[i*e+j] = true
 			}
 		}
 	}
-	for i := range mask {
-		if !pad {
+	if !pad {
+		for i := range mask {
 			mask[i] = mask[i] && c.keep[i]
 		}
 	}
 	c.keep = mask
+}
+
+// capacityOrder returns the tokens in the order expert j keeps them, given the tokens
+// in Megatron's order: the routed ones first (in that order for dropPosition, else by
+// decreasing probability, ties in that order), then the others in that order. This is
+// a stable sort of all tokens by routed-ness or by probability: routed tokens have
+// positive probabilities, and one that has 0 (an underflow) goes among the others.
+func (c *routerChoice) capacityOrder(order []int, j int, dropPosition bool) []int {
+	e := c.e
+	first := func(i int) bool { return c.keep[i*e+j] && (dropPosition || c.probs[i*e+j] > 0) }
+	out := make([]int, 0, len(order))
+	for _, i := range order {
+		if first(i) {
+			out = append(out, i)
+		}
+	}
+	if !dropPosition {
+		sort.SliceStable(out, func(x, y int) bool { return c.probs[out[x]*e+j] > c.probs[out[y]*e+j] })
+	}
+	for _, i := range order {
+		if !first(i) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // finalProbs returns the routing probabilities after dropping, probs·keep.
@@ -240,19 +257,11 @@ func topK(v []float64, sel []int) {
 
 // softmaxInto sets dst to softmax(v) and returns log Σ exp(v).
 func softmaxInto(dst, v []float64) (lse float64) {
-	m := math.Inf(-1)
-	for _, x := range v {
-		m = math.Max(m, x)
-	}
-	sum := 0.0
+	lse = logSumExp(v)
 	for j, x := range v {
-		dst[j] = math.Exp(x - m)
-		sum += dst[j]
+		dst[j] = math.Exp(x - lse)
 	}
-	for j := range dst {
-		dst[j] /= sum
-	}
-	return m + math.Log(sum)
+	return lse
 }
 
 // sigmoid is 1/(1+e^−x).

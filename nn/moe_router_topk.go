@@ -60,62 +60,64 @@ func chooseExperts(s routerSettings, logits, bias []float64, n int) *routerChoic
 	if s.kind == topKOfSigmoid && k > 1 {
 		c.denom = make([]float64, n)
 	}
-	choose := make([]float64, e)
-	for i := range n {
-		row, sel, pr := logits[i*e:(i+1)*e], c.sel[i*k:(i+1)*k], c.probs[i*e:(i+1)*e]
-		switch s.kind {
-		case topKOfSigmoid:
-			sc := c.scores[i*e : (i+1)*e]
-			for j, v := range row {
-				sc[j] = sigmoid(v)
-				choose[j] = sc[j]
-				if bias != nil {
-					choose[j] += bias[j]
-				}
-			}
-			topK(choose, sel)
-			sum := sigmoidEps
-			for _, j := range sel {
-				sum += sc[j]
-			}
-			for _, j := range sel {
-				pr[j] = sc[j]
-				if k > 1 {
-					pr[j] /= sum
-				}
-			}
-			if k > 1 {
-				c.denom[i] = sum
-			}
-		case topKOfSoftmax:
-			sc := c.scores[i*e : (i+1)*e]
-			softmaxInto(sc, row)
-			topK(sc, sel)
-			for _, j := range sel {
-				pr[j] = sc[j]
-			}
-		default:
-			topK(row, sel)
-			m, sum := row[sel[0]], 0.0
-			for _, j := range sel {
-				pr[j] = math.Exp(row[j] - m)
-				sum += pr[j]
-			}
-			for _, j := range sel {
-				pr[j] /= sum
-			}
-		}
-		for _, j := range sel {
-			c.tokens[j]++
-		}
-	}
 	c.keep = make([]bool, n*e)
+	choose := make([]float64, e) // scratch for the selection scores
 	for i := range n {
+		c.chooseRow(i, logits[i*e:(i+1)*e], bias, choose)
 		for _, j := range c.sel[i*k : (i+1)*k] {
+			c.tokens[j]++
 			c.keep[i*e+j] = true
 		}
 	}
 	return c
+}
+
+// chooseRow routes token i of logits row [E] (bias [E] or nil; choose [E] scratch).
+func (c *routerChoice) chooseRow(i int, row, bias, choose []float64) {
+	e, k := c.e, c.k
+	sel, pr := c.sel[i*k:(i+1)*k], c.probs[i*e:(i+1)*e]
+	switch c.kind {
+	case topKOfSigmoid:
+		sc := c.scores[i*e : (i+1)*e]
+		for j, v := range row {
+			sc[j] = sigmoid(v)
+			choose[j] = sc[j]
+			if bias != nil {
+				choose[j] += bias[j]
+			}
+		}
+		topK(choose, sel)
+		sum := sigmoidEps
+		for _, j := range sel {
+			sum += sc[j]
+		}
+		for _, j := range sel {
+			pr[j] = sc[j]
+			if k > 1 {
+				pr[j] /= sum
+			}
+		}
+		if k > 1 {
+			c.denom[i] = sum
+		}
+	case topKOfSoftmax:
+		sc := c.scores[i*e : (i+1)*e]
+		softmaxInto(sc, row)
+		topK(sc, sel)
+		for _, j := range sel {
+			pr[j] = sc[j]
+		}
+	default:
+		topK(row, sel)
+		m, sum := row[sel[0]], 0.0
+		for _, j := range sel {
+			pr[j] = math.Exp(row[j] - m)
+			sum += pr[j]
+		}
+		for _, j := range sel {
+			pr[j] /= sum
+		}
+	}
 }
 
 // dropOverCapacity applies Megatron's apply_router_token_dropping to c: each expert

@@ -149,8 +149,8 @@
 // # Mixture-of-experts router
 //
 // Router (moe_router*.go) is Megatron-core's TopKRouter for the N = B·T tokens of its
-// input x [B, T, C], E experts, K = MoEConfig.TopK: fp32 logits x·Wᵀ [N, E] (W [E, C]
-// replicated over TP), then on the host in float64 the score function of
+// input x [B, T, C], E experts, K = MoEConfig.TopK: fp32 logits x·Wᵀ [N, E] (fp64 for an
+// fp64 x; W [E, C] replicated over TP), then on the host in float64 the score function of
 // topk_routing_with_score_function: softmax over the top K logits (the default,
 // Mixtral), softmax over all E then top K (PreSoftmax; probabilities not renormalized),
 // or sigmoid, top K of sigmoid + ExpertBias (the bias only chooses; Megatron allows it

@@ -9,7 +9,8 @@ import (
 )
 
 // Router is the gate of a mixture-of-experts layer, Megatron-core's TopKRouter: it scores
-// each token against the E experts with fp32 logits x·Wᵀ, chooses TopK experts per token
+// each token against the E experts with fp32 logits x·Wᵀ (fp64 for an fp64 x, as
+// Megatron's --moe-router-dtype fp64), chooses TopK experts per token
 // (MoEConfig.ScoreFunction, PreSoftmax, expert bias), drops tokens over an expert's
 // capacity (CapacityFactor, DropPolicy, PadToCapacity), and in training attaches the
 // load-balancing loss and the z-loss to the autograd graph. See nn/doc.go for its
@@ -55,7 +56,7 @@ type globalSlot struct {
 // row-major order (token n = b·T + t; T is this rank's part of the sequence under
 // sequence parallelism).
 type Routing struct {
-	// Probs [N, E] f32 are the weights of the experts' outputs: the routing probability
+	// Probs [N, E] f32 (f64 for an f64 x) are the weights of the experts' outputs: the routing probability
 	// where token n goes to expert e, 0 where it is not routed or was dropped.
 	// Differentiable (with the auxiliary losses attached, see Router).
 	Probs *tensor.Tensor
@@ -155,7 +156,11 @@ func (r *Router) Route(p *Pass, x *tensor.Tensor) Routing {
 	}
 	b, t := x.Dim(0), x.Dim(1)
 	n := b * t
-	logits := tensor.MatMulT(x.Reshape(n, c).Cast(tensor.F32), r.Weight.Tensor.Cast(tensor.F32), false, true) // [N, E]
+	dt := tensor.F32
+	if x.DType() == tensor.F64 {
+		dt = tensor.F64
+	}
+	logits := tensor.MatMulT(x.Reshape(n, c).Cast(dt), r.Weight.Tensor.Cast(dt), false, true) // [N, E]
 	host := tensor.ToSlice[float64](logits)
 	var bias []float64
 	if r.ExpertBias != nil {

@@ -200,7 +200,7 @@ type routeFn struct {
 
 func (f *routeFn) Forward(in []*tensor.Tensor) []*tensor.Tensor {
 	c := f.choice
-	return []*tensor.Tensor{tensor.FromSlice(in[0].Device(), toFloat32(c.finalProbs()), c.n, c.e)}
+	return []*tensor.Tensor{fromHost(in[0], c.finalProbs(), c.n, c.e)}
 }
 
 func (f *routeFn) Backward(gy []*tensor.Tensor) []*tensor.Tensor {
@@ -212,7 +212,7 @@ func (f *routeFn) Backward(gy []*tensor.Tensor) []*tensor.Tensor {
 		f.loss.backward(f.logits, gl, f.scale)
 	}
 	f.r.record(c, f.loss)
-	return []*tensor.Tensor{tensor.FromSlice(gy[0].Device(), toFloat32(gl), c.n, c.e)}
+	return []*tensor.Tensor{fromHost(gy[0], gl, c.n, c.e)}
 }
 
 // allReduceHost sums v over group (a copy on every rank) through a float32 tensor on
@@ -240,6 +240,15 @@ func logSumExp(v []float64) float64 {
 		sum += math.Exp(x - m)
 	}
 	return m + math.Log(sum)
+}
+
+// fromHost returns v as a tensor of the given shape on like's device, F64 if like is,
+// else F32.
+func fromHost(like *tensor.Tensor, v []float64, shape ...int) *tensor.Tensor {
+	if like.DType() == tensor.F64 {
+		return tensor.FromSlice(like.Device(), v, shape...)
+	}
+	return tensor.FromSlice(like.Device(), toFloat32(v), shape...)
 }
 
 // toFloat32 converts v.

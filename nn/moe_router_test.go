@@ -104,7 +104,7 @@ func TestRouterSequenceParallel(t *testing.T) {
 				for m := range 2 { // two micro-batches: global_aux_loss accumulates over them
 					p := &Pass{Ctx: ctx, Train: true, LossScale: 0.5, SampleOffset: m * b}
 					rt = r.Route(p, xt)
-					tensor.Sum(tensor.Mul(rt.Probs.Cast(tensor.F64), dyt.Reshape(-1, e))).Backward()
+					tensor.Sum(tensor.Mul(rt.Probs, dyt.Reshape(-1, e))).Backward()
 				}
 				if err = ReduceSequenceParallelGrads(ctx, tpc, r.Params()); err == nil {
 					err = UpdateExpertBias(ctx, tpc, r)

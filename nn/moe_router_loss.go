@@ -156,27 +156,31 @@ func (l *routerLoss) backward(logits, gl []float64, scale float64) {
 	q, sig, sm := make([]float64, e), make([]float64, e), make([]float64, e)
 	for i := range l.n {
 		row, x := gl[i*e:(i+1)*e], logits[i*e:(i+1)*e]
+		lse := 0.0
+		if l.zScale != 0 || (l.w != nil && !l.sigmoid) {
+			lse = softmaxInto(sm, x)
+		}
 		if l.w != nil {
 			w := l.w[i/l.groupLen*e : (i/l.groupLen+1)*e]
-			d := l.balancingScores(q, sig, x)
 			dot := 0.0
-			for j := range e {
-				if l.sigmoid { // q = σ / (Σσ + ε)
-					dot += w[j] * sig[j]
-				} else { // q = softmax
-					dot += q[j] * w[j]
+			if !l.sigmoid { // q = softmax
+				for j := range e {
+					dot += sm[j] * w[j]
 				}
-			}
-			for j := range e {
-				if l.sigmoid {
+				for j := range e {
+					row[j] += scale * sm[j] * (w[j] - dot)
+				}
+			} else { // q = σ / (Σσ + ε)
+				d := l.balancingScores(q, sig, x)
+				for j := range e {
+					dot += w[j] * sig[j]
+				}
+				for j := range e {
 					row[j] += scale * (w[j]/d - dot/(d*d)) * sig[j] * (1 - sig[j])
-				} else {
-					row[j] += scale * q[j] * (w[j] - dot)
 				}
 			}
 		}
 		if l.zScale != 0 { // z = zScale·Σ lse², ∂lse/∂logits = softmax
-			lse := softmaxInto(sm, x)
 			for j := range e {
 				row[j] += scale * l.zScale * 2 * lse * sm[j]
 			}
@@ -233,7 +237,7 @@ func allReduceHost(p *Pass, dev *tensor.Device, group parallel.Comm, v []float64
 func logSumExp(v []float64) float64 {
 	m := math.Inf(-1)
 	for _, x := range v {
-		m = math.Max(m, x)
+		m = max(m, x)
 	}
 	sum := 0.0
 	for _, x := range v {

@@ -259,11 +259,19 @@ func topK(v []float64, sel []int) {
 
 // softmaxInto sets dst to softmax(v) and returns log Σ exp(v).
 func softmaxInto(dst, v []float64) (lse float64) {
-	lse = logSumExp(v)
-	for j, x := range v {
-		dst[j] = math.Exp(x - lse)
+	m := math.Inf(-1)
+	for _, x := range v {
+		m = max(m, x)
 	}
-	return lse
+	sum := 0.0
+	for j, x := range v {
+		dst[j] = math.Exp(x - m)
+		sum += dst[j]
+	}
+	for j := range dst {
+		dst[j] /= sum
+	}
+	return m + math.Log(sum)
 }
 
 // sigmoid is 1/(1+e^−x).

@@ -69,8 +69,8 @@ type Routing struct {
 	TokensPerExpert []int
 }
 
-// RouterStats are what a router recorded for logging over the micro-batches whose
-// backward pass ran since the last TakeStats.
+// RouterStats are what a router recorded for logging over the training micro-batches
+// (Pass.Train) whose backward pass ran since the last TakeStats.
 type RouterStats struct {
 	// AuxLoss, SeqAuxLoss, GlobalAuxLoss and ZLoss are the sums over those micro-batches
 	// of the coefficient-weighted losses, each the value of the whole token group (the
@@ -170,7 +170,7 @@ func (r *Router) Route(p *Pass, x *tensor.Tensor) Routing {
 	if r.set.capFactor > 0 {
 		choice.dropOverCapacity(r.set.capFactor, r.set.dropPosition, r.set.pad, b, t)
 	}
-	f := &routeFn{r: r, logits: host, choice: choice, scale: p.LossScale}
+	f := &routeFn{r: r, logits: host, choice: choice, scale: p.LossScale, train: p.Train}
 	if f.scale == 0 {
 		f.scale = 1
 	}

@@ -192,14 +192,15 @@ func (l *routerLoss) backward(logits, gl []float64, scale float64) {
 // or dropped). Its backward also adds the gradients of the auxiliary losses, scaled by
 // the pass's loss scale: Megatron's MoEAuxLossAutoScaler, which passes the
 // probabilities through unchanged and back-propagates the scale into the attached loss.
-// It records the micro-batch's statistics in its router when its backward runs, so a
-// micro-batch counts once even when activation recomputation runs its forward twice.
+// It records a training micro-batch's statistics in its router when its backward runs,
+// so a micro-batch counts once even when activation recomputation runs its forward twice.
 type routeFn struct {
 	r      *Router
 	logits []float64 // [N, E]
 	choice *routerChoice
-	loss   *routerLoss // nil: none (not training)
+	loss   *routerLoss // nil: none
 	scale  float64
+	train  bool // the pass is training: its backward records statistics
 }
 
 func (f *routeFn) Forward(in []*tensor.Tensor) []*tensor.Tensor {
@@ -215,7 +216,9 @@ func (f *routeFn) Backward(gy []*tensor.Tensor) []*tensor.Tensor {
 	if f.loss != nil {
 		f.loss.backward(f.logits, gl, f.scale)
 	}
-	f.r.record(c, f.loss)
+	if f.train {
+		f.r.record(c, f.loss)
+	}
 	return []*tensor.Tensor{fromHost(gy[0], gl, c.n, c.e)}
 }
 

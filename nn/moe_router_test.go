@@ -305,3 +305,29 @@ func scaled(v []float64, a float64) []float64 {
 	}
 	return v
 }
+
+// TestRouterEval checks that routing for inference (no Pass.Train, or no gradient
+// recording) gives the training probabilities and map but attaches no loss and records
+// nothing.
+func TestRouterEval(t *testing.T) {
+	const b, seq, c, e = 2, 3, 4, 4
+	bld := testBuilder(parallel.Self(), false)
+	cfg := TransformerConfig{Hidden: c, MoE: MoEConfig{NumExperts: e, AuxLossCoeff: 0.1, ZLossCoeff: 0.1}}
+	r := NewRouter(bld, "router", cfg)
+	x := tensor.FromSlice(bld.Dev, seqValues(b*seq*c, 7), b, seq, c)
+	train := r.Route(&Pass{Ctx: context.Background(), Train: true}, x)
+	for name, route := range map[string]func() Routing{
+		"eval":    func() Routing { return r.Route(Eval(context.Background()), x) },
+		"no grad": func() (rt Routing) { bld.Dev.NoGrad(func() { rt = r.Route(&Pass{Ctx: context.Background(), Train: true}, x) }); return },
+	} {
+		rt := route()
+		require.Equal(t, train.Map, rt.Map, name)
+		require.Equal(t, tensor.ToSlice[float64](train.Probs), tensor.ToSlice[float64](rt.Probs), name)
+		tensor.Sum(rt.Probs).Backward()
+	}
+	require.Equal(t, RouterStats{TokensPerExpert: make([]int64, e)}, r.TakeStats(), "no backward of a training pass ran")
+	// Only the eval pass's backward reached the weight: no auxiliary gradient.
+	ref := NewRouter(bld, "router", cfg)
+	tensor.Sum(ref.Route(Eval(context.Background()), x).Probs).Backward()
+	require.Equal(t, tensor.ToSlice[float64](ref.Weight.Grad()), tensor.ToSlice[float64](r.Weight.Grad()))
+}

@@ -317,8 +317,11 @@ func TestRouterEval(t *testing.T) {
 	x := tensor.FromSlice(bld.Dev, seqValues(b*seq*c, 7), b, seq, c)
 	train := r.Route(&Pass{Ctx: context.Background(), Train: true}, x)
 	for name, route := range map[string]func() Routing{
-		"eval":    func() Routing { return r.Route(Eval(context.Background()), x) },
-		"no grad": func() (rt Routing) { bld.Dev.NoGrad(func() { rt = r.Route(&Pass{Ctx: context.Background(), Train: true}, x) }); return },
+		"eval": func() Routing { return r.Route(Eval(context.Background()), x) },
+		"no grad": func() (rt Routing) {
+			bld.Dev.NoGrad(func() { rt = r.Route(&Pass{Ctx: context.Background(), Train: true}, x) })
+			return
+		},
 	} {
 		rt := route()
 		require.Equal(t, train.Map, rt.Map, name)

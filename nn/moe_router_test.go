@@ -334,3 +334,43 @@ func TestRouterEval(t *testing.T) {
 	tensor.Sum(ref.Route(Eval(context.Background()), x).Probs).Backward()
 	require.Equal(t, tensor.ToSlice[float64](ref.Weight.Grad()), tensor.ToSlice[float64](r.Weight.Grad()))
 }
+
+// TestRouterGlobalAuxLossOverDP checks global_aux_loss over a data-parallel group
+// (SetRouterGlobalGroup): two ranks each routing one of two sequences give, summed over
+// the ranks, the weight gradient and the logged loss of one rank routing both.
+func TestRouterGlobalAuxLossOverDP(t *testing.T) {
+	const b, seq, c, e, dp = 2, 3, 4, 4, 2
+	x := seqValues(2*b*seq*c, 8) // two micro-batches
+	cfg := TransformerConfig{Hidden: c, MoE: MoEConfig{NumExperts: e, LoadBalancing: "global_aux_loss", AuxLossCoeff: 0.3}}
+	ctx := context.Background()
+	run := func(g parallel.Comm) ([]float64, RouterStats, error) {
+		bld := testBuilder(parallel.Self(), false)
+		r := NewRouter(bld, "router", cfg)
+		SetRouterGlobalGroup(g, r)
+		rows := b / g.Size() // sequences per rank
+		for m := range 2 {
+			xm := x[(m*b+g.Rank()*rows)*seq*c : (m*b+(g.Rank()+1)*rows)*seq*c]
+			p := &Pass{Ctx: ctx, Train: true, SampleOffset: m * b}
+			rt := r.Route(p, tensor.FromSlice(bld.Dev, xm, rows, seq, c))
+			tensor.Sum(tensor.Mul(rt.Probs, rt.Probs)).Backward()
+		}
+		grad := r.Weight.Grad()
+		err := g.AllReduce(ctx, grad, parallel.Sum) // what DP's gradient reduction sums
+		return tensor.ToSlice[float64](grad), r.TakeStats(), err
+	}
+	wgrad, wstats, err := run(parallel.Self())
+	require.NoError(t, err)
+	require.NotZero(t, wstats.GlobalAuxLoss)
+	err = parallel.RunLocal(dp, func(g parallel.Comm) error {
+		grad, stats, err := run(g)
+		if err != nil {
+			return err
+		}
+		// the ranks' partial gradients and sums of scores are added in another order
+		if msg := closeMsg(append(grad, stats.GlobalAuxLoss), append(wgrad, wstats.GlobalAuxLoss), 1e-6, 1e-9); msg != "" {
+			return errors.New(msg)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}

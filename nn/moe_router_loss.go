@@ -1,8 +1,6 @@
 package nn
 
 import (
-	"math"
-
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -62,8 +60,9 @@ func (r *Router) newRouterLoss(p *Pass, dev *tensor.Device, logits []float64, b,
 	}
 	zsum := 0.0
 	if s.zCoeff > 0 {
+		sm := make([]float64, s.e)
 		for i := range n {
-			lse := logSumExp(logits[i*s.e : (i+1)*s.e])
+			lse := softmaxInto(sm, logits[i*s.e:(i+1)*s.e])
 			zsum += lse * lse
 		}
 		l.zScale = s.zCoeff / g / float64(n)
@@ -234,19 +233,6 @@ func allReduceHost(p *Pass, dev *tensor.Device, group parallel.Comm, v []float64
 		panic(err)
 	}
 	return tensor.ToSlice[float64](t)
-}
-
-// logSumExp returns log Σ exp(v).
-func logSumExp(v []float64) float64 {
-	m := math.Inf(-1)
-	for _, x := range v {
-		m = max(m, x)
-	}
-	sum := 0.0
-	for _, x := range v {
-		sum += math.Exp(x - m)
-	}
-	return m + math.Log(sum)
 }
 
 // fromHost returns v as a tensor of the given shape on like's device, F64 if like is,

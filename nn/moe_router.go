@@ -56,9 +56,9 @@ type globalSlot struct {
 // row-major order (token n = b·T + t; T is this rank's part of the sequence under
 // sequence parallelism).
 type Routing struct {
-	// Probs [N, E] f32 (f64 for an f64 x) are the weights of the experts' outputs: the routing probability
-	// where token n goes to expert e, 0 where it is not routed or was dropped.
-	// Differentiable (with the auxiliary losses attached, see Router).
+	// Probs [N, E] f32 (f64 for an f64 x) are the weights of the experts' outputs: the
+	// routing probability where token n goes to expert e, 0 where it is not routed or
+	// was dropped. Differentiable (with the auxiliary losses attached, see Router).
 	Probs *tensor.Tensor
 	// Map [N·E] says which tokens each expert processes, after capacity dropping; with
 	// PadToCapacity it is the capacity mask, which adds tokens of probability 0 so every

@@ -186,6 +186,11 @@ func (c TransformerConfig) Validate() error {
 	if c.RoPEScaling < 0 || math.IsNaN(c.RoPEScaling) || math.IsInf(c.RoPEScaling, 0) {
 		bad("RoPEScaling = %v must be finite and ≥ 0", c.RoPEScaling)
 	}
+	if c.MoE.NumExperts < 0 {
+		bad("MoE.NumExperts = %d must be ≥ 0", c.MoE.NumExperts)
+	} else if c.MoE.NumExperts > 0 {
+		errs = append(errs, c.MoE.validate(c.NumLayers)...)
+	}
 	if len(errs) > 0 {
 		return errors.New("nn: invalid TransformerConfig: " + strings.Join(errs, "; "))
 	}

@@ -146,6 +146,47 @@
 // (CrossEntropyOptions.Vocab, set by GPT.Loss, BERT.Loss and T5.Loss) and never generated, for parity with
 // unpadded Hugging Face models; Megatron lets them take part.
 //
+// # Mixture-of-experts router
+//
+// Router (moe_router*.go) is Megatron-core's TopKRouter for the N = B·T tokens of its
+// input x [B, T, C], E experts, K = MoEConfig.TopK: fp32 logits x·Wᵀ [N, E] (fp64 for an
+// fp64 x; W [E, C] replicated over TP), then on the host in float64 the score function of
+// topk_routing_with_score_function: softmax over the top K logits (the default,
+// Mixtral), softmax over all E then top K (PreSoftmax; probabilities not renormalized),
+// or sigmoid, top K of sigmoid + ExpertBias (the bias only chooses; Megatron allows it
+// only with sigmoid, and so does Validate), divided by the chosen scores' sum (+1e-20)
+// when K > 1. Ties choose the lower expert index. Capacity (CapacityFactor > 0) is
+// apply_router_token_dropping: each expert keeps ⌈(N·K/E)·factor⌉ tokens of this rank,
+// by probability (DropPolicy "probs") or earliest first ("position"), and PadToCapacity
+// makes the map the capacity mask (tokens of probability 0 fill every expert to its
+// capacity); nothing is dropped when the capacity exceeds N. "Earliest" and ties between
+// equal probabilities follow Megatron's token order, which is sequence-major ([T, B]:
+// position t of every sequence before position t+1), not megago's batch-major flattening
+// of x, so "position" drops the same tokens as Megatron would; Routing itself is in x's
+// row-major order. In training (Pass.Train, gradients recorded) the load-balancing loss
+// (MoEConfig.LoadBalancing: aux_loss per micro-batch, seq_aux_loss per sequence averaged
+// over B, global_aux_loss with counts averaged over the step's micro-batches, none;
+// scores softmax or sigmoid normalized over all E, top K without bias or dropping) times
+// AuxLossCoeff, and the z-loss ZLossCoeff·mean(logsumexp(logits)²), are attached to the
+// probabilities' backward as MoEAuxLossAutoScaler does: the forward is unchanged and
+// their gradients, times Pass.LossScale (0 means 1), join the probabilities' gradient.
+// Under sequence parallelism the router counts tokens per expert over the TP group and
+// scales the token totals and the z-loss coefficient by its size, as Megatron does over
+// its tp_cp group, so a TP=2 sequence-parallel run gives the single-rank losses and (its
+// weight being SequenceParallel) gradients. Megatron reduces over TP also without
+// sequence parallelism, where every TP rank holds all tokens, which scales those
+// gradients by 1/tp; megago counts over one rank then, keeping them those of TP=1. A
+// micro-batch's statistics (RouterStats: coefficient-weighted losses whole over the TP
+// group, tokens per expert) and the counts that UpdateExpertBias all-reduces (tokens kept
+// per expert, after dropping, as Megatron's local_tokens_per_expert) are recorded when its
+// backward runs, so activation recomputation, which runs the forward twice, counts it
+// once; for the same reason global_aux_loss keys its counts by Pass.SampleOffset, and a
+// replayed micro-batch sees what its first forward saw. UpdateExpertBias, after every
+// step as in Megatron's finalize_model_grads, moves each bias by rate·sign(mean − count)
+// in float32 and ends global_aux_loss's window. Megatron's router bias
+// (--add-bias-linear), input jitter, group-limited top-k, sinkhorn and the top-k scaling
+// factor are not implemented.
+//
 // # Errors
 //
 // Caller bugs panic with the layer, op and values: shapes or sizes not divisible by tp, a

@@ -98,11 +98,11 @@ type rankData struct {
 // DP for dense parameters, expert-TP and expert-DP for expert ones (param.Param.Expert).
 type writers struct{ tp, dp, etp, edp int }
 
-// writersOf returns the writers of mesh's rank. Without expert parallelism the expert
-// groups are the dense ones (expert-parallel size 1, expert-TP = TP).
+// writersOf returns the writers of mesh's rank: its coordinates on the dense and the
+// expert axes.
 func writersOf(mesh *parallel.Mesh) writers {
-	c := mesh.Coord()
-	return writers{tp: c.TP, dp: c.DP, etp: c.TP, edp: c.DP}
+	c, e := mesh.Coord(), mesh.ExpertCoord()
+	return writers{tp: c.TP, dp: c.DP, etp: e.ETP, edp: e.EDP}
 }
 
 // tpFirst reports whether this rank is the first of p's tensor-parallel replicas: p is

@@ -3,10 +3,12 @@ package nn
 // Parts is what a trainer or a checkpoint needs to know of a model on this rank: the
 // parameters of each model chunk, and the copies of tied weights (the word embedding on
 // the first stage and its Shared copy on the last) whose gradients are summed over the
-// embedding group.
+// embedding group. Modules are the chunks themselves, for what a step does to a model
+// besides its parameters' update (UpdateExpertBias).
 type Parts struct {
-	Chunks [][]*Param
-	Tied   []*Param
+	Chunks  [][]*Param
+	Tied    []*Param
+	Modules []Module
 }
 
 // Params returns the parameters of every chunk, in order.
@@ -50,6 +52,7 @@ func chunkParts[M Module](ms []M, tied func(M) *Param) Parts {
 	var p Parts
 	for _, m := range ms {
 		p.Chunks = append(p.Chunks, m.Params())
+		p.Modules = append(p.Modules, m)
 		if t := tied(m); t != nil {
 			p.Tied = append(p.Tied, t)
 		}
@@ -60,5 +63,5 @@ func chunkParts[M Module](ms []M, tied func(M) *Param) Parts {
 // T5Parts returns the Parts of a T5 (NewT5OnMesh): one chunk, no tied copies to keep in
 // sync (its word embedding and output layer are one Param).
 func T5Parts(m *T5) Parts {
-	return Parts{Chunks: [][]*Param{m.Params()}}
+	return Parts{Chunks: [][]*Param{m.Params()}, Modules: []Module{m}}
 }

@@ -160,8 +160,17 @@ type Groups struct {
 	ExpertMP parallel.Comm
 }
 
-// MeshGroups returns the groups of a mesh: its TP, MP and DP-CP groups.
-func MeshGroups(m *parallel.Mesh) Groups { return Groups{TP: m.TP(), MP: m.MP(), DP: m.DPCP()} }
+// MeshGroups returns the groups of a mesh: its TP, MP and DP-CP groups and, when the
+// experts are laid out otherwise than the dense layers (EP > 1 or expert-TP ≠ TP), its
+// expert groups; with the default expert layout they are the dense groups, and leaving
+// them nil spares the extra reductions.
+func MeshGroups(m *parallel.Mesh) Groups {
+	g := Groups{TP: m.TP(), MP: m.MP(), DP: m.DPCP()}
+	if s := m.Sizes(); s.EP > 1 || s.ETP != s.TP {
+		g.ExpertTP, g.ExpertDP, g.ExpertMP = m.ExpertTP(), m.ExpertDP(), m.ExpertMP()
+	}
+	return g
+}
 
 // separateExperts reports whether the expert gradients' statistics are reduced over
 // groups of their own (ExpertMP or ExpertDP set).

@@ -35,6 +35,9 @@ import (
 //	                                     optimizer of expert parameters
 //	ExpertMP()    etp, ep, pp  "emp"     gradient norm and inf check of expert
 //	                                     parameters, as get_ranks('tp-ep-pp')
+//	TPDPCP()      tp, dp, cp   "tp-dp-cp" the ranks that see different tokens of a
+//	                                     step (dense axes): routers' token counts
+//	                                     (Megatron's tp_dp_cp group)
 //
 // Every group orders its members by world rank, so a rank's rank in a single-axis group
 // is its coordinate on that axis (PP().Rank() = Coord().PP, EP().Rank() =
@@ -49,7 +52,7 @@ type Mesh struct {
 	rank   int
 
 	world, tp, cp, dp, dpcp, pp, mp, emb Comm
-	ep, etp, etpep, edp, emp             Comm
+	ep, etp, etpep, edp, emp, tpdpcp     Comm
 }
 
 // meshGroup is a group NewMesh creates: its Comm name, its members given the sizes and a
@@ -87,6 +90,7 @@ var (
 		expertGroupOver("etp-ep", func(m *Mesh) *Comm { return &m.etpep }, ExpertAxisTP, ExpertAxisEP),
 		expertGroupOver("edp", func(m *Mesh) *Comm { return &m.edp }, ExpertAxisDP),
 		expertGroupOver("emp", func(m *Mesh) *Comm { return &m.emp }, ExpertAxisTP, ExpertAxisEP, ExpertAxisPP),
+		groupOver("tp-dp-cp", func(m *Mesh) *Comm { return &m.tpdpcp }, AxisTP, AxisDP, AxisCP),
 	}
 )
 
@@ -224,6 +228,11 @@ func (m *Mesh) ExpertDP() Comm { return m.edp }
 // that together hold one copy of the expert parameters, over which their gradient norm
 // is summed.
 func (m *Mesh) ExpertMP() Comm { return m.emp }
+
+// TPDPCP returns the group over the dense TP, DP and CP axes: the ranks of one pipeline
+// stage, which between them see every token of a step (Megatron's tp_dp_cp group, over
+// which mixture-of-experts routers sum their token counts).
+func (m *Mesh) TPDPCP() Comm { return m.tpdpcp }
 
 // ExpertCoord returns this rank's coordinates in the expert decomposition.
 func (m *Mesh) ExpertCoord() ExpertCoord { return m.ecoord }

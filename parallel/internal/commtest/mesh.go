@@ -61,6 +61,7 @@ var meshGroups = []meshGroup{
 	{"etp-ep", (*parallel.Mesh).ExpertTPEP, overExpert(parallel.ExpertAxisTP, parallel.ExpertAxisEP)},
 	{"edp", (*parallel.Mesh).ExpertDP, overExpert(parallel.ExpertAxisDP)},
 	{"emp", (*parallel.Mesh).ExpertMP, overExpert(parallel.ExpertAxisTP, parallel.ExpertAxisEP, parallel.ExpertAxisPP)},
+	{"tp-dp-cp", (*parallel.Mesh).TPDPCP, over(parallel.AxisTP, parallel.AxisDP, parallel.AxisCP)},
 }
 
 // Mesh builds the Mesh of sizes s on world (every rank of world calls it) and checks

@@ -3,13 +3,14 @@ r"""Run megago and its peers back to back on this machine and print the ratios.
 
   /usr/bin/python3 bench/compare.py                 # W2, W1, W3 and SGEMM 2048^3, 3 rounds each
   /usr/bin/python3 bench/compare.py --only W2 --rounds 5 --json results.json
+  /usr/bin/python3 bench/compare.py --only W4       # mixture of experts beside PyTorch
 
 Needs Go (to build megago) and Debian's python3-torch and python3-numpy
 (apt-get install python3-torch python3-numpy; run with /usr/bin/python3).
 
 What it runs, in alternating rounds so that both sides see the same machine
 (BENCHMARKS.md):
-  W1-W3    megago bench gpt  vs  bench/torch_gpt.py (PyTorch eager,
+  W1-W4    megago bench gpt  vs  bench/torch_gpt.py (PyTorch eager,
            OMP_WAIT_POLICY=PASSIVE), 2 threads each, the same flags; each
            process's peak RSS is read from wait4's rusage. Debian's PyTorch
            does its matrix products with the system BLAS (OpenBLAS), so it
@@ -48,7 +49,14 @@ WORKLOADS = {
            "--seq", "64", "--batch", "4", "--steps", "10"],
     "W3": ["--layers", "4", "--dim", "256", "--heads", "4", "--vocab", "8192", "--seq", "2048",
            "--batch", "2", "--steps", "5"],
+    # W4: W2 with each MLP replaced by 8 experts of hidden 512, top-2 routing, aux loss 1e-2.
+    "W4": ["--layers", "4", "--dim", "256", "--heads", "4", "--vocab", "8192", "--seq", "256",
+           "--batch", "8", "--steps", "20", "--num-experts", "8", "--moe-ffn-hidden-size", "512",
+           "--moe-router-topk", "2", "--moe-aux-loss-coeff", "1e-2"],
 }
+# MEGAGO_ONLY are flags only megago's side takes (PyTorch's SequentialMLP loops over the
+# experts; megago runs them as one grouped GEMM, Megatron's --moe-grouped-gemm).
+MEGAGO_ONLY = {"W4": ["--moe-grouped-gemm"]}
 # UNFUSED lists the workloads also run with megago's unfused reference ops (megago bench gpt
 # --unfused: attention through the [B, NH, T, T] score matrix, norms, activations and dropout
 # as separate ops), so the fused step is compared with the unfused one in the same run.
@@ -73,7 +81,7 @@ def last_json(out):
 
 def step_round(megago, name, threads):
     args = WORKLOADS[name] + ["--threads", str(threads)]
-    out, rss = run([megago, "bench", "gpt"] + args)
+    out, rss = run([megago, "bench", "gpt"] + args + MEGAGO_ONLY.get(name, []))
     ours = last_json(out)
     ours.setdefault("peak_rss_mb", round(rss, 1))
     if name in UNFUSED:
@@ -157,7 +165,7 @@ def shapes_round(threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["W1", "W2", "W3", "SGEMM", "SHAPES"],
+    ap.add_argument("--only", action="append", choices=["W1", "W2", "W3", "W4", "SGEMM", "SHAPES"],
                     help="run only these (repeatable); default all")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of each (medians reported)")
     ap.add_argument("--threads", type=int, default=2)

@@ -1,0 +1,136 @@
+package nn
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// MoE is a mixture-of-experts block, which replaces a transformer layer's MLP: the
+// Router sends each token to its top-k experts, a token dispatcher moves the tokens to
+// the EP ranks holding those experts and their outputs back (allgather or alltoall,
+// MoEConfig.Dispatcher), and the output is the sum of the chosen experts' outputs
+// weighted by the router's probabilities, plus an optional shared expert every token goes
+// through, optionally scaled by a sigmoid gate (Qwen2-MoE). Under tensor parallelism it
+// needs sequence parallelism, as in Megatron-core: each TP rank routes its own tokens.
+type MoE struct {
+	Router  *Router
+	Experts *Experts
+	// Shared is the shared expert (a dense MLP of hidden SharedExpertFFNHidden, TP-split
+	// as any MLP); nil without.
+	Shared *MLP
+	// SharedGate [1, C] scales the shared expert's output by sigmoid(x·wᵀ); nil without
+	// (or without a shared expert).
+	SharedGate *Param
+
+	name    string
+	layer   int      // index of the layer, for stats (−1: unknown)
+	experts int      // E
+	local   int      // E/ep
+	groups  ExpertGroups
+	// route routes x (Router.Route); tests substitute it to drop tokens.
+	route func(p *Pass, x *tensor.Tensor) Routing
+	// dispatch computes the weighted sum of the routed experts' outputs (allGatherDispatch
+	// or allToAllDispatch).
+	dispatch dispatchFunc
+	stats    MoELayerStats
+}
+
+// NewMoE creates the MoE block name (e.g. "layers.3.mlp"): name.router,
+// name.experts, and with SharedExpertFFNHidden name.shared_expert and, with
+// SharedExpertGate, name.shared_expert_gate.weight. It uses b.TP for the shared expert
+// and b.Experts (nil groups: one rank) for the experts. It panics if cfg has no experts,
+// an unknown dispatcher, or if b has TP > 1 without sequence parallelism.
+func NewMoE(b *Builder, name string, cfg TransformerConfig) *MoE {
+	cfg = cfg.Defaults()
+	mc := cfg.MoE
+	if b.TP.Size() > 1 && !b.SequenceParallel {
+		panic(fmt.Sprintf("nn: MoE %s: tensor parallelism (tp %d) without sequence parallelism: Megatron-core refuses it too", name, b.TP.Size()))
+	}
+	g := b.Experts.orSelf()
+	m := &MoE{name: name, layer: layerIndex(name), experts: mc.NumExperts, local: mc.NumExperts / g.EP.Size(), groups: g}
+	m.Router = NewRouter(b, name+".router", cfg)
+	m.route = m.Router.Route
+	m.Experts = NewExperts(b, name+".experts", cfg)
+	switch mc.Dispatcher {
+	case "", "allgather":
+		m.dispatch = allGatherDispatch
+	case "alltoall":
+		m.dispatch = allToAllDispatch
+	default:
+		panic(fmt.Sprintf("nn: MoE %s: unknown dispatcher %q (want allgather or alltoall)", name, mc.Dispatcher))
+	}
+	if mc.SharedExpertFFNHidden > 0 {
+		sc := cfg
+		sc.FFNHidden = mc.SharedExpertFFNHidden
+		m.Shared = NewMLP(b, name+".shared_expert", sc)
+		if mc.SharedExpertGate {
+			m.SharedGate = newParam(b, name+".shared_expert_gate.weight", tensor.Shape{1, cfg.Hidden}, -1, Normal(cfg.InitStd))
+			m.SharedGate.SequenceParallel = b.SequenceParallel
+		}
+	}
+	m.stats = MoELayerStats{Layer: m.layer, TokensPerExpert: make([]int64, m.experts)}
+	return m
+}
+
+// orSelf returns g with nil groups replaced by groups of one rank.
+func (g ExpertGroups) orSelf() ExpertGroups {
+	for _, c := range []*parallel.Comm{&g.EP, &g.TP, &g.TPEP} {
+		if *c == nil {
+			*c = parallel.Self()
+		}
+	}
+	return g
+}
+
+// layerIndex returns the last integer component of a dotted name ("layers.3.mlp" → 3),
+// or −1.
+func layerIndex(name string) int {
+	parts := strings.Split(name, ".")
+	for i := len(parts) - 1; i >= 0; i-- {
+		if n, err := strconv.Atoi(parts[i]); err == nil {
+			return n
+		}
+	}
+	return -1
+}
+
+// Params returns the router's, the experts' and the shared expert's parameters.
+func (m *MoE) Params() []*Param {
+	ps := collect(m.Router, m.Experts, m.Shared)
+	if m.SharedGate != nil {
+		ps = append(ps, m.SharedGate)
+	}
+	return ps
+}
+
+// Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.
+func (m *MoE) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor { return sumBias(m.forward(p, x)) }
+
+// forward is Forward for TransformerLayer's MLP sub-block; the bias is always nil (the
+// experts add theirs, weighted by the probabilities).
+func (m *MoE) forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
+	s := x.Shape()
+	c := s[len(s)-1]
+	r := m.route(p, x)
+	m.record(r)
+	y = m.dispatch(m, p, x.Reshape(-1, c), r).Reshape(s...) // [B, T, C]
+	if m.Shared != nil {
+		y = tensor.Add(y, m.shared(p, x))
+	}
+	return y, nil
+}
+
+// shared returns the shared expert's output for x [B, T, C], gated by
+// sigmoid(x·SharedGateᵀ) when there is a gate.
+func (m *MoE) shared(p *Pass, x *tensor.Tensor) *tensor.Tensor {
+	y := sumBias(m.Shared.forward(p, x)) // [B, T, C]
+	if m.SharedGate == nil {
+		return y
+	}
+	gate := tensor.Sigmoid(tensor.MatMulT(x, m.SharedGate.Tensor, false, true)) // [B, T, 1]
+	return tensor.Mul(y, gate)
+}

@@ -1,0 +1,132 @@
+package nn
+
+import (
+	"context"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// dispatchFunc computes the routed part of an MoE block's output for tokens x [N, C]
+// routed by r: Σ over each token's experts e of r.Probs[n, e]·expert_e(x[n]), [N, C].
+// It moves tokens to the EP ranks holding their experts and back.
+type dispatchFunc func(m *MoE, p *Pass, x *tensor.Tensor, r Routing) *tensor.Tensor
+
+// permutation orders the (token, expert) pairs of a routing map that go to experts
+// [lo, hi): by expert, then by token (Megatron's permute). Row m of the permuted tokens is
+// token tokens[m] for expert experts[m].
+type permutation struct {
+	tokens, experts []int
+	counts          []int // [hi−lo] rows per expert
+	numExperts      int   // E, the width of the routing map
+}
+
+// permute returns the permutation of routing map mp [N·E] restricted to experts [lo, hi).
+func permute(mp []bool, numExperts, lo, hi int) permutation {
+	n := len(mp) / numExperts
+	pm := permutation{counts: make([]int, hi-lo), numExperts: numExperts}
+	for e := lo; e < hi; e++ {
+		for t := range n {
+			if mp[t*numExperts+e] {
+				pm.tokens = append(pm.tokens, t)
+				pm.experts = append(pm.experts, e)
+				pm.counts[e-lo]++
+			}
+		}
+	}
+	return pm
+}
+
+// rows returns the permuted tokens of x [N, C]: [M, C]. The gradient is summed back into
+// each token's row.
+func (pm permutation) rows(x *tensor.Tensor) *tensor.Tensor {
+	return pickRows(x, pm.tokens)
+}
+
+// weigh multiplies each permuted row of y [M, C] by its pair's probability in probs
+// [N, E] (cast to y's dtype).
+func (pm permutation) weigh(y, probs *tensor.Tensor) *tensor.Tensor {
+	if len(pm.tokens) == 0 {
+		return y
+	}
+	flat := make([]int, len(pm.tokens)) // index of each pair in probs [N·E]
+	for m, t := range pm.tokens {
+		flat[m] = t*pm.numExperts + pm.experts[m]
+	}
+	pr := pickRows(probs.Cast(y.DType()).Reshape(-1, 1), flat) // [M, 1]
+	return tensor.Mul(y, pr)
+}
+
+// combine sums the permuted rows y [M, C] back into their tokens: [n, C], each token's
+// rows added in permuted order (by expert), zero for a token without rows.
+func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
+	m, c := y.Dim(0), y.Dim(1)
+	slots := make([][]int, n) // each token's rows
+	most := 0
+	for row, t := range pm.tokens {
+		slots[t] = append(slots[t], row)
+		most = max(most, len(slots[t]))
+	}
+	if most == 0 {
+		return tensor.Zeros(y.Device(), y.DType(), n, c)
+	}
+	idx := make([]int, 0, n*most) // row of each token's slot, m (a zero row) if none
+	for _, s := range slots {
+		for j := range most {
+			row := m
+			if j < len(s) {
+				row = s[j]
+			}
+			idx = append(idx, row)
+		}
+	}
+	padded := tensor.Concat(0, y, tensor.Zeros(y.Device(), y.DType(), 1, c)) // [M+1, C]
+	g := pickRows(padded, idx)                                              // [n·most, C]
+	if most == 1 {
+		return g
+	}
+	return tensor.Sum(g.Reshape(n, most, c), 1)
+}
+
+// pickRows returns rows idx of x [R, C]: [len(idx), C], differentiable (the gradient
+// is scattered back with addition).
+func pickRows(x *tensor.Tensor, idx []int) *tensor.Tensor {
+	c := x.Dim(1)
+	if len(idx) == 0 {
+		return tensor.Zeros(x.Device(), x.DType(), 0, c)
+	}
+	full := make([]int32, 0, len(idx)*c)
+	for _, i := range idx {
+		for range c {
+			full = append(full, int32(i))
+		}
+	}
+	return tensor.Gather(x, 0, tensor.FromSlice(x.Device(), full, len(idx), c))
+}
+
+// allGatherInts all-gathers v (the same length on every rank) over c, in rank order:
+// [c.Size()][len(v)]. It panics with the *parallel.Error if communication fails.
+func allGatherInts(ctx context.Context, c parallel.Comm, v []int) [][]int {
+	out := [][]int{v}
+	if c.Size() == 1 {
+		return out
+	}
+	mine := make([]int32, len(v))
+	for i, x := range v {
+		mine[i] = int32(x)
+	}
+	cpu := tensor.NewCPU()
+	all := tensor.Zeros(cpu, tensor.I32, c.Size(), len(v))
+	if err := c.AllGather(ctx, all, tensor.FromSlice(cpu, mine, 1, len(v))); err != nil {
+		panic(err)
+	}
+	flat := tensor.ToSlice[int32](all)
+	out = make([][]int, c.Size())
+	for r := range out {
+		out[r] = make([]int, len(v))
+		for i := range v {
+			out[r][i] = int(flat[r*len(v)+i])
+		}
+	}
+	return out
+}

@@ -27,9 +27,9 @@ type MoE struct {
 	SharedGate *Param
 
 	name    string
-	layer   int      // index of the layer, for stats (−1: unknown)
-	experts int      // E
-	local   int      // E/ep
+	layer   int // index of the layer, for stats (−1: unknown)
+	experts int // E
+	local   int // E/ep
 	groups  ExpertGroups
 	// route routes x (Router.Route); tests substitute it to drop tokens.
 	route func(p *Pass, x *tensor.Tensor) Routing

@@ -81,7 +81,7 @@ func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
 		}
 	}
 	padded := tensor.Concat(0, y, tensor.Zeros(y.Device(), y.DType(), 1, c)) // [M+1, C]
-	g := pickRows(padded, idx)                                              // [n·most, C]
+	g := pickRows(padded, idx)                                               // [n·most, C]
 	if most == 1 {
 		return g
 	}

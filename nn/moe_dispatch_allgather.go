@@ -17,7 +17,7 @@ func allGatherDispatch(m *MoE, p *Pass, x *tensor.Tensor, r Routing) *tensor.Ten
 	n, c := x.Dim(0), x.Dim(1)
 	probs, mp := r.Probs, r.Map // [N, E], [N·E]
 	if g.Size() > 1 {
-		x = parallel.GatherFromSP(p.Ctx, g, x.Reshape(1, n, c)).Reshape(-1, c)                 // [G·N, C]
+		x = parallel.GatherFromSP(p.Ctx, g, x.Reshape(1, n, c)).Reshape(-1, c)                         // [G·N, C]
 		probs = parallel.GatherFromSP(p.Ctx, g, probs.Reshape(1, n, m.experts)).Reshape(-1, m.experts) // [G·N, E]
 		mp = gatherMap(p, g, mp)
 	}

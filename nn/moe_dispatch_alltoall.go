@@ -17,7 +17,7 @@ func allToAllDispatch(m *MoE, p *Pass, x *tensor.Tensor, r Routing) *tensor.Tens
 	pl := m.planAllToAll(p, pm.counts)
 	xs := parallel.AllToAllRows(p.Ctx, ep, pm.rows(x), pl.send, pl.recv) // [R, C] by source EP rank, local expert
 	xs = parallel.GatherRowsV(p.Ctx, etp, xs, pl.fromTP)                 // [R', C] by source expert-TP rank, EP rank, local expert
-	y := m.Experts.Forward(p, reorder(xs, pl.sort), pl.counts)          // [R', C] by local expert, partial over expert-TP
+	y := m.Experts.Forward(p, reorder(xs, pl.sort), pl.counts)           // [R', C] by local expert, partial over expert-TP
 	y = parallel.ReduceScatterRowsV(p.Ctx, etp, reorder(y, pl.unsort), pl.fromTP)
 	y = parallel.AllToAllRows(p.Ctx, ep, y, pl.recv, pl.send) // [M, C]
 	return pm.combine(pm.weigh(y, r.Probs), x.Dim(0))

@@ -105,7 +105,7 @@ func (x *Experts) Forward(p *Pass, xs *tensor.Tensor, counts []int) *tensor.Tens
 	if xs.Dim(0) == 0 {
 		return tensor.Zeros(xs.Device(), xs.DType(), 0, xs.Dim(1))
 	}
-	h := x.act(x, xs, counts)             // [M, F/etp]
+	h := x.act(x, xs, counts)              // [M, F/etp]
 	y := x.matmul(h, x.FC2.Tensor, counts) // [M, C]
 	if x.FC2Bias == nil {
 		return y
@@ -171,7 +171,7 @@ func expertProducts(x, w *tensor.Tensor, counts []int) *tensor.Tensor {
 		if c == 0 {
 			continue
 		}
-		we := w.Narrow(0, e, 1).Reshape(n, k)                            // [N, K]
+		we := w.Narrow(0, e, 1).Reshape(n, k)                                       // [N, K]
 		parts = append(parts, tensor.MatMulT(x.Narrow(0, row, c), we, false, true)) // [c, N]
 		row += c
 	}

@@ -59,7 +59,7 @@ func gatherRowsV(ctx context.Context, c Comm, x *tensor.Tensor, rows []int) *ten
 	if most == 0 {
 		return x.Detach()
 	}
-	padded := padRows(x.Detach(), most)                                        // [most, ...]
+	padded := padRows(x.Detach(), most)                                                       // [most, ...]
 	all := tensor.Empty(x.Device(), x.DType(), append([]int{c.Size()}, padded.Shape()...)...) // [n, most, ...]
 	must(c.AllGather(ctx, all, padded))
 	parts := make([]*tensor.Tensor, 0, c.Size())

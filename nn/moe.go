@@ -100,11 +100,11 @@ func layerIndex(name string) int {
 
 // Params returns the router's, the experts' and the shared expert's parameters.
 func (m *MoE) Params() []*Param {
-	ps := collect(m.Router, m.Experts, m.Shared)
-	if m.SharedGate != nil {
-		ps = append(ps, m.SharedGate)
+	ps := collect(m.Router, m.Experts)
+	if m.Shared != nil {
+		ps = append(ps, m.Shared.Params()...)
 	}
-	return ps
+	return append(ps, params{m.SharedGate}.Params()...)
 }
 
 // Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.

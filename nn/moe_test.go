@@ -102,11 +102,13 @@ func addSharedReference(m *MoE, x []float64, act Activation, y []float64) {
 }
 
 // setBiases fills the expert biases of m with distinct non-zero values, so tests see
-// them.
+// them: the same global values at every layout.
 func setBiases(m *MoE) {
 	for i, p := range []*Param{m.Experts.FC1Bias, m.Experts.GateBias, m.Experts.FC2Bias} {
-		if p != nil {
-			p.Tensor.CopyFrom(tensor.FromSlice(p.Tensor.Device(), seqValues(p.Tensor.Numel(), 20+i), p.Tensor.Shape()...))
+		if p != nil { // this shard's part of the global values
+			reg := p.Region()
+			full := tensor.FromSlice(p.Tensor.Device(), seqValues(reg.Full.Numel(), 20+i), reg.Full...)
+			p.Tensor.CopyFrom(narrowTo(full, reg.Start, reg.Size))
 		}
 	}
 }

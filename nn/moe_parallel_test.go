@@ -1,0 +1,196 @@
+package nn
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// moeLayout is how a test spreads an MoE layer over goroutine ranks: dense TP (with
+// sequence parallelism when tp > 1) × DP, and expert-TP × EP × expert-DP over the same
+// ranks, each fastest first, as parallel.Mesh orders them.
+type moeLayout struct {
+	world, tp, ep, etp int
+}
+
+// groups splits world into rank's dense TP and DP groups and its expert groups.
+func (l moeLayout) groups(ctx context.Context, world parallel.Comm) (tp, dp, edp parallel.Comm, g ExpertGroups, err error) {
+	r := world.Rank()
+	split := func(name string, color int) parallel.Comm {
+		if err != nil {
+			return nil
+		}
+		var c parallel.Comm
+		c, err = world.Split(ctx, name, color, r)
+		return c
+	}
+	tpep := l.etp * l.ep
+	tp = split("tp", r/l.tp)
+	dp = split("dp", r%l.tp)
+	g.TP = split("etp", r/l.etp)
+	g.EP = split("ep", (r/tpep)*l.etp+r%l.etp)
+	g.TPEP = split("tpep", r/tpep)
+	edp = split("edp", r%tpep)
+	return tp, dp, edp, g, err
+}
+
+// moeRun is what a rank (or the single-rank reference) computed: the output, the input
+// gradient and each parameter's gradient (summed over the ranks that share it), all as
+// the rank's part of the global tensors.
+type moeRun struct {
+	y, dx   []float64
+	grads   map[string][]float64
+	regions map[string]tensor.Region // of each parameter's shard
+}
+
+// dropPairs returns a route function that drops, after m's router, the (token, expert)
+// pairs with (7·g + e) % 5 == 0 for global token index g = global(n) of local token n:
+// a capacity drop that does not depend on the layout.
+func dropPairs(m *MoE, global func(n int) int) func(p *Pass, x *tensor.Tensor) Routing {
+	route := m.route
+	return func(p *Pass, x *tensor.Tensor) Routing {
+		r := route(p, x)
+		keep := make([]float64, len(r.Map))
+		for i := range r.Map {
+			if n, e := i/m.experts, i%m.experts; (7*global(n)+e)%5 == 0 {
+				r.Map[i] = false
+			} else {
+				keep[i] = 1
+			}
+		}
+		r.Probs = tensor.Mul(r.Probs, tensor.FromSlice(x.Device(), keep, r.Probs.Shape()...).Cast(r.Probs.DType()))
+		return r
+	}
+}
+
+// runMoE runs an MoE layer of cfg on this rank's part of x and gy ([B·dp, T, C]
+// globally): batch rows of its DP index, sequence chunk of its TP index, and returns the
+// rank's results, parameter gradients summed over the ranks sharing them.
+func runMoE(ctx context.Context, cfg TransformerConfig, l moeLayout, world parallel.Comm, x, gy []float64, shape tensor.Shape, drop bool) (moeRun, error) {
+	tp, dp, edp, g, err := l.groups(ctx, world)
+	if err != nil {
+		return moeRun{}, err
+	}
+	dev := tensor.NewCPU()
+	b := &Builder{Dev: dev, DType: tensor.F64, RNG: tensor.NewRNG(13), TP: tp, SequenceParallel: tp.Size() > 1, Experts: g}
+	m := NewMoE(b, "layers.0.mlp", cfg)
+	setBiases(m)
+	bsz, seq := shape[0]/dp.Size(), shape[1]/tp.Size()
+	b0, t0 := dp.Rank()*bsz, tp.Rank()*seq
+	part := func(v []float64) *tensor.Tensor {
+		return narrowTo(tensor.FromSlice(dev, v, shape...), []int{b0, t0, 0}, tensor.Shape{bsz, seq, shape[2]})
+	}
+	if drop {
+		m.route = dropPairs(m, func(n int) int { return (b0+n/seq)*shape[1] + t0 + n%seq })
+	}
+	xs := part(x)
+	xs.SetRequiresGrad(true)
+	y := m.Forward(Eval(ctx), xs)
+	y.BackwardWithGrad(part(gy))
+	run := moeRun{y: tensor.ToSlice[float64](y), dx: tensor.ToSlice[float64](xs.Grad()), grads: map[string][]float64{}, regions: map[string]tensor.Region{}}
+	for _, p := range m.Params() {
+		gr := p.Grad().Clone()
+		groups := []parallel.Comm{dp}
+		switch {
+		case p.Expert:
+			groups = []parallel.Comm{edp}
+		case p.SequenceParallel:
+			groups = append(groups, tp)
+		}
+		for _, c := range groups {
+			if err := c.AllReduce(ctx, gr, parallel.Sum); err != nil {
+				return run, err
+			}
+		}
+		run.grads[p.Name] = tensor.ToSlice[float64](gr)
+		run.regions[p.Name] = p.Region()
+	}
+	return run, nil
+}
+
+// narrowTo returns the region of x starting at start with size size.
+func narrowTo(x *tensor.Tensor, start []int, size tensor.Shape) *tensor.Tensor {
+	for d := range start {
+		x = x.Narrow(d, start[d], size[d])
+	}
+	return x.Clone()
+}
+
+// TestMoEExpertParallelEquivalence checks that an MoE layer spread over goroutine ranks
+// (EP, expert-TP, sequence-parallel TP, DP) computes the single-rank layer's outputs and
+// gradients, for both dispatchers, with and without dropping tokens.
+func TestMoEExpertParallelEquivalence(t *testing.T) {
+	const bsz, seq, c = 4, 4, 8
+	shape := tensor.Shape{bsz, seq, c}
+	x, gy := seqValues(shape.Numel(), 1), seqValues(shape.Numel(), 2)
+	type tcase struct {
+		l     moeLayout
+		mc    MoEConfig
+		drop  bool
+		exact bool // bitwise: with top-2 and one expert-TP rank every sum has the single-rank operands in the same order
+	}
+	var cases []tcase
+	for _, d := range []string{"allgather", "alltoall"} {
+		cases = append(cases,
+			tcase{moeLayout{2, 1, 2, 1}, MoEConfig{Dispatcher: d}, false, true},
+			tcase{moeLayout{2, 1, 2, 1}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, true, true},
+			tcase{moeLayout{4, 1, 4, 1}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, true, true},
+			tcase{moeLayout{4, 2, 2, 2}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10}, d == "alltoall", false},
+			tcase{moeLayout{4, 2, 2, 1}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, d == "allgather", false},
+		)
+	}
+	for _, tc := range cases {
+		l := tc.l
+		name := fmt.Sprintf("%s/world%d-tp%d-ep%d-etp%d/grouped=%v/shared=%v/drop=%v", tc.mc.Dispatcher, l.world, l.tp, l.ep, l.etp, tc.mc.GroupedGEMM, tc.mc.SharedExpertFFNHidden > 0, tc.drop)
+		t.Run(name, func(t *testing.T) {
+			cfg := moeTestConfig(GeLU, true, tc.mc)
+			ref := onRanks(t, 1, func(c parallel.Comm, _ *tensor.Device) (moeRun, error) {
+				return runMoE(context.Background(), cfg, moeLayout{1, 1, 1, 1}, c, x, gy, shape, tc.drop)
+			})[0]
+			runs := onRanks(t, l.world, func(c parallel.Comm, _ *tensor.Device) (moeRun, error) {
+				return runMoE(context.Background(), cfg, l, c, x, gy, shape, tc.drop)
+			})
+			checkMoERuns(t, l, shape, ref, runs, tc.exact)
+		})
+	}
+}
+
+// checkMoERuns compares each rank's run with its part of the single-rank reference:
+// outputs, input gradients and expert gradients bit for bit when exact, the others
+// (and all with expert-TP) within rounding.
+func checkMoERuns(t *testing.T, l moeLayout, shape tensor.Shape, ref moeRun, runs []moeRun, exact bool) {
+	t.Helper()
+	dev := tensor.NewCPU()
+	bsz, seq := shape[0]*l.tp/l.world, shape[1]/l.tp
+	for r, run := range runs {
+		b0, t0 := (r/l.tp)*bsz, (r%l.tp)*seq
+		part := func(v []float64) []float64 {
+			return tensor.ToSlice[float64](narrowTo(tensor.FromSlice(dev, v, shape...), []int{b0, t0, 0}, tensor.Shape{bsz, seq, shape[2]}))
+		}
+		// Reordered sums (over tokens split across ranks, over expert-TP partials) in fp64.
+		const tol = 1e-12
+		same := func(what string, want, got []float64, bitwise bool) {
+			t.Helper()
+			if bitwise {
+				require.Equal(t, want, got, "rank %d %s", r, what)
+				return
+			}
+			require.InDeltaSlice(t, want, got, tol, "rank %d %s", r, what)
+		}
+		same("output", part(ref.y), run.y, exact)
+		same("input gradient", part(ref.dx), run.dx, exact)
+		require.Len(t, run.grads, len(ref.grads))
+		for name, g := range run.grads {
+			reg := run.regions[name]
+			full := tensor.FromSlice(dev, ref.grads[name], ref.regions[name].Size...)
+			want := tensor.ToSlice[float64](narrowTo(full, reg.Start, reg.Size))
+			same(name+" gradient", want, g, exact && strings.Contains(name, ".experts."))
+		}
+	}
+}

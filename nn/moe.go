@@ -14,8 +14,10 @@ import (
 // the EP ranks holding those experts and their outputs back (allgather or alltoall,
 // MoEConfig.Dispatcher), and the output is the sum of the chosen experts' outputs
 // weighted by the router's probabilities, plus an optional shared expert every token goes
-// through, optionally scaled by a sigmoid gate (Qwen2-MoE). Under tensor parallelism it
-// needs sequence parallelism, as in Megatron-core: each TP rank routes its own tokens.
+// through, optionally scaled by a sigmoid gate (Qwen2-MoE). Under sequence parallelism
+// each TP rank routes and dispatches its own tokens [B, T/tp, C]; under tensor
+// parallelism without it (which Megatron-core refuses in training) every TP rank routes
+// the whole sequence, dispatches its 1/tp of it and all-gathers the outputs.
 type MoE struct {
 	Router  *Router
 	Experts *Experts
@@ -36,22 +38,26 @@ type MoE struct {
 	// dispatch computes the weighted sum of the routed experts' outputs (allGatherDispatch
 	// or allToAllDispatch).
 	dispatch dispatchFunc
-	stats    MoELayerStats
+	// split gives the dispatcher this TP rank's tokens: all of them (wholeTokens) or,
+	// under TP without sequence parallelism, its chunk of the sequence (seqChunk).
+	split tokenSplit
+	stats MoELayerStats
 }
 
 // NewMoE creates the MoE block name (e.g. "layers.3.mlp"): name.router,
 // name.experts, and with SharedExpertFFNHidden name.shared_expert and, with
 // SharedExpertGate, name.shared_expert_gate.weight. It uses b.TP for the shared expert
 // and b.Experts (nil groups: one rank) for the experts. It panics if cfg has no experts,
-// an unknown dispatcher, or if b has TP > 1 without sequence parallelism.
+// or an unknown dispatcher.
 func NewMoE(b *Builder, name string, cfg TransformerConfig) *MoE {
 	cfg = cfg.Defaults()
 	mc := cfg.MoE
-	if b.TP.Size() > 1 && !b.SequenceParallel {
-		panic(fmt.Sprintf("nn: MoE %s: tensor parallelism (tp %d) without sequence parallelism: Megatron-core refuses it too", name, b.TP.Size()))
-	}
 	g := b.Experts.orSelf()
-	m := &MoE{name: name, layer: layerIndex(name), experts: mc.NumExperts, local: mc.NumExperts / g.EP.Size(), groups: g}
+	m := &MoE{name: name, layer: layerIndex(name), experts: mc.NumExperts, local: mc.NumExperts / g.EP.Size(), groups: g,
+		split: wholeTokens{}}
+	if b.TP.Size() > 1 && !b.SequenceParallel {
+		m.split = seqChunk{tp: b.TP}
+	}
 	m.Router = NewRouter(b, name+".router", cfg)
 	m.route = m.Router.Route
 	m.Experts = NewExperts(b, name+".experts", cfg)
@@ -108,16 +114,17 @@ func (m *MoE) Params() []*Param {
 }
 
 // Forward maps x [B, T, C] ([B, T/tp, C] under sequence parallelism) to the same shape.
+// It panics if x is not [B, T, C].
 func (m *MoE) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor { return sumBias(m.forward(p, x)) }
 
 // forward is Forward for TransformerLayer's MLP sub-block; the bias is always nil (the
 // experts add theirs, weighted by the probabilities).
 func (m *MoE) forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
-	s := x.Shape()
-	c := s[len(s)-1]
 	r := m.route(p, x)
 	m.record(r)
-	y = m.dispatch(m, p, x.Reshape(-1, c), r).Reshape(s...) // [B, T, C]
+	xs, rs := m.split.tokens(p, x, r)                   // [B, T(/tp), C]
+	y = m.dispatch(m, p, xs.Reshape(-1, xs.Dim(2)), rs) // [B·T(/tp), C]
+	y = m.split.outputs(p, y.Reshape(xs.Shape()...))    // [B, T, C]
 	if m.Shared != nil {
 		y = tensor.Add(y, m.shared(p, x))
 	}
@@ -133,4 +140,43 @@ func (m *MoE) shared(p *Pass, x *tensor.Tensor) *tensor.Tensor {
 	}
 	gate := tensor.Sigmoid(tensor.MatMulT(x, m.SharedGate.Tensor, false, true)) // [B, T, 1]
 	return tensor.Mul(y, gate)
+}
+
+// tokenSplit chooses the tokens a TP rank dispatches: tokens returns them [B, T', C] and
+// their routing from the block's input x [B, T, C] and its routing r; outputs maps their
+// routed outputs [B, T', C] back to the shape of x.
+type tokenSplit interface {
+	tokens(p *Pass, x *tensor.Tensor, r Routing) (*tensor.Tensor, Routing)
+	outputs(p *Pass, y *tensor.Tensor) *tensor.Tensor
+}
+
+// wholeTokens dispatches every token of the input: one TP rank, or sequence parallelism.
+type wholeTokens struct{}
+
+func (wholeTokens) tokens(_ *Pass, x *tensor.Tensor, r Routing) (*tensor.Tensor, Routing) {
+	return x, r
+}
+func (wholeTokens) outputs(_ *Pass, y *tensor.Tensor) *tensor.Tensor { return y }
+
+// seqChunk dispatches this TP rank's chunk of the sequence, under TP without sequence
+// parallelism, where every TP rank holds (and routes) the whole sequence: ScatterToSP
+// (backward: all-gather) and GatherFromSPNoReduce (backward: keep the chunk).
+type seqChunk struct{ tp parallel.Comm }
+
+func (s seqChunk) tokens(p *Pass, x *tensor.Tensor, r Routing) (*tensor.Tensor, Routing) {
+	bsz, seq := x.Dim(0), x.Dim(1)
+	e := len(r.Map) / (bsz * seq)
+	xc := parallel.ScatterToSP(p.Ctx, s.tp, x) // [B, T/tp, C]
+	part := xc.Dim(1)
+	probs := parallel.ScatterToSP(p.Ctx, s.tp, r.Probs.Reshape(bsz, seq, e)).Reshape(-1, e) // [B·T/tp, E]
+	mp := make([]bool, 0, bsz*part*e)
+	for b := range bsz {
+		lo := (b*seq + s.tp.Rank()*part) * e
+		mp = append(mp, r.Map[lo:lo+part*e]...)
+	}
+	return xc, Routing{Probs: probs, Map: mp, TokensPerExpert: r.TokensPerExpert}
+}
+
+func (s seqChunk) outputs(p *Pass, y *tensor.Tensor) *tensor.Tensor {
+	return parallel.GatherFromSPNoReduce(p.Ctx, s.tp, y)
 }

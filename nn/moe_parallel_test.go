@@ -17,6 +17,16 @@ import (
 // ranks, each fastest first, as parallel.Mesh orders them.
 type moeLayout struct {
 	world, tp, ep, etp int
+	noSP               bool // TP without sequence parallelism
+}
+
+// seqParts returns how many parts a rank's sequence is one of (tp under sequence
+// parallelism) and which part rank r holds.
+func (l moeLayout) seqParts(r int) (parts, index int) {
+	if l.noSP {
+		return 1, 0
+	}
+	return l.tp, r % l.tp
 }
 
 // groups splits world into rank's dense TP and DP groups and its expert groups.
@@ -78,11 +88,12 @@ func runMoE(ctx context.Context, cfg TransformerConfig, l moeLayout, world paral
 		return moeRun{}, err
 	}
 	dev := tensor.NewCPU()
-	b := &Builder{Dev: dev, DType: tensor.F64, RNG: tensor.NewRNG(13), TP: tp, SequenceParallel: tp.Size() > 1, Experts: g}
+	parts, index := l.seqParts(world.Rank())
+	b := &Builder{Dev: dev, DType: tensor.F64, RNG: tensor.NewRNG(13), TP: tp, SequenceParallel: parts > 1, Experts: g}
 	m := NewMoE(b, "layers.0.mlp", cfg)
 	setBiases(m)
-	bsz, seq := shape[0]/dp.Size(), shape[1]/tp.Size()
-	b0, t0 := dp.Rank()*bsz, tp.Rank()*seq
+	bsz, seq := shape[0]/dp.Size(), shape[1]/parts
+	b0, t0 := dp.Rank()*bsz, index*seq
 	part := func(v []float64) *tensor.Tensor {
 		return narrowTo(tensor.FromSlice(dev, v, shape...), []int{b0, t0, 0}, tensor.Shape{bsz, seq, shape[2]})
 	}
@@ -138,20 +149,21 @@ func TestMoEExpertParallelEquivalence(t *testing.T) {
 	var cases []tcase
 	for _, d := range []string{"allgather", "alltoall"} {
 		cases = append(cases,
-			tcase{moeLayout{2, 1, 2, 1}, MoEConfig{Dispatcher: d}, false, true},
-			tcase{moeLayout{2, 1, 2, 1}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, true, true},
-			tcase{moeLayout{4, 1, 4, 1}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, true, true},
-			tcase{moeLayout{4, 2, 2, 2}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10}, d == "alltoall", false},
-			tcase{moeLayout{4, 2, 2, 1}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, d == "allgather", false},
+			tcase{moeLayout{2, 1, 2, 1, false}, MoEConfig{Dispatcher: d}, false, true},
+			tcase{moeLayout{2, 1, 2, 1, false}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, true, true},
+			tcase{moeLayout{4, 1, 4, 1, false}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, true, true},
+			tcase{moeLayout{4, 2, 2, 2, false}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10}, d == "alltoall", false},
+			tcase{moeLayout{4, 2, 2, 1, false}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, d == "allgather", false},
+			tcase{moeLayout{2, 2, 1, 2, true}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, d == "allgather", false},
 		)
 	}
 	for _, tc := range cases {
 		l := tc.l
-		name := fmt.Sprintf("%s/world%d-tp%d-ep%d-etp%d/grouped=%v/shared=%v/drop=%v", tc.mc.Dispatcher, l.world, l.tp, l.ep, l.etp, tc.mc.GroupedGEMM, tc.mc.SharedExpertFFNHidden > 0, tc.drop)
+		name := fmt.Sprintf("%s/world%d-tp%d-sp=%v-ep%d-etp%d/grouped=%v/shared=%v/drop=%v", tc.mc.Dispatcher, l.world, l.tp, !l.noSP, l.ep, l.etp, tc.mc.GroupedGEMM, tc.mc.SharedExpertFFNHidden > 0, tc.drop)
 		t.Run(name, func(t *testing.T) {
 			cfg := moeTestConfig(GeLU, true, tc.mc)
 			ref := onRanks(t, 1, func(c parallel.Comm, _ *tensor.Device) (moeRun, error) {
-				return runMoE(context.Background(), cfg, moeLayout{1, 1, 1, 1}, c, x, gy, shape, tc.drop)
+				return runMoE(context.Background(), cfg, moeLayout{1, 1, 1, 1, false}, c, x, gy, shape, tc.drop)
 			})[0]
 			runs := onRanks(t, l.world, func(c parallel.Comm, _ *tensor.Device) (moeRun, error) {
 				return runMoE(context.Background(), cfg, l, c, x, gy, shape, tc.drop)
@@ -167,9 +179,10 @@ func TestMoEExpertParallelEquivalence(t *testing.T) {
 func checkMoERuns(t *testing.T, l moeLayout, shape tensor.Shape, ref moeRun, runs []moeRun, exact bool) {
 	t.Helper()
 	dev := tensor.NewCPU()
-	bsz, seq := shape[0]*l.tp/l.world, shape[1]/l.tp
 	for r, run := range runs {
-		b0, t0 := (r/l.tp)*bsz, (r%l.tp)*seq
+		parts, index := l.seqParts(r)
+		bsz, seq := shape[0]*l.tp/l.world, shape[1]/parts
+		b0, t0 := (r/l.tp)*bsz, index*seq
 		part := func(v []float64) []float64 {
 			return tensor.ToSlice[float64](narrowTo(tensor.FromSlice(dev, v, shape...), []int{b0, t0, 0}, tensor.Shape{bsz, seq, shape[2]}))
 		}

@@ -129,3 +129,14 @@ func scaled(rows []int, w int) []int {
 	}
 	return out
 }
+
+// GatherFromSPNoReduce (Megatron's gather_from_sequence_parallel_region with
+// tensor_parallel_output_grad=False) — forward: all-gather the sequence dim (dim 1 of
+// [B, T/tp, ...]); backward: keep this rank's chunk of the gradient, which every rank
+// holds whole (the gathered tensor feeds a computation replicated over the group). It
+// panics if x has no sequence dim.
+func GatherFromSPNoReduce(ctx context.Context, tp Comm, x *tensor.Tensor) *tensor.Tensor {
+	checkSeq("GatherFromSPNoReduce", x)
+	return apply1("GatherFromSPNoReduce", tp, x, func(x *tensor.Tensor) *tensor.Tensor { return gathered(ctx, tp, x, 1) },
+		func(g *tensor.Tensor) *tensor.Tensor { return chunkOf("GatherFromSPNoReduce", tp, g, 1) })
+}

@@ -41,7 +41,9 @@ type MoE struct {
 	// split gives the dispatcher this TP rank's tokens: all of them (wholeTokens) or,
 	// under TP without sequence parallelism, its chunk of the sequence (seqChunk).
 	split tokenSplit
-	stats MoELayerStats
+	// addShared adds the shared expert: noShared, withShared or withGatedShared.
+	addShared sharedFunc
+	stats     MoELayerStats
 }
 
 // NewMoE creates the MoE block name (e.g. "layers.3.mlp"): name.router,
@@ -54,7 +56,7 @@ func NewMoE(b *Builder, name string, cfg TransformerConfig) *MoE {
 	mc := cfg.MoE
 	g := b.Experts.orSelf()
 	m := &MoE{name: name, layer: layerIndex(name), experts: mc.NumExperts, local: mc.NumExperts / g.EP.Size(), groups: g,
-		split: wholeTokens{}}
+		split: wholeTokens{}, addShared: noShared}
 	if b.TP.Size() > 1 && !b.SequenceParallel {
 		m.split = seqChunk{tp: b.TP}
 	}
@@ -73,7 +75,9 @@ func NewMoE(b *Builder, name string, cfg TransformerConfig) *MoE {
 		sc := cfg
 		sc.FFNHidden = mc.SharedExpertFFNHidden
 		m.Shared = NewMLP(b, name+".shared_expert", sc)
+		m.addShared = withShared
 		if mc.SharedExpertGate {
+			m.addShared = withGatedShared
 			m.SharedGate = newParam(b, name+".shared_expert_gate.weight", tensor.Shape{1, cfg.Hidden}, -1, Normal(cfg.InitStd))
 			m.SharedGate.SequenceParallel = b.SequenceParallel
 		}
@@ -125,21 +129,25 @@ func (m *MoE) forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
 	xs, rs := m.split.tokens(p, x, r)                   // [B, T(/tp), C]
 	y = m.dispatch(m, p, xs.Reshape(-1, xs.Dim(2)), rs) // [B·T(/tp), C]
 	y = m.split.outputs(p, y.Reshape(xs.Shape()...))    // [B, T, C]
-	if m.Shared != nil {
-		y = tensor.Add(y, m.shared(p, x))
-	}
-	return y, nil
+	return m.addShared(m, p, x, y), nil
 }
 
-// shared returns the shared expert's output for x [B, T, C], gated by
-// sigmoid(x·SharedGateᵀ) when there is a gate.
-func (m *MoE) shared(p *Pass, x *tensor.Tensor) *tensor.Tensor {
-	y := sumBias(m.Shared.forward(p, x)) // [B, T, C]
-	if m.SharedGate == nil {
-		return y
-	}
+// sharedFunc adds the shared expert's output for x [B, T, C] to y (or not).
+type sharedFunc func(m *MoE, p *Pass, x, y *tensor.Tensor) *tensor.Tensor
+
+// noShared is sharedFunc without a shared expert.
+func noShared(_ *MoE, _ *Pass, _, y *tensor.Tensor) *tensor.Tensor { return y }
+
+// withShared adds the shared expert's output.
+func withShared(m *MoE, p *Pass, x, y *tensor.Tensor) *tensor.Tensor {
+	return tensor.Add(y, sumBias(m.Shared.forward(p, x)))
+}
+
+// withGatedShared adds the shared expert's output scaled by sigmoid(x·SharedGateᵀ).
+func withGatedShared(m *MoE, p *Pass, x, y *tensor.Tensor) *tensor.Tensor {
+	s := sumBias(m.Shared.forward(p, x))                                        // [B, T, C]
 	gate := tensor.Sigmoid(tensor.MatMulT(x, m.SharedGate.Tensor, false, true)) // [B, T, 1]
-	return tensor.Mul(y, gate)
+	return tensor.Add(y, tensor.Mul(s, gate))
 }
 
 // tokenSplit chooses the tokens a TP rank dispatches: tokens returns them [B, T', C] and

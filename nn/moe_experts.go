@@ -24,6 +24,8 @@ type Experts struct {
 	ops layerOps
 	// act computes the activation [M, F/etp] of a dispatched input x [M, C].
 	act func(e *Experts, x *tensor.Tensor, counts []int) *tensor.Tensor
+	// outBias adds fc2's bias: noExpertBias or firstRankBias.
+	outBias expertBiasFunc
 	// matmul is x·w[e]ᵀ for each expert's rows of x [M, K] and w [E/ep, N, K]: one
 	// tensor.GroupedMatMul (groupedProduct) or one MatMul per expert (expertProducts).
 	matmul func(x, w *tensor.Tensor, counts []int) *tensor.Tensor
@@ -40,7 +42,7 @@ func NewExperts(b *Builder, name string, cfg TransformerConfig) *Experts {
 	if e%g.EP.Size() != 0 || f%g.TP.Size() != 0 {
 		panic(fmt.Sprintf("nn: Experts %s: %d experts of hidden %d over ep %d, expert tp %d: not divisible", name, e, f, g.EP.Size(), g.TP.Size()))
 	}
-	x := &Experts{tp: g.TP, ops: b.ops(), act: expertActivation(cfg.Activation), matmul: expertProducts}
+	x := &Experts{tp: g.TP, ops: b.ops(), act: expertActivation(cfg.Activation), matmul: expertProducts, outBias: noExpertBias}
 	if cfg.MoE.GroupedGEMM {
 		x.matmul = groupedProduct
 	}
@@ -56,6 +58,7 @@ func NewExperts(b *Builder, name string, cfg TransformerConfig) *Experts {
 		}
 		x.FC1Bias = newExpertParam(b, name+".fc1.bias", tensor.Shape{e, f}, 1, Constant(0))
 		x.FC2Bias = newExpertParam(b, name+".fc2.bias", tensor.Shape{e, c}, -1, Constant(0))
+		x.outBias = firstRankBias(g.TP.Rank())
 	}
 	return x
 }
@@ -99,24 +102,43 @@ func (x *Experts) Params() []*Param {
 // over the group is the output. It panics if counts does not have E/ep entries summing
 // to M.
 func (x *Experts) Forward(p *Pass, xs *tensor.Tensor, counts []int) *tensor.Tensor {
-	if len(counts) != x.FC1.Tensor.Dim(0) || sumInts(counts) != xs.Dim(0) {
-		panic(fmt.Sprintf("nn: Experts: counts %v for %d local experts and %v tokens", counts, x.FC1.Tensor.Dim(0), xs.Shape()))
-	}
+	x.checkCounts(xs, counts)
 	if xs.Dim(0) == 0 {
 		return tensor.Zeros(xs.Device(), xs.DType(), 0, xs.Dim(1))
 	}
 	h := x.act(x, xs, counts)              // [M, F/etp]
 	y := x.matmul(h, x.FC2.Tensor, counts) // [M, C]
-	if x.FC2Bias == nil {
-		return y
+	return x.outBias(x, p, y, counts)
+}
+
+// checkCounts panics unless counts has E/ep entries summing to xs's rows.
+func (x *Experts) checkCounts(xs *tensor.Tensor, counts []int) {
+	if len(counts) != x.FC1.Tensor.Dim(0) || sumInts(counts) != xs.Dim(0) {
+		panic(fmt.Sprintf("nn: Experts: counts %v for %d local experts and %v tokens", counts, x.FC1.Tensor.Dim(0), xs.Shape()))
 	}
-	// The bias counts once in the sum over expert-TP; CopyToTP gives every rank its
-	// whole gradient.
-	b := parallel.CopyToTP(p.Ctx, x.tp, x.FC2Bias.Tensor) // [E/ep, C]
-	if x.tp.Rank() != 0 {
-		b = tensor.Scale(b, 0)
+}
+
+// expertBiasFunc adds fc2's bias to the experts' output y [M, C] (or not).
+type expertBiasFunc func(x *Experts, p *Pass, y *tensor.Tensor, counts []int) *tensor.Tensor
+
+// noExpertBias is expertBiasFunc without biases.
+func noExpertBias(_ *Experts, _ *Pass, y *tensor.Tensor, _ []int) *tensor.Tensor { return y }
+
+// firstRankBias returns an expertBiasFunc for expert-TP rank rank: fc2's bias counts
+// once in the sum over expert-TP, so rank 0 adds it and the others add zeros; CopyToTP
+// gives every rank its whole gradient.
+func firstRankBias(rank int) expertBiasFunc {
+	scale := 0.0
+	if rank == 0 {
+		scale = 1
 	}
-	return tensor.Add(y, rowsOf(b, counts))
+	return func(x *Experts, p *Pass, y *tensor.Tensor, counts []int) *tensor.Tensor {
+		b := parallel.CopyToTP(p.Ctx, x.tp, x.FC2Bias.Tensor) // [E/ep, C]
+		if scale != 1 {
+			b = tensor.Scale(b, scale)
+		}
+		return tensor.Add(y, rowsOf(b, counts))
+	}
 }
 
 // expertActivation returns how Experts compute activation a of fc1 (and gate) with their

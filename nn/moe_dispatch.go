@@ -89,19 +89,16 @@ func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
 }
 
 // pickRows returns rows idx of x [R, C]: [len(idx), C], differentiable (the gradient
-// is scattered back with addition).
+// of each row is added back into its source row, in idx order).
 func pickRows(x *tensor.Tensor, idx []int) *tensor.Tensor {
-	c := x.Dim(1)
 	if len(idx) == 0 {
-		return tensor.Zeros(x.Device(), x.DType(), 0, c)
+		return tensor.Zeros(x.Device(), x.DType(), 0, x.Dim(1))
 	}
-	full := make([]int32, 0, len(idx)*c)
-	for _, i := range idx {
-		for range c {
-			full = append(full, int32(i))
-		}
+	ids := make([]int32, len(idx))
+	for i, r := range idx {
+		ids[i] = int32(r)
 	}
-	return tensor.Gather(x, 0, tensor.FromSlice(x.Device(), full, len(idx), c))
+	return tensor.Embedding(x, tensor.FromSlice(x.Device(), ids))
 }
 
 // allGatherInts all-gathers v (the same length on every rank) over c, in rank order:

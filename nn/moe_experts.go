@@ -206,14 +206,13 @@ func expertProducts(x, w *tensor.Tensor, counts []int) *tensor.Tensor {
 // rowsOf returns b [E/ep, D] repeated per row: counts[e] rows of b[e] for each e, in
 // order: [Σ counts, D].
 func rowsOf(b *tensor.Tensor, counts []int) *tensor.Tensor {
-	d := b.Dim(1)
-	idx := make([]int32, 0, sumInts(counts)*d)
+	idx := make([]int, 0, sumInts(counts))
 	for e, c := range counts {
-		for range c * d {
-			idx = append(idx, int32(e))
+		for range c {
+			idx = append(idx, e)
 		}
 	}
-	return tensor.Gather(b, 0, tensor.FromSlice(b.Device(), idx, len(idx)/d, d))
+	return pickRows(b, idx)
 }
 
 // sumInts returns the sum of v.

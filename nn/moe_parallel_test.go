@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	_ "megago/internal/fakedev" // registers the "fake" backend
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -205,5 +206,40 @@ func checkMoERuns(t *testing.T, l moeLayout, shape tensor.Shape, ref moeRun, run
 			want := tensor.ToSlice[float64](narrowTo(full, reg.Start, reg.Size))
 			same(name+" gradient", want, g, exact && strings.Contains(name, ".experts."))
 		}
+	}
+}
+
+// TestMoEOnEveryBackend runs the layer over 2 EP ranks on each registered backend (the
+// in-tree "fake" device keeps its memory apart from the host, as a GPU does) and checks
+// the outputs and input gradients against the single-rank CPU layer.
+func TestMoEOnEveryBackend(t *testing.T) {
+	const bsz, seq, c = 2, 3, 8
+	shape := tensor.Shape{bsz, seq, c}
+	x, gy := seqValues(shape.Numel(), 4), seqValues(shape.Numel(), 5)
+	cfg := moeTestConfig(SwiGLU, true, MoEConfig{Dispatcher: "alltoall", GroupedGEMM: true})
+	run := func(dev func() *tensor.Device, n int) []moeRun {
+		return onRanks(t, n, func(world parallel.Comm, _ *tensor.Device) (moeRun, error) {
+			g := ExpertGroups{EP: world, TPEP: world}
+			b := &Builder{Dev: dev(), DType: tensor.F64, RNG: tensor.NewRNG(13), TP: parallel.Self(), Experts: g}
+			m := NewMoE(b, "layers.0.mlp", cfg)
+			setBiases(m)
+			xs := tensor.FromSlice(b.Dev, x, shape...).SetRequiresGrad(true)
+			y := m.Forward(Eval(context.Background()), xs)
+			y.BackwardWithGrad(tensor.FromSlice(b.Dev, gy, shape...))
+			return moeRun{y: tensor.ToSlice[float64](y), dx: tensor.ToSlice[float64](xs.Grad())}, nil
+		})
+	}
+	want := run(tensor.NewCPU, 1)[0]
+	for _, name := range tensor.Backends() {
+		t.Run(name, func(t *testing.T) {
+			if _, err := tensor.Open(name); err != nil {
+				t.Skipf("needs backend %s: %v", name, err)
+			}
+			open := func() *tensor.Device { d, _ := tensor.Open(name); return d }
+			for r, got := range run(open, 2) {
+				require.Equal(t, want.y, got.y, "rank %d output", r)
+				require.Equal(t, want.dx, got.dx, "rank %d input gradient", r)
+			}
+		})
 	}
 }

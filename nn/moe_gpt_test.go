@@ -72,3 +72,50 @@ func paramByName(t *testing.T, m Module, name string) *Param {
 	t.Fatalf("no parameter %s", name)
 	return nil
 }
+
+// TestGPTWithMoERecomputeFull checks that full activation recomputation of MoE layers
+// gives the gradients of keeping every activation, bit for bit (the routing is replayed
+// from the same inputs).
+func TestGPTWithMoERecomputeFull(t *testing.T) {
+	cfg := LlamaConfig(2, 16, 4, 2, 32, 64)
+	cfg.MoE = MoEConfig{NumExperts: 4, TopK: 2, FFNHidden: 8, SharedExpertFFNHidden: 8}
+	grads := func(rec Recompute) map[string][]float32 {
+		b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F32, RNG: tensor.NewRNG(1), TP: parallel.Self(), Recompute: rec}
+		m, err := NewGPT(b, cfg, Stage{})
+		require.NoError(t, err)
+		ids := make([]int64, 2*9)
+		for i := range ids {
+			ids[i] = int64(i*5+1) % 64
+		}
+		p := &Pass{Ctx: context.Background(), Train: true, RNG: tensor.NewRNG(2)}
+		l, _ := m.Loss(p, m.Forward(p, tensor.FromSlice(b.Dev, ids, 2, 9), nil), tensor.FromSlice(b.Dev, ids, 2, 9))
+		l.Backward()
+		out := map[string][]float32{}
+		for _, q := range m.Params() {
+			out[q.Name] = tensor.ToSlice[float32](q.Grad())
+		}
+		return out
+	}
+	require.Equal(t, grads(RecomputeNone), grads(RecomputeFull))
+}
+
+func TestIsMoELayer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    MoEConfig
+		want string // one 0/1 per layer of 4
+	}{
+		{"no experts", MoEConfig{LayerFreq: 1}, "0000"},
+		{"every layer", MoEConfig{NumExperts: 2}, "1111"},
+		{"every second", MoEConfig{NumExperts: 2, LayerFreq: 2}, "1010"},
+		{"pattern", MoEConfig{NumExperts: 2, LayerPattern: "0,1,1,0"}, "0110"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			for i := range 4 {
+				got += map[bool]string{false: "0", true: "1"}[tc.c.IsMoELayer(i, 4)]
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -125,7 +125,7 @@ func (m *MoE) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor { return sumBias
 // experts add theirs, weighted by the probabilities).
 func (m *MoE) forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
 	r := m.route(p, x)
-	m.record(r)
+	m.record(p, r)
 	xs, rs := m.split.tokens(p, x, r)                   // [B, T(/tp), C]
 	y = m.dispatch(m, p, xs.Reshape(-1, xs.Dim(2)), rs) // [B·T(/tp), C]
 	y = m.split.outputs(p, y.Reshape(xs.Shape()...))    // [B, T, C]

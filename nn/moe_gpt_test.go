@@ -75,11 +75,11 @@ func paramByName(t *testing.T, m Module, name string) *Param {
 
 // TestGPTWithMoERecomputeFull checks that full activation recomputation of MoE layers
 // gives the gradients of keeping every activation, bit for bit (the routing is replayed
-// from the same inputs).
+// from the same inputs), and the same stats (not counted twice).
 func TestGPTWithMoERecomputeFull(t *testing.T) {
 	cfg := LlamaConfig(2, 16, 4, 2, 32, 64)
 	cfg.MoE = MoEConfig{NumExperts: 4, TopK: 2, FFNHidden: 8, SharedExpertFFNHidden: 8}
-	grads := func(rec Recompute) map[string][]float32 {
+	grads := func(rec Recompute) map[string]any {
 		b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F32, RNG: tensor.NewRNG(1), TP: parallel.Self(), Recompute: rec}
 		m, err := NewGPT(b, cfg, Stage{})
 		require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestGPTWithMoERecomputeFull(t *testing.T) {
 		p := &Pass{Ctx: context.Background(), Train: true, RNG: tensor.NewRNG(2)}
 		l, _ := m.Loss(p, m.Forward(p, tensor.FromSlice(b.Dev, ids, 2, 9), nil), tensor.FromSlice(b.Dev, ids, 2, 9))
 		l.Backward()
-		out := map[string][]float32{}
+		out := map[string]any{"stats": MoEStats(m)} // recorded once per forward pass
 		for _, q := range m.Params() {
 			out[q.Name] = tensor.ToSlice[float32](q.Grad())
 		}

@@ -14,8 +14,11 @@ type MoELayerStats struct {
 	TokensPerExpert []int64
 }
 
-// record adds a forward pass's routing to the stats.
-func (m *MoE) record(r Routing) {
+// record adds a forward pass's routing to the stats, unless p is a recomputation.
+func (m *MoE) record(p *Pass, r Routing) {
+	if p.replaying {
+		return
+	}
 	m.stats.Micro++
 	for e, n := range r.TokensPerExpert {
 		m.stats.TokensPerExpert[e] += int64(n)

@@ -142,6 +142,17 @@ type Pass struct {
 	// Layers that add auxiliary losses inside the model (mixture-of-experts load
 	// balancing) scale their gradients by it, as Megatron's MoEAuxLossAutoScaler does.
 	LossScale float64
+
+	// replaying marks the copy of a Pass that activation recomputation reruns a layer
+	// with (replay): layers compute the same, but record statistics only once.
+	replaying bool
+}
+
+// replay returns a copy of p for recomputing a forward pass.
+func (p *Pass) replay() *Pass {
+	q := *p
+	q.replaying = true
+	return &q
 }
 
 // Eval returns a Pass for inference: no dropout.

@@ -58,7 +58,8 @@ func (pm permutation) weigh(y, probs *tensor.Tensor) *tensor.Tensor {
 }
 
 // combine sums the permuted rows y [M, C] back into their tokens: [n, C], each token's
-// rows added in permuted order (by expert), zero for a token without rows.
+// rows added in permuted order (by expert), zero for a token without rows. The result
+// depends on y in the graph even when M is 0, so every rank runs the same backward.
 func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
 	m, c := y.Dim(0), y.Dim(1)
 	slots := make([][]int, n) // each token's rows
@@ -67,9 +68,7 @@ func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
 		slots[t] = append(slots[t], row)
 		most = max(most, len(slots[t]))
 	}
-	if most == 0 {
-		return tensor.Zeros(y.Device(), y.DType(), n, c)
-	}
+	most = max(most, 1)           // with no rows, every token gets the zero row (y stays in the graph)
 	idx := make([]int, 0, n*most) // row of each token's slot, m (a zero row) if none
 	for _, s := range slots {
 		for j := range most {
@@ -92,7 +91,9 @@ func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
 // of each row is added back into its source row, in idx order).
 func pickRows(x *tensor.Tensor, idx []int) *tensor.Tensor {
 	if len(idx) == 0 {
-		return tensor.Zeros(x.Device(), x.DType(), 0, x.Dim(1))
+		// Still a node of the graph: a rank without rows must run the same collectives
+		// in backward as the others.
+		return x.Narrow(0, 0, 0)
 	}
 	ids := make([]int32, len(idx))
 	for i, r := range idx {

@@ -6,8 +6,8 @@ import (
 )
 
 // allGatherDispatch is Megatron's allgather token dispatcher (its default): the tokens,
-// probabilities and routing maps of the expert TP×EP group are all-gathered (GatherFromSP
-// over rows; backward: reduce-scatter), each rank runs its local experts on the gathered
+// probabilities (in the tokens' dtype) and routing maps of the expert TP×EP group are
+// all-gathered (GatherFromSP over rows; backward: reduce-scatter), each rank runs its local experts on the gathered
 // tokens routed to them, weighs and sums their outputs per token, and the sums are
 // reduce-scattered back to the ranks holding the tokens (ReduceScatterToSP; backward:
 // all-gather), which adds up the experts of every EP rank and the partial products of
@@ -15,10 +15,14 @@ import (
 func allGatherDispatch(m *MoE, p *Pass, x *tensor.Tensor, r Routing) *tensor.Tensor {
 	g := m.groups.TPEP
 	n, c := x.Dim(0), x.Dim(1)
-	probs, mp := r.Probs, r.Map // [N, E], [N·E]
+	probs, mp := r.Probs.Cast(x.DType()), r.Map // [N, E], [N·E]
 	if g.Size() > 1 {
-		x = parallel.GatherFromSP(p.Ctx, g, x.Reshape(1, n, c)).Reshape(-1, c)                         // [G·N, C]
-		probs = parallel.GatherFromSP(p.Ctx, g, probs.Reshape(1, n, m.experts)).Reshape(-1, m.experts) // [G·N, E]
+		// Tokens and probabilities in one gather: one collective in backward, whatever
+		// this rank's experts received.
+		both := tensor.Concat(1, x, probs)                                                 // [N, C+E]
+		both = parallel.GatherFromSP(p.Ctx, g, both.Reshape(1, n, c+m.experts)).Squeeze(0) // [G·N, C+E]
+		parts := tensor.Split(both, 1, c, m.experts)
+		x, probs = parts[0], parts[1] // [G·N, C], [G·N, E]
 		mp = gatherMap(p, g, mp)
 	}
 	lo := m.groups.EP.Rank() * m.local

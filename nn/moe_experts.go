@@ -104,7 +104,7 @@ func (x *Experts) Params() []*Param {
 func (x *Experts) Forward(p *Pass, xs *tensor.Tensor, counts []int) *tensor.Tensor {
 	x.checkCounts(xs, counts)
 	if xs.Dim(0) == 0 {
-		return tensor.Zeros(xs.Device(), xs.DType(), 0, xs.Dim(1))
+		return xs // [0, C], kept in the graph (the dispatcher's collectives run in backward)
 	}
 	h := x.act(x, xs, counts)              // [M, F/etp]
 	y := x.matmul(h, x.FC2.Tensor, counts) // [M, C]

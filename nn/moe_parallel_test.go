@@ -60,16 +60,26 @@ type moeRun struct {
 	regions map[string]tensor.Region // of each parameter's shard
 }
 
+// dropRule says whether a test drops the pair of global token g and expert e.
+type dropRule func(g, e int) bool
+
+// capacityDrop drops the pairs with (7·g + e) % 5 == 0: a capacity drop that does not
+// depend on the layout.
+func capacityDrop(g, e int) bool { return (7*g+e)%5 == 0 }
+
+// emptyDrop drops every pair of the first 4 tokens (rank 0's in the tests) and of expert
+// 3: ranks that send, or receive, no rows.
+func emptyDrop(g, e int) bool { return g < 4 || e == 3 }
+
 // dropPairs returns a route function that drops, after m's router, the (token, expert)
-// pairs with (7·g + e) % 5 == 0 for global token index g = global(n) of local token n:
-// a capacity drop that does not depend on the layout.
-func dropPairs(m *MoE, global func(n int) int) func(p *Pass, x *tensor.Tensor) Routing {
+// pairs that drop says for global token index g = global(n) of local token n.
+func dropPairs(m *MoE, drop dropRule, global func(n int) int) func(p *Pass, x *tensor.Tensor) Routing {
 	route := m.route
 	return func(p *Pass, x *tensor.Tensor) Routing {
 		r := route(p, x)
 		keep := make([]float64, len(r.Map))
 		for i := range r.Map {
-			if n, e := i/m.experts, i%m.experts; (7*global(n)+e)%5 == 0 {
+			if n, e := i/m.experts, i%m.experts; drop(global(n), e) {
 				r.Map[i] = false
 			} else {
 				keep[i] = 1
@@ -83,7 +93,7 @@ func dropPairs(m *MoE, global func(n int) int) func(p *Pass, x *tensor.Tensor) R
 // runMoE runs an MoE layer of cfg on this rank's part of x and gy ([B·dp, T, C]
 // globally): batch rows of its DP index, sequence chunk of its TP index, and returns the
 // rank's results, parameter gradients summed over the ranks sharing them.
-func runMoE(ctx context.Context, cfg TransformerConfig, l moeLayout, world parallel.Comm, x, gy []float64, shape tensor.Shape, drop bool) (moeRun, error) {
+func runMoE(ctx context.Context, cfg TransformerConfig, l moeLayout, world parallel.Comm, x, gy []float64, shape tensor.Shape, drop dropRule) (moeRun, error) {
 	tp, dp, edp, g, err := l.groups(ctx, world)
 	if err != nil {
 		return moeRun{}, err
@@ -98,8 +108,8 @@ func runMoE(ctx context.Context, cfg TransformerConfig, l moeLayout, world paral
 	part := func(v []float64) *tensor.Tensor {
 		return narrowTo(tensor.FromSlice(dev, v, shape...), []int{b0, t0, 0}, tensor.Shape{bsz, seq, shape[2]})
 	}
-	if drop {
-		m.route = dropPairs(m, func(n int) int { return (b0+n/seq)*shape[1] + t0 + n%seq })
+	if drop != nil {
+		m.route = dropPairs(m, drop, func(n int) int { return (b0+n/seq)*shape[1] + t0 + n%seq })
 	}
 	xs := part(x)
 	xs.SetRequiresGrad(true)
@@ -107,7 +117,10 @@ func runMoE(ctx context.Context, cfg TransformerConfig, l moeLayout, world paral
 	y.BackwardWithGrad(part(gy))
 	run := moeRun{y: tensor.ToSlice[float64](y), dx: tensor.ToSlice[float64](xs.Grad()), grads: map[string][]float64{}, regions: map[string]tensor.Region{}}
 	for _, p := range m.Params() {
-		gr := p.Grad().Clone()
+		gr := tensor.ZerosLike(p.Tensor) // an expert without tokens gets no gradient
+		if p.Grad() != nil {
+			gr = p.Grad().Clone()
+		}
 		groups := []parallel.Comm{dp}
 		switch {
 		case p.Expert:
@@ -144,23 +157,34 @@ func TestMoEExpertParallelEquivalence(t *testing.T) {
 	type tcase struct {
 		l     moeLayout
 		mc    MoEConfig
-		drop  bool
+		drop  dropRule
 		exact bool // bitwise: with top-2 and one expert-TP rank every sum has the single-rank operands in the same order
 	}
 	var cases []tcase
 	for _, d := range []string{"allgather", "alltoall"} {
+		// drop alternates between the dispatchers where a layout has one case.
+		drop := map[bool]dropRule{true: capacityDrop}
 		cases = append(cases,
-			tcase{moeLayout{2, 1, 2, 1, false}, MoEConfig{Dispatcher: d}, false, true},
-			tcase{moeLayout{2, 1, 2, 1, false}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, true, true},
-			tcase{moeLayout{4, 1, 4, 1, false}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, true, true},
-			tcase{moeLayout{4, 2, 2, 2, false}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10}, d == "alltoall", false},
-			tcase{moeLayout{4, 2, 2, 1, false}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, d == "allgather", false},
-			tcase{moeLayout{2, 2, 1, 2, true}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, d == "allgather", false},
+			tcase{moeLayout{2, 1, 2, 1, false}, MoEConfig{Dispatcher: d}, nil, true},
+			tcase{moeLayout{2, 1, 2, 1, false}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, capacityDrop, true},
+			tcase{moeLayout{4, 1, 4, 1, false}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, capacityDrop, true},
+			tcase{moeLayout{4, 1, 4, 1, false}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, emptyDrop, true},
+			tcase{moeLayout{4, 2, 2, 2, false}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10}, drop[d == "alltoall"], false},
+			tcase{moeLayout{4, 2, 2, 2, false}, MoEConfig{Dispatcher: d}, emptyDrop, false},
+			tcase{moeLayout{4, 2, 2, 1, false}, MoEConfig{Dispatcher: d, GroupedGEMM: true}, drop[d == "allgather"], false},
+			tcase{moeLayout{2, 2, 1, 2, true}, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10, SharedExpertGate: true}, drop[d == "allgather"], false},
 		)
 	}
 	for _, tc := range cases {
 		l := tc.l
-		name := fmt.Sprintf("%s/world%d-tp%d-sp=%v-ep%d-etp%d/grouped=%v/shared=%v/drop=%v", tc.mc.Dispatcher, l.world, l.tp, !l.noSP, l.ep, l.etp, tc.mc.GroupedGEMM, tc.mc.SharedExpertFFNHidden > 0, tc.drop)
+		drop := map[bool]string{true: "none"}[tc.drop == nil]
+		switch {
+		case tc.drop != nil && tc.drop(0, 3) && tc.drop(9, 3):
+			drop = "empty-ranks"
+		case tc.drop != nil:
+			drop = "capacity"
+		}
+		name := fmt.Sprintf("%s/world%d-tp%d-sp=%v-ep%d-etp%d/grouped=%v/shared=%v/drop=%s", tc.mc.Dispatcher, l.world, l.tp, !l.noSP, l.ep, l.etp, tc.mc.GroupedGEMM, tc.mc.SharedExpertFFNHidden > 0, drop)
 		t.Run(name, func(t *testing.T) {
 			cfg := moeTestConfig(GeLU, true, tc.mc)
 			ref := onRanks(t, 1, func(c parallel.Comm, _ *tensor.Device) (moeRun, error) {

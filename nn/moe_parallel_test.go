@@ -267,3 +267,61 @@ func TestMoEOnEveryBackend(t *testing.T) {
 		})
 	}
 }
+
+// padPairs returns a route function that pads, after m's router, every expert's rows to
+// capacity cap with tokens not routed to it (probability 0), as the router does with
+// MoEConfig.PadToCapacity.
+func padPairs(m *MoE, capacity int) func(p *Pass, x *tensor.Tensor) Routing {
+	route := m.route
+	return func(p *Pass, x *tensor.Tensor) Routing {
+		r := route(p, x)
+		e := m.experts
+		for j := range e {
+			rows := 0
+			for i := j; i < len(r.Map); i += e {
+				if r.Map[i] {
+					rows++
+				}
+			}
+			for i := j; i < len(r.Map) && rows < capacity; i += e {
+				if !r.Map[i] {
+					r.Map[i] = true
+					rows++
+				}
+			}
+		}
+		return r
+	}
+}
+
+// TestMoEPaddingChangesNothing checks that rows padded to capacity (probability 0)
+// leave outputs and input gradients as they are, bit for bit, over 2 EP ranks.
+func TestMoEPaddingChangesNothing(t *testing.T) {
+	const bsz, seq, c = 2, 4, 8
+	shape := tensor.Shape{bsz, seq, c}
+	x, gy := seqValues(shape.Numel(), 7), seqValues(shape.Numel(), 8)
+	for _, d := range []string{"allgather", "alltoall"} {
+		t.Run(d, func(t *testing.T) {
+			cfg := moeTestConfig(GeLU, true, MoEConfig{Dispatcher: d})
+			run := func(capacity int) []moeRun {
+				return onRanks(t, 2, func(world parallel.Comm, dev *tensor.Device) (moeRun, error) {
+					b := &Builder{Dev: dev, DType: tensor.F64, RNG: tensor.NewRNG(13), TP: parallel.Self(), Experts: ExpertGroups{EP: world, TPEP: world}}
+					m := NewMoE(b, "layers.0.mlp", cfg)
+					if capacity > 0 {
+						m.route = padPairs(m, capacity)
+					}
+					xs := tensor.FromSlice(dev, x, shape...).SetRequiresGrad(true)
+					y := m.Forward(Eval(context.Background()), xs)
+					y.BackwardWithGrad(tensor.FromSlice(dev, gy, shape...))
+					return moeRun{y: tensor.ToSlice[float64](y), dx: tensor.ToSlice[float64](xs.Grad())}, nil
+				})
+			}
+			// 8 tokens × top 2 over 4 experts: capacity 6 pads every expert.
+			want, got := run(0), run(6)
+			for r := range want {
+				require.Equal(t, want[r].y, got[r].y, "rank %d output", r)
+				require.Equal(t, want[r].dx, got[r].dx, "rank %d input gradient", r)
+			}
+		})
+	}
+}

@@ -162,8 +162,8 @@
 // exchanges them over EP with per-rank counts (parallel.AllToAllRows), all-gathers them
 // over expert-TP (GatherRowsV), sorts them by local expert and undoes each step after the
 // experts. Both compose with sequence parallelism (each TP rank dispatches its [B, T/tp,
-// C]); without it, under TP, every TP rank routes the whole sequence and dispatches its
-// 1/tp of it. Capacity dropping and padding are the router's: the dispatchers move what
+// C]); without it, under TP, each TP rank takes its 1/tp of the sequence and runs the
+// block as under sequence parallelism, the outputs all-gathered. Capacity dropping and padding are the router's: the dispatchers move what
 // Routing.Map says. With top-2 routing and one expert-TP rank, outputs, input gradients
 // and expert gradients are those of one rank bit for bit (moe_parallel_test.go).
 //

@@ -57,10 +57,14 @@ func NewMoE(b *Builder, name string, cfg TransformerConfig) *MoE {
 	g := b.Experts.orSelf()
 	m := &MoE{name: name, layer: layerIndex(name), experts: mc.NumExperts, local: mc.NumExperts / g.EP.Size(), groups: g,
 		split: wholeTokens{}, addShared: noShared}
+	rb := b // the router's builder: sequence parallel when the block routes a chunk
 	if b.TP.Size() > 1 && !b.SequenceParallel {
 		m.split = seqChunk{tp: b.TP}
+		sp := *b
+		sp.SequenceParallel = true
+		rb = &sp
 	}
-	m.Router = NewRouter(b, name+".router", cfg)
+	m.Router = NewRouter(rb, name+".router", cfg)
 	m.route = m.Router.Route
 	m.Experts = NewExperts(b, name+".experts", cfg)
 	switch mc.Dispatcher {
@@ -124,11 +128,11 @@ func (m *MoE) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor { return sumBias
 // forward is Forward for TransformerLayer's MLP sub-block; the bias is always nil (the
 // experts add theirs, weighted by the probabilities).
 func (m *MoE) forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
-	r := m.route(p, x)
+	xs := m.split.tokens(p, x) // [B, T(/tp), C]
+	r := m.route(p, xs)
 	m.record(p, r)
-	xs, rs := m.split.tokens(p, x, r)                   // [B, T(/tp), C]
-	y = m.dispatch(m, p, xs.Reshape(-1, xs.Dim(2)), rs) // [B·T(/tp), C]
-	y = m.split.outputs(p, y.Reshape(xs.Shape()...))    // [B, T, C]
+	y = m.dispatch(m, p, xs.Reshape(-1, xs.Dim(2)), r) // [B·T(/tp), C]
+	y = m.split.outputs(p, y.Reshape(xs.Shape()...))   // [B, T(/tp), C] → x's shape
 	return m.addShared(m, p, x, y), nil
 }
 
@@ -150,41 +154,30 @@ func withGatedShared(m *MoE, p *Pass, x, y *tensor.Tensor) *tensor.Tensor {
 	return tensor.Add(y, tensor.Mul(s, gate))
 }
 
-// tokenSplit chooses the tokens a TP rank dispatches: tokens returns them [B, T', C] and
-// their routing from the block's input x [B, T, C] and its routing r; outputs maps their
-// routed outputs [B, T', C] back to the shape of x.
+// tokenSplit chooses the tokens a TP rank routes and dispatches: tokens returns them
+// [B, T', C] from the block's input x [B, T, C]; outputs maps their routed outputs
+// [B, T', C] back to the shape of x.
 type tokenSplit interface {
-	tokens(p *Pass, x *tensor.Tensor, r Routing) (*tensor.Tensor, Routing)
+	tokens(p *Pass, x *tensor.Tensor) *tensor.Tensor
 	outputs(p *Pass, y *tensor.Tensor) *tensor.Tensor
 }
 
-// wholeTokens dispatches every token of the input: one TP rank, or sequence parallelism.
+// wholeTokens routes every token of the input: one TP rank, or sequence parallelism.
 type wholeTokens struct{}
 
-func (wholeTokens) tokens(_ *Pass, x *tensor.Tensor, r Routing) (*tensor.Tensor, Routing) {
-	return x, r
-}
+func (wholeTokens) tokens(_ *Pass, x *tensor.Tensor) *tensor.Tensor  { return x }
 func (wholeTokens) outputs(_ *Pass, y *tensor.Tensor) *tensor.Tensor { return y }
 
-// seqChunk dispatches this TP rank's chunk of the sequence, under TP without sequence
-// parallelism, where every TP rank holds (and routes) the whole sequence: ScatterToSP
-// (backward: all-gather) and GatherFromSPNoReduce (backward: keep the chunk).
+// seqChunk routes this TP rank's chunk of the sequence, under TP without sequence
+// parallelism, where every TP rank holds the whole sequence: from ScatterToSP
+// (backward: all-gather) to GatherFromSPNoReduce (backward: keep the chunk) the block
+// runs as under sequence parallelism.
 type seqChunk struct{ tp parallel.Comm }
 
-func (s seqChunk) tokens(p *Pass, x *tensor.Tensor, r Routing) (*tensor.Tensor, Routing) {
-	bsz, seq := x.Dim(0), x.Dim(1)
-	e := len(r.Map) / (bsz * seq)
-	xc := parallel.ScatterToSP(p.Ctx, s.tp, x) // [B, T/tp, C]
-	part := xc.Dim(1)
-	probs := parallel.ScatterToSP(p.Ctx, s.tp, r.Probs.Reshape(bsz, seq, e)).Reshape(-1, e) // [B·T/tp, E]
-	mp := make([]bool, 0, bsz*part*e)
-	for b := range bsz {
-		lo := (b*seq + s.tp.Rank()*part) * e
-		mp = append(mp, r.Map[lo:lo+part*e]...)
-	}
-	return xc, Routing{Probs: probs, Map: mp, TokensPerExpert: r.TokensPerExpert}
+func (s seqChunk) tokens(p *Pass, x *tensor.Tensor) *tensor.Tensor {
+	return parallel.ScatterToSP(p.Ctx, s.tp, x) // [B, T/tp, C]
 }
 
 func (s seqChunk) outputs(p *Pass, y *tensor.Tensor) *tensor.Tensor {
-	return parallel.GatherFromSPNoReduce(p.Ctx, s.tp, y)
+	return parallel.GatherFromSPNoReduce(p.Ctx, s.tp, y) // [B, T, C]
 }

@@ -108,8 +108,9 @@ func runMoE(ctx context.Context, cfg TransformerConfig, l moeLayout, world paral
 	part := func(v []float64) *tensor.Tensor {
 		return narrowTo(tensor.FromSlice(dev, v, shape...), []int{b0, t0, 0}, tensor.Shape{bsz, seq, shape[2]})
 	}
-	if drop != nil {
-		m.route = dropPairs(m, drop, func(n int) int { return (b0+n/seq)*shape[1] + t0 + n%seq })
+	if drop != nil { // routing is per sequence chunk under TP, sequence parallel or not
+		rseq, rt0 := shape[1]/l.tp, (world.Rank()%l.tp)*(shape[1]/l.tp)
+		m.route = dropPairs(m, drop, func(n int) int { return (b0+n/rseq)*shape[1] + rt0 + n%rseq })
 	}
 	xs := part(x)
 	xs.SetRequiresGrad(true)

@@ -3,6 +3,7 @@ package nn
 import (
 	"context"
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,10 +12,13 @@ import (
 	"megago/tensor"
 )
 
+// moeTestTopK is the tests' number of experts per token.
+const moeTestTopK = 2
+
 // moeTestConfig is a small MoE layer configuration: C 8, 4 experts of hidden 6, top 2,
 // with a large init std so the activations are far from linear.
 func moeTestConfig(act Activation, bias bool, mc MoEConfig) TransformerConfig {
-	mc.NumExperts, mc.TopK, mc.FFNHidden = 4, 2, 6
+	mc.NumExperts, mc.TopK, mc.FFNHidden = 4, moeTestTopK, 6
 	return TransformerConfig{NumLayers: 1, Hidden: 8, Heads: 2, FFNHidden: 16, Vocab: 16,
 		Activation: act, Bias: bias, InitStd: 0.5, MoE: mc}
 }
@@ -47,7 +51,7 @@ func moeReference(m *MoE, x []float64, act Activation) []float64 {
 	for t := range n {
 		xt := x[t*c : (t+1)*c]
 		logits := denseRef(xt, w, nil, 1, c, e)
-		chosen := topIndices(logits, m.Router.topK)
+		chosen := refTopK(logits, moeTestTopK)
 		z := 0.0
 		for _, j := range chosen {
 			z += math.Exp(logits[j] - logits[chosen[0]])
@@ -113,6 +117,41 @@ func setBiases(m *MoE) {
 	}
 }
 
+// refTopK returns the indices of the k largest values, ties to the lower index.
+func refTopK(v []float64, k int) []int {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] > v[idx[b]] })
+	return idx[:k]
+}
+
+// fp64Route returns a route function for m computing Mixtral's routing (softmax over the
+// top-k logits) in float64 from the router's weight, whatever precision the router
+// itself uses: the reference and finite-difference tests check the block around it.
+func fp64Route(m *MoE) func(p *Pass, x *tensor.Tensor) Routing {
+	return func(p *Pass, x *tensor.Tensor) Routing {
+		w := m.Router.Weight.Tensor
+		e := w.Dim(0)
+		logits := tensor.MatMulT(x.Reshape(-1, w.Dim(1)), w, false, true) // [N, E]
+		vals := tensor.ToSlice[float64](logits)
+		r := Routing{Map: make([]bool, len(vals)), TokensPerExpert: make([]int, e)}
+		masked := make([]float64, len(vals))
+		for i := range masked {
+			masked[i] = 1
+		}
+		for t := range len(vals) / e {
+			for _, j := range refTopK(vals[t*e:(t+1)*e], moeTestTopK) {
+				r.Map[t*e+j], masked[t*e+j] = true, 0
+				r.TokensPerExpert[j]++
+			}
+		}
+		r.Probs = tensor.Softmax(logits, tensor.SoftmaxOptions{Mask: tensor.FromSlice(x.Device(), masked, logits.Shape()...)})
+		return r
+	}
+}
+
 // refActivation is the activation of pre-activation v at hidden unit i: GeLU (tanh),
 // ReLU, or SwiGLU silu(g[i]+gb)·v.
 func refActivation(act Activation, v float64, g []float64, i int, gb float64) float64 {
@@ -147,6 +186,7 @@ func TestMoEMatchesReference(t *testing.T) {
 			cfg := moeTestConfig(tc.act, tc.bias, mc)
 			b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F64, RNG: tensor.NewRNG(11), TP: parallel.Self()}
 			m := NewMoE(b, "layers.0.mlp", cfg)
+			m.route = fp64Route(m)
 			setBiases(m)
 			const bsz, seq = 2, 5
 			xv := seqValues(bsz*seq*8, 3)
@@ -172,6 +212,7 @@ func TestMoEGradientsMatchFiniteDifferences(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F64, RNG: tensor.NewRNG(5), TP: parallel.Self()}
 			m := NewMoE(b, "layers.0.mlp", moeTestConfig(tc.act, true, tc.mc))
+			m.route = fp64Route(m)
 			setBiases(m)
 			const bsz, seq, c = 2, 3, 8
 			x := tensor.FromSlice(b.Dev, seqValues(bsz*seq*c, 4), bsz, seq, c)

@@ -187,15 +187,17 @@ func groupedProduct(x, w *tensor.Tensor, counts []int) *tensor.Tensor {
 // (Megatron's SequentialMLP), the reference the grouped product is tested against.
 func expertProducts(x, w *tensor.Tensor, counts []int) *tensor.Tensor {
 	n, k := w.Dim(1), w.Dim(2)
+	ones := make([]int, len(counts))
+	for e := range ones {
+		ones[e] = 1
+	}
+	// Split, not Narrow: one gradient for all of w and of x, not one zero-filled per expert.
+	ws, xs := tensor.Split(w, 0, ones...), tensor.Split(x, 0, counts...)
 	var parts []*tensor.Tensor
-	row := 0
 	for e, c := range counts {
-		if c == 0 {
-			continue
+		if c > 0 {
+			parts = append(parts, tensor.MatMulT(xs[e], ws[e].Reshape(n, k), false, true)) // [c, N]
 		}
-		we := w.Narrow(0, e, 1).Reshape(n, k)                                       // [N, K]
-		parts = append(parts, tensor.MatMulT(x.Narrow(0, row, c), we, false, true)) // [c, N]
-		row += c
 	}
 	if len(parts) == 1 {
 		return parts[0]

@@ -16,8 +16,9 @@ import (
 // weighted by the router's probabilities, plus an optional shared expert every token goes
 // through, optionally scaled by a sigmoid gate (Qwen2-MoE). Under sequence parallelism
 // each TP rank routes and dispatches its own tokens [B, T/tp, C]; under tensor
-// parallelism without it (which Megatron-core refuses in training) every TP rank routes
-// the whole sequence, dispatches its 1/tp of it and all-gathers the outputs.
+// parallelism without it (which Megatron-core refuses in training) each TP rank takes
+// its 1/tp of the sequence and runs as under sequence parallelism (the router's weight is
+// then marked SequenceParallel), and the outputs are all-gathered.
 type MoE struct {
 	Router  *Router
 	Experts *Experts
@@ -28,7 +29,6 @@ type MoE struct {
 	// (or without a shared expert).
 	SharedGate *Param
 
-	name    string
 	layer   int // index of the layer, for stats (−1: unknown)
 	experts int // E
 	local   int // E/ep
@@ -55,7 +55,7 @@ func NewMoE(b *Builder, name string, cfg TransformerConfig) *MoE {
 	cfg = cfg.Defaults()
 	mc := cfg.MoE
 	g := b.Experts.orSelf()
-	m := &MoE{name: name, layer: layerIndex(name), experts: mc.NumExperts, local: mc.NumExperts / g.EP.Size(), groups: g,
+	m := &MoE{layer: layerIndex(name), experts: mc.NumExperts, local: mc.NumExperts / g.EP.Size(), groups: g,
 		split: wholeTokens{}, addShared: noShared}
 	rb := b // the router's builder: sequence parallel when the block routes a chunk
 	if b.TP.Size() > 1 && !b.SequenceParallel {

@@ -44,11 +44,8 @@ func (pm permutation) rows(x *tensor.Tensor) *tensor.Tensor {
 }
 
 // weigh multiplies each permuted row of y [M, C] by its pair's probability in probs
-// [N, E] (cast to y's dtype).
+// [N, E] (cast to y's dtype). probs stays in the graph even when M is 0.
 func (pm permutation) weigh(y, probs *tensor.Tensor) *tensor.Tensor {
-	if len(pm.tokens) == 0 {
-		return y
-	}
 	flat := make([]int, len(pm.tokens)) // index of each pair in probs [N·E]
 	for m, t := range pm.tokens {
 		flat[m] = t*pm.numExperts + pm.experts[m]

@@ -43,29 +43,27 @@ func (pm permutation) rows(x *tensor.Tensor) *tensor.Tensor {
 	return pickRows(x, pm.tokens)
 }
 
-// weigh multiplies each permuted row of y [M, C] by its pair's probability in probs
-// [N, E] (cast to y's dtype). probs stays in the graph even when M is 0.
-func (pm permutation) weigh(y, probs *tensor.Tensor) *tensor.Tensor {
-	flat := make([]int, len(pm.tokens)) // index of each pair in probs [N·E]
-	for m, t := range pm.tokens {
-		flat[m] = t*pm.numExperts + pm.experts[m]
-	}
-	pr := pickRows(probs.Cast(y.DType()).Reshape(-1, 1), flat) // [M, 1]
-	return tensor.Mul(y, pr)
-}
-
-// combine sums the permuted rows y [M, C] back into their tokens: [n, C], each token's
-// rows added in permuted order (by expert), zero for a token without rows. The result
-// depends on y in the graph even when M is 0, so every rank runs the same backward.
-func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
+// combine weighs each permuted row of y [M, C] by its pair's probability in probs
+// [N, E] (cast to y's dtype) and sums the rows back into their tokens: [n, C], each
+// token's rows added in permuted order (by expert), zero for a token without rows. y and
+// probs stay in the graph even when M is 0, so that every rank runs the same backward:
+// the collectives before y, and whatever the router attached to probs.
+func (pm permutation) combine(y, probs *tensor.Tensor, n int) *tensor.Tensor {
 	m, c := y.Dim(0), y.Dim(1)
+	flat := make([]int, m) // index of each pair in probs [N·E]
+	for row, t := range pm.tokens {
+		flat[row] = t*pm.numExperts + pm.experts[row]
+	}
+	probs = probs.Cast(y.DType())
+	if m > 0 {
+		y = tensor.Mul(y, pickRows(probs.Reshape(-1, 1), flat)) // [M, C]
+	}
 	slots := make([][]int, n) // each token's rows
-	most := 0
+	most := 1                 // with no rows, every token gets the zero row
 	for row, t := range pm.tokens {
 		slots[t] = append(slots[t], row)
 		most = max(most, len(slots[t]))
 	}
-	most = max(most, 1)           // with no rows, every token gets the zero row (y stays in the graph)
 	idx := make([]int, 0, n*most) // row of each token's slot, m (a zero row) if none
 	for _, s := range slots {
 		for j := range most {
@@ -77,11 +75,14 @@ func (pm permutation) combine(y *tensor.Tensor, n int) *tensor.Tensor {
 		}
 	}
 	padded := tensor.Concat(0, y, tensor.Zeros(y.Device(), y.DType(), 1, c)) // [M+1, C]
-	g := pickRows(padded, idx)                                               // [n·most, C]
-	if most == 1 {
-		return g
+	out := pickRows(padded, idx)                                             // [n·most, C]
+	if most > 1 {
+		out = tensor.Sum(out.Reshape(n, most, c), 1)
 	}
-	return tensor.Sum(g.Reshape(n, most, c), 1)
+	if m == 0 {
+		out = tensor.Add(out, tensor.Scale(tensor.Sum(probs), 0))
+	}
+	return out
 }
 
 // pickRows returns rows idx of x [R, C]: [len(idx), C], differentiable (the gradient

@@ -28,7 +28,7 @@ func allGatherDispatch(m *MoE, p *Pass, x *tensor.Tensor, r Routing) *tensor.Ten
 	lo := m.groups.EP.Rank() * m.local
 	pm := permute(mp, m.experts, lo, lo+m.local)
 	y := m.Experts.Forward(p, pm.rows(x), pm.counts) // [M, C], partial over expert-TP
-	y = pm.combine(pm.weigh(y, probs), x.Dim(0))     // [G·N, C]
+	y = pm.combine(y, probs, x.Dim(0))               // [G·N, C]
 	if g.Size() > 1 {
 		y = parallel.ReduceScatterToSP(p.Ctx, g, y.Reshape(1, -1, c)).Reshape(n, c) // [N, C]
 	}

@@ -20,7 +20,7 @@ func allToAllDispatch(m *MoE, p *Pass, x *tensor.Tensor, r Routing) *tensor.Tens
 	y := m.Experts.Forward(p, reorder(xs, pl.sort), pl.counts)           // [R', C] by local expert, partial over expert-TP
 	y = parallel.ReduceScatterRowsV(p.Ctx, etp, reorder(y, pl.unsort), pl.fromTP)
 	y = parallel.AllToAllRows(p.Ctx, ep, y, pl.recv, pl.send) // [M, C]
-	return pm.combine(pm.weigh(y, r.Probs), x.Dim(0))
+	return pm.combine(y, r.Probs, x.Dim(0))
 }
 
 // allToAllPlan is the row counts and orders of one alltoall dispatch.

@@ -7,11 +7,11 @@ import (
 
 // allGatherDispatch is Megatron's allgather token dispatcher (its default): the tokens,
 // probabilities (in the tokens' dtype) and routing maps of the expert TP×EP group are
-// all-gathered (GatherFromSP over rows; backward: reduce-scatter), each rank runs its local experts on the gathered
-// tokens routed to them, weighs and sums their outputs per token, and the sums are
-// reduce-scattered back to the ranks holding the tokens (ReduceScatterToSP; backward:
-// all-gather), which adds up the experts of every EP rank and the partial products of
-// every expert-TP rank.
+// all-gathered (GatherFromSP over rows; backward: reduce-scatter), each rank runs its
+// local experts on the gathered tokens routed to them, weighs and sums their outputs per
+// token, and the sums are reduce-scattered back to the ranks holding the tokens
+// (ReduceScatterToSP; backward: all-gather), which adds up the experts of every EP rank
+// and the partial products of every expert-TP rank.
 func allGatherDispatch(m *MoE, p *Pass, x *tensor.Tensor, r Routing) *tensor.Tensor {
 	g := m.groups.TPEP
 	n, c := x.Dim(0), x.Dim(1)

@@ -164,7 +164,7 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 		return l.Attn.decode(p, h, pos, seqs, k, v)
 	})
 	return l.subBlock(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
-		return l.MLP.forward(p, h)
+		return l.ffn.forward(p, h)
 	})
 }
 

@@ -37,6 +37,16 @@
 //   - mlp.go: the MLP (GeLU, erf GeLU, ReLU or SwiGLU).
 //   - layer.go: TransformerLayer (pre- or post-LN residual blocks) and Block, a stack of
 //     layers or one pipeline stage's slice of it.
+//   - moe.go: MoE, the mixture-of-experts block that replaces the MLP of the layers
+//     TransformerConfig.MoE chooses (MoEConfig.IsMoELayer, moe_config_layers.go):
+//     moe_router.go (Router, Routing: each token's top-k experts and probabilities, the
+//     routing map after capacity dropping), moe_experts.go (Experts: the E experts'
+//     weights stacked [E/ep, ...] with dim 0 split over the expert-parallel group and F
+//     over expert-TP, run as one tensor.GroupedMatMul per projection or one MatMul per
+//     expert, the same bits), moe_dispatch*.go (the token dispatchers: permute by
+//     expert, move tokens to the EP ranks holding their experts and back, weigh by the
+//     probabilities and sum per token; allgather or alltoall), moe_stats.go
+//     (MoELayerStats, MoEStats).
 //   - recompute.go: activation recomputation (Builder.Recompute): RecomputeFull reruns
 //     each layer in backward, RecomputeSelective only the attention core; both replay
 //     the same dropout masks, so gradients are bit for bit those without it.
@@ -81,6 +91,8 @@
 //	HS  head size (C/NH by default)   P   max positions (learned position table)
 //	V   vocabulary size               Vp  vocabulary padded for TP (PaddedVocab)
 //	L   layers                        tp, pp, dp  tensor-, pipeline-, data-parallel group sizes
+//	E   experts (MoE)                 ep, etp  expert-parallel, expert-tensor-parallel sizes
+//	N   tokens B·T of a micro-batch   M   (token, expert) rows dispatched to experts
 //
 // Activations are [B, T, C]; attention works on [B, NH/tp, T, HS]; logits are
 // [B, T, Vp/tp], this rank's slice of the padded vocabulary.
@@ -136,6 +148,24 @@
 // sequence-split activations are marked SequenceParallel so that their gradients are
 // summed over TP (ReduceSequenceParallelGrads). The parameters are the same with and
 // without it.
+//
+// A mixture-of-experts block (MoE) routes each token to its top-k experts and sums their
+// outputs weighted by the router's probabilities, plus an optional (gated) shared
+// expert. Its experts are spread over Builder.Experts (ExpertGroups: EP, expert-TP and
+// their product, Megatron's second decomposition of the world; nil groups are one rank):
+// rank q of EP holds experts [q·E/ep, (q+1)·E/ep), each split over expert-TP by F. Expert
+// parameters are marked Expert with their EPRank and drawn by global coordinate like any
+// other, so EP=1 and EP=N start from the same weights. The dispatcher is chosen when the
+// block is built: allgather (Megatron's default) all-gathers the expert TP×EP group's
+// tokens, probabilities and routing maps, runs the local experts on the tokens routed to
+// them and reduce-scatters the weighted sums back; alltoall permutes the tokens by expert,
+// exchanges them over EP with per-rank counts (parallel.AllToAllRows), all-gathers them
+// over expert-TP (GatherRowsV), sorts them by local expert and undoes each step after the
+// experts. Both compose with sequence parallelism (each TP rank dispatches its [B, T/tp,
+// C]); without it, under TP, each TP rank takes its 1/tp of the sequence and runs the
+// block as under sequence parallelism, the outputs all-gathered. Capacity dropping and padding are the router's: the dispatchers move what
+// Routing.Map says. With top-2 routing and one expert-TP rank, outputs, input gradients
+// and expert gradients are those of one rank bit for bit (moe_parallel_test.go).
 //
 // Dropout masks depend only on the Pass's RNG, the dropout site's name and global
 // coordinates (global sample index, position, feature or head), never on a rank, so they

@@ -7,7 +7,8 @@ import (
 )
 
 // TransformerLayer is one transformer layer: self-attention, optionally cross-attention
-// (a decoder layer), and an MLP, each a residual sub-block with hidden dropout. Pre-LN
+// (a decoder layer), and an MLP (or a mixture-of-experts block where
+// TransformerConfig.MoE says so), each a residual sub-block with hidden dropout. Pre-LN
 // (GPT, Llama, T5) normalizes each sub-block's input: x + f(norm(x)); post-LN (BERT)
 // normalizes after the residual add: norm(x + f(x)).
 type TransformerLayer struct {
@@ -16,7 +17,11 @@ type TransformerLayer struct {
 	NormCross *LayerNorm      // decoder layers only
 	Cross     *CrossAttention // decoder layers only
 	Norm2     *LayerNorm
-	MLP       *MLP
+	MLP       *MLP // nil in a mixture-of-experts layer
+	MoE       *MoE // mixture-of-experts layers only
+
+	// ffn is the feed-forward sub-block: MLP or MoE.
+	ffn feedForward
 
 	name    string
 	dropout float64 // hidden dropout after each sub-block
@@ -30,7 +35,8 @@ type TransformerLayer struct {
 }
 
 // NewTransformerLayer creates layer name (e.g. "layers.3"); withCross adds
-// cross-attention.
+// cross-attention. The layer gets an MoE block instead of the MLP when cfg.MoE.IsMoELayer
+// for the index that ends name.
 func NewTransformerLayer(b *Builder, name string, cfg TransformerConfig, withCross bool) *TransformerLayer {
 	cfg = cfg.Defaults()
 	l := &TransformerLayer{name: name, dropout: cfg.Dropout, region: b.region(), ops: b.ops(), residual: preLN, cross: noCross}
@@ -45,8 +51,22 @@ func NewTransformerLayer(b *Builder, name string, cfg TransformerConfig, withCro
 		l.cross = (*TransformerLayer).crossBlock
 	}
 	l.Norm2 = NewNorm(b, name+".norm2", cfg.Norm, cfg.Hidden, cfg.NormEps)
-	l.MLP = NewMLP(b, name+".mlp", cfg)
+	if i := layerIndex(name); cfg.MoE.IsMoELayer(i, cfg.NumLayers) {
+		l.MoE = NewMoE(b, name+".mlp", cfg)
+		l.ffn = l.MoE
+	} else {
+		l.MLP = NewMLP(b, name+".mlp", cfg)
+		l.ffn = l.MLP
+	}
 	return l
+}
+
+// feedForward is a layer's feed-forward sub-block (*MLP or *MoE): forward maps its
+// normalized input [B, T, C] ([B, T/tp, C] under sequence parallelism) to its output
+// and the bias not yet added (nil: none).
+type feedForward interface {
+	Module
+	forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor)
 }
 
 // Params returns the layer's parameters.
@@ -59,7 +79,7 @@ func (l *TransformerLayer) Params() []*Param {
 		ps = append(ps, l.Cross.Params()...)
 	}
 	ps = append(ps, l.Norm2.Params()...)
-	return append(ps, l.MLP.Params()...)
+	return append(ps, l.ffn.Params()...)
 }
 
 // LayerInput is what a layer attends with besides its input.
@@ -83,7 +103,7 @@ func (l *TransformerLayer) Forward(p *Pass, x *tensor.Tensor, in LayerInput) *te
 	})
 	x = l.cross(l, p, x, in)
 	return l.subBlock(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
-		return l.MLP.forward(p, h)
+		return l.ffn.forward(p, h)
 	})
 }
 

@@ -126,8 +126,8 @@ func TestRouterSequenceParallel(t *testing.T) {
 					}
 				}
 				lo, hi := tpc.Rank()*seq/tp, (tpc.Rank()+1)*seq/tp // this rank's positions of each sequence
-				check("probs", tensor.ToSlice[float64](got.Probs), rowsOf(wprobs, b, seq, e, lo, hi), 1e-6)
-				check("dx", dx, rowsOf(wdx, b, seq, c, lo, hi), 1e-6)
+				check("probs", tensor.ToSlice[float64](got.Probs), seqRowsOf(wprobs, b, seq, e, lo, hi), 1e-6)
+				check("dx", dx, seqRowsOf(wdx, b, seq, c, lo, hi), 1e-6)
 				// the TP ranks' partial weight gradients are summed in another order
 				check("dweight", tensor.ToSlice[float64](r.Weight.Grad()), tensor.ToSlice[float64](wr.Weight.Grad()), 1e-6)
 				check("losses", []float64{stats.AuxLoss, stats.SeqAuxLoss, stats.GlobalAuxLoss, stats.ZLoss},
@@ -276,8 +276,8 @@ func biasOf(r *Router) []float64 {
 	return tensor.ToSlice[float64](r.ExpertBias)
 }
 
-// rowsOf returns positions [lo, hi) of each of the b sequences of v [b, seq, w].
-func rowsOf(v []float64, b, seq, w, lo, hi int) []float64 {
+// seqRowsOf returns positions [lo, hi) of each of the b sequences of v [b, seq, w].
+func seqRowsOf(v []float64, b, seq, w, lo, hi int) []float64 {
 	var out []float64
 	for i := range b {
 		out = append(out, v[(i*seq+lo)*w:(i*seq+hi)*w]...)

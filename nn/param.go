@@ -84,16 +84,24 @@ func newParam(b *Builder, name string, global tensor.Shape, dim int, init Init) 
 	} else {
 		region.Start[dim] = rank * local[dim]
 	}
+	p.Tensor = initRegion(b, name, init, region)
+	return p
+}
+
+// initRegion returns region of parameter name's global tensor initialized by init from
+// b.RNG (drawn by global coordinates), requiring grad.
+func initRegion(b *Builder, name string, init Init, region tensor.Region) *tensor.Tensor {
+	var t *tensor.Tensor
 	switch init.Dist {
 	case 0:
-		p.Tensor = tensor.Full(b.Dev, b.DType, init.Value, local...)
+		t = tensor.Full(b.Dev, b.DType, init.Value, region.Size...)
 	case tensor.DistNormal:
-		p.Tensor = b.RNG.Named(name).Normal(b.Dev, b.DType, region, 0, init.A)
+		t = b.RNG.Named(name).Normal(b.Dev, b.DType, region, 0, init.A)
 	default:
-		p.Tensor = tensor.Random(b.Dev, b.DType, b.RNG.Named(name), init.Dist, -init.A, init.A, region)
+		t = tensor.Random(b.Dev, b.DType, b.RNG.Named(name), init.Dist, -init.A, init.A, region)
 	}
-	p.Tensor.SetRequiresGrad(true)
-	return p
+	t.SetRequiresGrad(true)
+	return t
 }
 
 // Builder carries what layer constructors need: the device and dtype of parameters, the
@@ -134,6 +142,17 @@ type Pass struct {
 	// Layers that add auxiliary losses inside the model (mixture-of-experts load
 	// balancing) scale their gradients by it, as Megatron's MoEAuxLossAutoScaler does.
 	LossScale float64
+
+	// replaying marks the copy of a Pass that activation recomputation reruns a layer
+	// with (replay): layers compute the same, but record statistics only once.
+	replaying bool
+}
+
+// replay returns a copy of p for recomputing a forward pass.
+func (p *Pass) replay() *Pass {
+	q := *p
+	q.replaying = true
+	return &q
 }
 
 // Eval returns a Pass for inference: no dropout.

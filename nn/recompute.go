@@ -60,14 +60,19 @@ func layerRunner(r Recompute) layerFunc {
 // recomputedLayer runs l under tensor.Checkpoint: only x (and the tensors of in, which
 // may require grad, like T5's position bias or the encoder output) are kept; the layer's
 // activations are recomputed in backward. With a KV cache (generation, no backward) it
-// runs l directly, since recomputation would append to the cache twice.
+// runs l directly, since recomputation would append to the cache twice. The
+// recomputation runs with a replaying Pass, so that statistics (an MoE block's) are
+// recorded once.
 func recomputedLayer(l *TransformerLayer, p *Pass, x *tensor.Tensor, in LayerInput) *tensor.Tensor {
 	if in.Cache != nil || in.CrossKV != nil {
 		return l.Forward(p, x, in)
 	}
 	ins, rebuild := layerInputs(x, in)
+	run := p
 	return tensor.Checkpoint(func(t []*tensor.Tensor) []*tensor.Tensor {
-		return []*tensor.Tensor{l.Forward(p, t[0], rebuild(t))}
+		y := l.Forward(run, t[0], rebuild(t))
+		run = p.replay() // later runs are recomputations
+		return []*tensor.Tensor{y}
 	}, ins...)[0]
 }
 

@@ -28,7 +28,9 @@
 //     rank arithmetic of both decompositions; mesh.go: Mesh builds every group.
 //   - mappings.go: CopyToTP, ReduceFromTP, ScatterToTP, GatherFromTP, ScatterToSP,
 //     GatherFromSP, ReduceScatterToSP, each named after its forward with its backward
-//     beside it.
+//     beside it; mappings_moe.go: the row mappings of mixture-of-experts token dispatch
+//     (AllToAllRows, GatherRowsV, ReduceScatterRowsV: row counts that differ by rank)
+//     and GatherFromSPNoReduce.
 //   - p2p.go: P2P, a pipeline stage's point-to-point channels: activations forward,
 //     gradients backward, each message behind a shape header (variable sequence
 //     lengths), combined send-and-receive calls that cannot deadlock.

@@ -1,5 +1,3 @@
-//go:build moegolden
-
 package nn_test
 
 import (

@@ -29,6 +29,7 @@ type Router struct {
 	// global_aux_loss counts over (TP×CP×DP, see SetRouterGlobalGroup).
 	group, global parallel.Comm
 	rate          float64 // expert bias update rate
+	name          string
 
 	stats      RouterStats
 	biasCounts []float64    // [E] tokens kept per expert since the last UpdateExpertBias
@@ -99,7 +100,7 @@ func NewRouter(b *Builder, name string, cfg TransformerConfig) *Router {
 	if errs := m.validate(cfg.NumLayers); len(errs) > 0 {
 		panic(fmt.Sprintf("nn: NewRouter %s: %s", name, strings.Join(errs, "; ")))
 	}
-	r := &Router{set: newRouterSettings(m), group: parallel.Self(), rate: m.biasUpdateRate()}
+	r := &Router{set: newRouterSettings(m), group: parallel.Self(), rate: m.biasUpdateRate(), name: name}
 	r.Weight = newParam(b, name+".weight", tensor.Shape{m.NumExperts, cfg.Hidden}, -1, Normal(cfg.InitStd))
 	r.Weight.SequenceParallel = b.SequenceParallel
 	if b.SequenceParallel {
@@ -256,12 +257,26 @@ type routerModule interface{ routers() []*Router }
 
 func (r *Router) routers() []*Router { return []*Router{r} }
 
+// State returns the router's expert bias as name.expert_bias (nothing without one), for
+// checkpoints (Stateful).
+func (r *Router) State() []NamedTensor {
+	if r.ExpertBias == nil {
+		return nil
+	}
+	return []NamedTensor{{Name: r.name + ".expert_bias", Tensor: r.ExpertBias}}
+}
+
 // routersOf returns the routers of ms, in order.
 func routersOf(ms []Module) []*Router {
 	var out []*Router
 	for _, m := range ms {
-		if h, ok := m.(routerModule); ok {
+		switch h := m.(type) {
+		case routerModule:
 			out = append(out, h.routers()...)
+		case moeHolder:
+			for _, b := range h.moeBlocks() {
+				out = append(out, b.Router)
+			}
 		}
 	}
 	return out

@@ -25,9 +25,13 @@ func (m *MoE) record(p *Pass, r Routing) {
 	}
 }
 
-// TakeStats returns the stats recorded since the last call and resets them.
+// TakeStats returns the stats recorded since the last call and resets them: the token
+// counts of the forward passes and the router's losses (RouterStats, recorded in
+// training passes).
 func (m *MoE) TakeStats() MoELayerStats {
 	s := m.stats
+	r := m.Router.TakeStats()
+	s.AuxLoss, s.SeqAuxLoss, s.GlobalAuxLoss, s.ZLoss = r.AuxLoss, r.SeqAuxLoss, r.GlobalAuxLoss, r.ZLoss
 	m.stats = MoELayerStats{Layer: m.layer, TokensPerExpert: make([]int64, m.experts)}
 	return s
 }
@@ -53,6 +57,17 @@ func MoEStats(ms ...Module) []MoELayerStats {
 }
 
 func (m *MoE) moeBlocks() []*MoE { return []*MoE{m} }
+
+// ModuleState returns the non-trainable state of the modules ms — models, Blocks,
+// layers, MoE blocks or routers — for checkpoints (checkpoint.State.Tensors): their
+// routers' expert biases (Router.State).
+func ModuleState(ms ...Module) []NamedTensor {
+	var out []NamedTensor
+	for _, r := range routersOf(ms) {
+		out = append(out, r.State()...)
+	}
+	return out
+}
 
 func (l *TransformerLayer) moeBlocks() []*MoE {
 	if l.MoE == nil {

@@ -38,11 +38,11 @@
 // the last step (MoELayerStats, nn.MoEStats's) to one all-reduce over the world after
 // each step, which gives rank 0 the iteration's metrics as Megatron's
 // MoEMetricsTracker.report computes them: each loss divided by its coefficient and the
-// micro-batches, summed over the pipeline stages, summed over TP under sequence
-// parallelism (each TP rank's loss is its part) or taken once without it (every TP rank
-// routes the same tokens), averaged over DP (global_load_balancing_loss summed, its
-// parts), and the tokens per expert summed over the global batch (moe.go). Package
-// report writes them.
+// micro-batches, summed over the pipeline stages and taken once per token group (nn's
+// routers give every TP rank the whole TP group's value, the sum of the parts Megatron
+// adds over TP, and global_load_balancing_loss the global batch's), averaged over DP,
+// and the tokens per expert summed over the global batch (moe.go). Package report
+// writes them.
 //
 // # Reading order
 //

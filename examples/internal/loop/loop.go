@@ -123,7 +123,7 @@ func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *
 	step, err := l.Trainer.Step(work, cfg.ScheduleAt(it), fwd)
 	var moe *report.MoE
 	if err == nil && l.MoE != nil {
-		moe, err = l.MoE.reduce(work, l.Mesh, l.Dev, cfg.SequenceParallel)
+		moe, err = l.MoE.reduce(work, l.Mesh, l.Dev)
 	}
 	if err == nil {
 		err = l.Report.Step(it+1, step, time.Since(t0), moe)

@@ -44,12 +44,10 @@ type MoELog struct {
 }
 
 // moeLoss is one of the losses Megatron tracks: its name, the coefficient it was
-// weighted with, and whether each data-parallel rank holds a part of it (summed over
-// DP, global_load_balancing_loss) rather than its own value (averaged over DP).
+// weighted with, and how to read it from a layer's stats.
 type moeLoss struct {
 	name  string
 	coeff float64
-	dpSum bool
 	of    func(MoELayerStats) float64
 }
 
@@ -60,14 +58,14 @@ func (l *MoELog) losses() []moeLoss {
 	var ls []moeLoss
 	switch c.LoadBalancing {
 	case "", "aux_loss":
-		ls = append(ls, moeLoss{"load_balancing_loss", c.AuxLossCoeff, false, func(s MoELayerStats) float64 { return s.AuxLoss }})
+		ls = append(ls, moeLoss{"load_balancing_loss", c.AuxLossCoeff, func(s MoELayerStats) float64 { return s.AuxLoss }})
 	case "seq_aux_loss":
-		ls = append(ls, moeLoss{"seq_load_balancing_loss", c.AuxLossCoeff, false, func(s MoELayerStats) float64 { return s.SeqAuxLoss }})
+		ls = append(ls, moeLoss{"seq_load_balancing_loss", c.AuxLossCoeff, func(s MoELayerStats) float64 { return s.SeqAuxLoss }})
 	case "global_aux_loss":
-		ls = append(ls, moeLoss{"global_load_balancing_loss", c.AuxLossCoeff, true, func(s MoELayerStats) float64 { return s.GlobalAuxLoss }})
+		ls = append(ls, moeLoss{"global_load_balancing_loss", c.AuxLossCoeff, func(s MoELayerStats) float64 { return s.GlobalAuxLoss }})
 	}
 	if c.ZLossCoeff > 0 {
-		ls = append(ls, moeLoss{"z_loss", c.ZLossCoeff, false, func(s MoELayerStats) float64 { return s.ZLoss }})
+		ls = append(ls, moeLoss{"z_loss", c.ZLossCoeff, func(s MoELayerStats) float64 { return s.ZLoss }})
 	}
 	return ls
 }
@@ -92,30 +90,24 @@ func moeLayers(c nn.MoEConfig, n int) []int {
 }
 
 // moeShares are a rank's place among the ranks that hold the same layer: tp is the
-// tensor-parallel size, dp the data-parallel size, and tpSplit says whether each TP
-// rank routes tokens of its own (sequence parallelism) or all of them (without it,
-// every TP rank routes the same tokens and holds the same statistics).
-type moeShares struct {
-	tp, dp  int
-	tpSplit bool
-}
+// tensor-parallel size, dp the data-parallel size.
+type moeShares struct{ tp, dp int }
 
 // moeVector returns this rank's part of the world sum that gives the iteration's
 // metrics: width = len(losses)+E numbers per layer of the model, zero for the layers
 // the rank does not hold. Each loss is divided by its coefficient and its
 // micro-batches (Megatron's loss_scale 1/M) and pre-scaled so that the sum over the
 // world is Megatron's reduction: summed over the pipeline stages (each layer lives on
-// one), summed over TP under sequence parallelism (each TP rank attached its part of
-// the loss) and averaged over TP without it (the same value on each), averaged over
-// DP, or summed over DP for a loss of which each DP rank holds a part. Token counts are
-// summed over DP and micro-batches: the global batch's.
+// one) and averaged over TP and DP. nn's routers record each loss as the value of the
+// whole token group on every rank of it (the TP ranks' tokens together; for
+// global_load_balancing_loss the whole global batch's), so one TP rank's value is the
+// sum Megatron forms over TP of the parts. Token counts are each rank's own tokens
+// (every TP rank routes its part of the sequence, with or without sequence
+// parallelism): summed over TP, DP and micro-batches, the global batch's.
 func moeVector(stats []MoELayerStats, losses []moeLoss, experts, layers int, sh moeShares) []float64 {
 	width := len(losses) + experts
 	v := make([]float64, width*layers)
-	tpScale := 1.0
-	if !sh.tpSplit {
-		tpScale = 1 / float64(sh.tp)
-	}
+	share := 1 / float64(sh.tp*sh.dp)
 	for _, s := range stats {
 		if s.Micro == 0 || s.Layer < 0 || s.Layer >= layers {
 			continue
@@ -125,14 +117,10 @@ func moeVector(stats []MoELayerStats, losses []moeLoss, experts, layers int, sh 
 			if l.coeff == 0 { // Megatron computes no loss without a coefficient: logged as 0
 				continue
 			}
-			x := l.of(s) / l.coeff / float64(s.Micro) * tpScale
-			if !l.dpSum {
-				x /= float64(sh.dp)
-			}
-			row[i] = x
+			row[i] = l.of(s) / l.coeff / float64(s.Micro) * share
 		}
 		for e, n := range s.TokensPerExpert[:min(len(s.TokensPerExpert), experts)] {
-			row[len(losses)+e] = float64(n) * tpScale
+			row[len(losses)+e] = float64(n)
 		}
 	}
 	return v
@@ -159,10 +147,10 @@ func (l *MoELog) moeMetrics(sum []float64, losses []moeLoss) *report.MoE {
 
 // reduce collects this rank's MoE statistics and returns the iteration's metrics,
 // reduced over world (every rank calls it; each gets the result). mesh gives the TP
-// and DP sizes; sp says whether the TP ranks split the sequence.
-func (l *MoELog) reduce(ctx context.Context, mesh *parallel.Mesh, dev *tensor.Device, sp bool) (*report.MoE, error) {
+// and DP sizes.
+func (l *MoELog) reduce(ctx context.Context, mesh *parallel.Mesh, dev *tensor.Device) (*report.MoE, error) {
 	losses := l.losses()
-	sh := moeShares{tp: mesh.TP().Size(), dp: mesh.DP().Size(), tpSplit: sp}
+	sh := moeShares{tp: mesh.TP().Size(), dp: mesh.DP().Size()}
 	v := moeVector(l.Stats(), losses, l.Config.NumExperts, l.NumLayers, sh)
 	t := tensor.FromSlice(dev, v, len(v))
 	defer t.Release()

@@ -32,45 +32,32 @@ func TestMoELayers(t *testing.T) {
 // TestMoEReduce: on 8 goroutine ranks (TP 2 × PP 2 × DP 2, 4 layers, MoE every 2nd, so
 // one MoE layer per stage), rank 0 gets each loss and token count as a slow sum over
 // the ranks' coordinates computes it: per layer, each loss divided by its coefficient
-// and micro-batches, summed over TP under sequence parallelism (else one TP rank's),
-// averaged over DP (summed for the global loss); token counts summed over TP (under
-// sequence parallelism) and DP.
+// and micro-batches and averaged over TP (each TP rank holds its token group's whole
+// value, nn's routers' rule) and DP; token counts summed over TP and DP (each rank
+// counts its own tokens).
 func TestMoEReduce(t *testing.T) {
 	const tp, pp, dp, layers, experts, micro = 2, 2, 2, 4, 3, 2
 	for _, tc := range []struct {
 		name    string
 		cfg     nn.MoEConfig
-		sp      bool
 		want    []string
-		dpSums  []bool
 		perRank func(s *MoELayerStats, v float64)
 	}{
-		{"aux loss, sequence parallel", nn.MoEConfig{NumExperts: experts, LayerFreq: 2, AuxLossCoeff: 0.01, ZLossCoeff: 0.001}, true,
-			[]string{"load_balancing_loss", "z_loss"}, []bool{false, false},
+		{"aux loss", nn.MoEConfig{NumExperts: experts, LayerFreq: 2, AuxLossCoeff: 0.01, ZLossCoeff: 0.001},
+			[]string{"load_balancing_loss", "z_loss"},
 			func(s *MoELayerStats, v float64) { s.AuxLoss, s.ZLoss = 0.01*v, 0.001*v }},
-		{"global aux loss", nn.MoEConfig{NumExperts: experts, LayerFreq: 2, LoadBalancing: "global_aux_loss", AuxLossCoeff: 0.5}, false,
-			[]string{"global_load_balancing_loss"}, []bool{true},
+		{"global aux loss", nn.MoEConfig{NumExperts: experts, LayerFreq: 2, LoadBalancing: "global_aux_loss", AuxLossCoeff: 0.5},
+			[]string{"global_load_balancing_loss"},
 			func(s *MoELayerStats, v float64) { s.GlobalAuxLoss = 0.5 * v }},
-		{"seq aux loss", nn.MoEConfig{NumExperts: experts, LayerFreq: 2, LoadBalancing: "seq_aux_loss", AuxLossCoeff: 0.1}, false,
-			[]string{"seq_load_balancing_loss"}, []bool{false},
+		{"seq aux loss", nn.MoEConfig{NumExperts: experts, LayerFreq: 2, LoadBalancing: "seq_aux_loss", AuxLossCoeff: 0.1},
+			[]string{"seq_load_balancing_loss"},
 			func(s *MoELayerStats, v float64) { s.SeqAuxLoss = 0.1 * v }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// value is a rank's per-micro-batch loss (without coefficient) on a layer;
-			// count its tokens for an expert. Without sequence parallelism the TP ranks
-			// hold the same.
-			value := func(layer, tpr, dpr int) float64 {
-				if !tc.sp {
-					tpr = 0
-				}
-				return 0.25*float64(layer+1) + 0.125*float64(tpr) + 0.0625*float64(dpr)
-			}
-			count := func(layer, tpr, dpr, e int) int64 {
-				if !tc.sp {
-					tpr = 0
-				}
-				return int64(100*layer + 10*tpr + 3*dpr + e)
-			}
+			// value is a rank's per-micro-batch loss (without coefficient) on a layer,
+			// the same on the TP ranks of a token group; count its tokens for an expert.
+			value := func(layer, dpr int) float64 { return 0.25*float64(layer+1) + 0.0625*float64(dpr) }
+			count := func(layer, tpr, dpr, e int) int64 { return int64(100*layer + 10*tpr + 3*dpr + e) }
 			log := &MoELog{Config: tc.cfg, NumLayers: layers}
 			var got [][]float64
 			err := parallel.RunLocal(tp*pp*dp, func(world parallel.Comm) error {
@@ -81,13 +68,13 @@ func TestMoEReduce(t *testing.T) {
 				c := mesh.Coord()
 				layer := 2 * c.PP // this stage's MoE layer
 				s := MoELayerStats{Layer: layer, Micro: micro}
-				tc.perRank(&s, micro*value(layer, c.TP, c.DP))
+				tc.perRank(&s, micro*value(layer, c.DP))
 				for e := range experts {
 					s.TokensPerExpert = append(s.TokensPerExpert, count(layer, c.TP, c.DP, e))
 				}
 				l := *log
 				l.Stats = func() []MoELayerStats { return []MoELayerStats{s} }
-				m, err := l.reduce(context.Background(), mesh, tensor.NewCPU(), tc.sp)
+				m, err := l.reduce(context.Background(), mesh, tensor.NewCPU())
 				if err != nil {
 					return err
 				}
@@ -108,21 +95,14 @@ func TestMoEReduce(t *testing.T) {
 			require.NoError(t, err)
 
 			var want [][]float64
-			for i := range tc.want {
+			for range tc.want {
 				row := []float64{}
 				for _, layer := range []int{0, 2} {
 					sum := 0.0
 					for dpr := range dp {
-						for tpr := range tp {
-							if tc.sp || tpr == 0 {
-								sum += value(layer, tpr, dpr)
-							}
-						}
+						sum += value(layer, dpr)
 					}
-					if !tc.dpSums[i] {
-						sum /= dp
-					}
-					row = append(row, sum)
+					row = append(row, sum/dp)
 				}
 				want = append(want, row)
 			}
@@ -131,9 +111,7 @@ func TestMoEReduce(t *testing.T) {
 				for e := range experts {
 					for dpr := range dp {
 						for tpr := range tp {
-							if tc.sp || tpr == 0 {
-								row[e] += float64(count(layer, tpr, dpr, e))
-							}
+							row[e] += float64(count(layer, tpr, dpr, e))
 						}
 					}
 				}

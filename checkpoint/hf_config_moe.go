@@ -109,18 +109,3 @@ func (f *hfFields) sparseLayers(layers int) string {
 	}
 	return b.String()
 }
-
-// isMoELayer reports whether layer i of a transformer of configuration c has an MoE
-// block: the rule of nn.MoEConfig's LayerPattern and LayerFreq.
-// TODO(moe merge): call c.MoE.IsMoELayer(i, c.NumLayers), which the layer adds to nn.
-func isMoELayer(c nn.TransformerConfig, i int) bool {
-	m := c.MoE
-	if m.NumExperts == 0 || i < 0 || i >= c.NumLayers {
-		return false
-	}
-	if m.LayerPattern != "" {
-		parts := strings.Split(m.LayerPattern, ",")
-		return i < len(parts) && strings.TrimSpace(parts[i]) == "1"
-	}
-	return i%max(m.LayerFreq, 1) == 0
-}

@@ -29,7 +29,7 @@ func moeHFType(c nn.GPTConfig) (string, error) {
 	}
 	allMoE := true
 	for i := range c.NumLayers {
-		allMoE = allMoE && isMoELayer(c.TransformerConfig, i)
+		allMoE = allMoE && c.MoE.IsMoELayer(i, c.NumLayers)
 	}
 	var extra []string
 	for _, v := range []struct {
@@ -101,14 +101,14 @@ func qwenSparseLayers(c nn.TransformerConfig) (step int, dense []int) {
 	for step = 1; step <= c.NumLayers; step++ {
 		ok := true
 		for i := range c.NumLayers {
-			ok = ok && isMoELayer(c, i) == ((i+1)%step == 0)
+			ok = ok && c.MoE.IsMoELayer(i, c.NumLayers) == ((i+1)%step == 0)
 		}
 		if ok {
 			return step, dense
 		}
 	}
 	for i := range c.NumLayers {
-		if !isMoELayer(c, i) {
+		if !c.MoE.IsMoELayer(i, c.NumLayers) {
 			dense = append(dense, i)
 		}
 	}

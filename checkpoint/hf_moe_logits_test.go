@@ -1,5 +1,3 @@
-//go:build moemerge
-
 package checkpoint
 
 import (

@@ -78,7 +78,7 @@ func hfExtraRules(c nn.GPTConfig) (rules []hfStack, absent [][2]string, err erro
 				rules = append(rules, hfStack{name: l + "attn." + n + ".weight", hf: []string{h + "self_attn." + n + ".weight"}})
 			}
 		}
-		if !isMoELayer(c.TransformerConfig, i) {
+		if !c.MoE.IsMoELayer(i, c.NumLayers) {
 			continue
 		}
 		for _, p := range llamaMLP {

@@ -46,7 +46,7 @@ func transformerSize(c nn.TransformerConfig, layers int, extra float64) (float64
 }
 
 // moeLayerCount returns how many of the given layers of c have experts, by the rule of
-// isMoELayer but without a loop over the layers, whose number is untrusted here.
+// nn.MoEConfig.IsMoELayer but without a loop over the layers, whose number is untrusted here.
 func moeLayerCount(c nn.TransformerConfig, layers int) float64 {
 	switch {
 	case c.MoE.NumExperts == 0:

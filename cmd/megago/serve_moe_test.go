@@ -1,5 +1,3 @@
-//go:build moemerge
-
 package main
 
 import (

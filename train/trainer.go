@@ -78,6 +78,10 @@ func New(ctx context.Context, mesh *parallel.Mesh, dev *tensor.Device, parts Par
 		cfg.Optim.Trace = cfg.Trace
 	}
 	t := &Trainer{mesh: mesh, dev: dev, parts: parts, cfg: cfg}
+	if len(parts.Modules) > 0 { // mixture-of-experts routers count over the stage's tokens
+		nn.SetRouterGlobalGroup(mesh.TPDPCP(), parts.Modules...)
+		t.afterStep = func(ctx context.Context) error { return nn.UpdateExpertBias(ctx, mesh.TPDPCP(), parts.Modules...) }
+	}
 	var err error
 	if t.opt, err = optim.New(parts.Params(), cfg.Optim); err != nil {
 		return nil, err

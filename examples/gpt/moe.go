@@ -30,7 +30,10 @@ func (c *config) moeLog(m nn.GPTConfig, chunks []*nn.GPT) *loop.MoELog {
 	}
 	return &loop.MoELog{Config: m.MoE, NumLayers: m.NumLayers, PerLayer: c.MoE.PerLayerLog,
 		Stats: func() []loop.MoELayerStats {
-			// MERGE: nn.MoEStats: convert each of nn.MoEStats(modules(chunks)...) with loop.MoELayerStats(s)
-			return nil
+			ms := make([]nn.Module, len(chunks))
+			for i, c := range chunks {
+				ms[i] = c
+			}
+			return nn.MoEStats(ms...)
 		}}
 }

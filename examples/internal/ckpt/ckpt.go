@@ -7,6 +7,7 @@ import (
 
 	"megago/checkpoint"
 	"megago/examples/internal/report"
+	"megago/nn"
 	"megago/parallel"
 	"megago/train"
 )
@@ -88,7 +89,7 @@ type Checkpointer struct {
 // samples iteration it (0-based) consumes (settings.Common.GlobalBatchAt).
 func New(f *Flags, mesh *parallel.Mesh, model checkpoint.Model, parts train.Parts, trainer *train.Trainer, seed uint64, globalBatch func(it int) int) *Checkpointer {
 	return &Checkpointer{f: f, mesh: mesh, globalBatch: globalBatch, State: &checkpoint.State{Model: model,
-		Params: parts.Params(), Optimizer: trainer.Optimizer(), Seed: seed}}
+		Params: parts.Params(), Tensors: nn.ModuleState(parts.Modules...), Optimizer: trainer.Optimizer(), Seed: seed}}
 }
 
 // Load restores --load (the weights only with --finetune or --eval-only) and returns the

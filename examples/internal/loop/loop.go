@@ -110,7 +110,7 @@ func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *
 	t0 := time.Now()
 	m := cfg.MicrobatchesAt(it) // grows under --rampup-batch-size
 	pass := func(micro int) *nn.Pass {
-		return train.PassFor(work, l.Mesh, l.Dropout, it, micro, cfg.MicroBatchSize, m)
+		return l.Trainer.PassFor(work, l.Dropout, it, micro, cfg.MicroBatchSize, m)
 	}
 	fwd, err := l.Forward(it, pass)
 	if err != nil {

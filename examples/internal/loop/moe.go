@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"megago/examples/internal/report"
 	"megago/nn"
@@ -15,20 +14,9 @@ import (
 // statistics to one all-reduce over the world, which gives rank 0 the iteration's
 // metrics as Megatron's MoEMetricsTracker.report computes them (report.MoE).
 
-// MoELayerStats is one MoE layer's statistics on one rank since the last step: the
-// fields of nn.MoELayerStats, so that one converts to the other (MoELayerStats(s)).
-type MoELayerStats struct {
-	// Layer is the layer's index in the whole model, 0-based.
-	Layer int
-	// AuxLoss, SeqAuxLoss, GlobalAuxLoss and ZLoss are the coefficient-weighted losses
-	// this rank attached to the autograd graph, summed over micro-batches.
-	AuxLoss, SeqAuxLoss, GlobalAuxLoss, ZLoss float64
-	// Micro is the number of micro-batches they sum.
-	Micro int
-	// TokensPerExpert [E] are the tokens this rank routed to each expert (before
-	// capacity dropping), summed over micro-batches.
-	TokensPerExpert []int64
-}
+// MoELayerStats is one MoE layer's statistics on one rank since the last step
+// (nn.MoEStats).
+type MoELayerStats = nn.MoELayerStats
 
 // MoELog says what to log of a model's mixture-of-experts layers.
 type MoELog struct {
@@ -71,20 +59,12 @@ func (l *MoELog) losses() []moeLoss {
 }
 
 // moeLayers returns the indices of the MoE layers of a model of n layers.
-// MERGE: nn.MoEConfig.IsMoELayer(i) may replace this.
 func moeLayers(c nn.MoEConfig, n int) []int {
 	var out []int
-	if c.LayerPattern != "" {
-		for i, f := range strings.Split(c.LayerPattern, ",") {
-			if strings.TrimSpace(f) == "1" {
-				out = append(out, i)
-			}
+	for i := range n {
+		if c.IsMoELayer(i, n) {
+			out = append(out, i)
 		}
-		return out
-	}
-	freq := max(c.LayerFreq, 1)
-	for i := 0; i < n; i += freq {
-		out = append(out, i)
 	}
 	return out
 }

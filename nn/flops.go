@@ -10,9 +10,28 @@ package nn
 // without one, such as a classifier). L, C and F are c's NumLayers, Hidden and FFNHidden
 // (4·Hidden when 0); other fields (heads, GQA, biases, norms, embeddings looked up rather
 // than multiplied) do not enter the count.
+//
+// A mixture-of-experts layer (c.MoE) counts the weights a token is multiplied by: the
+// router's E·C, TopK experts' 2C·F of the MoE's expert hidden size and the shared
+// expert's 2C·F, instead of the dense MLP's 2C·F: active parameters, as BENCHMARKS.md's
+// W4 counts them.
 func MatMulWeights(c TransformerConfig, vp int) int {
 	c = c.Defaults()
-	return c.NumLayers*(4*c.Hidden*c.Hidden+2*c.Hidden*c.FFNHidden) + vp*c.Hidden
+	n := vp * c.Hidden
+	for i := range c.NumLayers {
+		n += 4*c.Hidden*c.Hidden + moeOrDenseWeights(c, i)
+	}
+	return n
+}
+
+// moeOrDenseWeights returns the feed-forward weights layer i of c multiplies a token
+// by (c with defaults).
+func moeOrDenseWeights(c TransformerConfig, i int) int {
+	m := c.MoE
+	if !m.IsMoELayer(i, c.NumLayers) {
+		return 2 * c.Hidden * c.FFNHidden
+	}
+	return m.NumExperts*c.Hidden + m.topK()*2*c.Hidden*moeFFNHidden(c) + 2*c.Hidden*m.SharedExpertFFNHidden
 }
 
 // TrainingFLOPs returns the model FLOPs of one training step (forward and backward) of

@@ -51,3 +51,16 @@ func ExampleTrainingFLOPs() {
 	// N = 5242880 weights in matrix multiplies
 	// 70.87 GFLOP per step
 }
+
+// TestTrainingFLOPsW4 checks BENCHMARKS.md's W4 (W2 with 8 experts of hidden 512, top-2)
+// against a count by hand: W2's 70.87 GFLOP (experts of hidden 512 × 2 active = the dense
+// 4C) plus the router's 6 · tokens · L · E·C.
+func TestTrainingFLOPsW4(t *testing.T) {
+	w2 := nn.TransformerConfig{NumLayers: 4, Hidden: 256, Heads: 4, Vocab: 8192}
+	w4 := w2
+	w4.MoE = nn.MoEConfig{NumExperts: 8, FFNHidden: 512, TopK: 2}
+	tokens := 8.0 * 256
+	router := 6 * tokens * 4 * 8 * 256
+	assert.InDelta(t, nn.TrainingFLOPs(w2, 8192, 8, 256)+router, nn.TrainingFLOPs(w4, 8192, 8, 256), 1)
+	assert.InDelta(t, 70.968e9, nn.TrainingFLOPs(w4, 8192, 8, 256), 1e6)
+}

@@ -128,11 +128,15 @@ func (m *MoE) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor { return sumBias
 // forward is Forward for TransformerLayer's MLP sub-block; the bias is always nil (the
 // experts add theirs, weighted by the probabilities).
 func (m *MoE) forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
-	xs := m.split.tokens(p, x) // [B, T(/tp), C]
+	split := m.split
+	if c, ok := split.(seqChunk); ok && x.Dim(1)%c.tp.Size() != 0 {
+		split = c.uneven(p, x)
+	}
+	xs := split.tokens(p, x) // [B, T(/tp), C]
 	r := m.route(p, xs)
 	m.record(p, r)
 	y = m.dispatch(m, p, xs.Reshape(-1, xs.Dim(2)), r) // [B·T(/tp), C]
-	y = m.split.outputs(p, y.Reshape(xs.Shape()...))   // [B, T(/tp), C] → x's shape
+	y = split.outputs(p, y.Reshape(xs.Shape()...))     // [B, T(/tp), C] → x's shape
 	return m.addShared(m, p, x, y), nil
 }
 
@@ -173,6 +177,19 @@ func (wholeTokens) outputs(_ *Pass, y *tensor.Tensor) *tensor.Tensor { return y 
 // (backward: all-gather) to GatherFromSPNoReduce (backward: keep the chunk) the block
 // runs as under sequence parallelism.
 type seqChunk struct{ tp parallel.Comm }
+
+// uneven returns the split of x [B, T, C] whose T is not a multiple of TP: in
+// inference (a generation step of one token, a prompt of any length) every TP rank
+// routes all the tokens (wholeTokens; the dispatchers return each rank the outputs of
+// its own rows, so repeated tokens cost only time). It panics in training, where the
+// router's gradient and losses count each token once over TP.
+func (s seqChunk) uneven(p *Pass, x *tensor.Tensor) tokenSplit {
+	if p.Train {
+		panic(fmt.Sprintf("nn: MoE: training under TP = %d without sequence parallelism splits the sequence over TP: %d tokens of %v do not split",
+			s.tp.Size(), x.Dim(1), x.Shape()))
+	}
+	return wholeTokens{}
+}
 
 func (s seqChunk) tokens(p *Pass, x *tensor.Tensor) *tensor.Tensor {
 	return parallel.ScatterToSP(p.Ctx, s.tp, x) // [B, T/tp, C]

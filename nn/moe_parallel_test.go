@@ -329,3 +329,34 @@ func TestMoEPaddingChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestMoEUnevenSequenceInference: under TP without sequence parallelism, a sequence
+// whose length TP does not divide (a generation step of one token, an odd prompt) is
+// routed whole on every TP rank in inference; each rank's output and input gradient
+// equal the single-rank layer's, for both dispatchers with expert-TP and EP.
+func TestMoEUnevenSequenceInference(t *testing.T) {
+	for _, d := range []string{"allgather", "alltoall"} {
+		for _, seq := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/seq%d", d, seq), func(t *testing.T) {
+				shape := tensor.Shape{2, seq, 8}
+				x, gy := seqValues(shape.Numel(), 1), seqValues(shape.Numel(), 2)
+				cfg := moeTestConfig(GeLU, true, MoEConfig{Dispatcher: d, SharedExpertFFNHidden: 10})
+				ref := onRanks(t, 1, func(c parallel.Comm, _ *tensor.Device) (moeRun, error) {
+					return runMoE(context.Background(), cfg, moeLayout{1, 1, 1, 1, false}, c, x, gy, shape, nil)
+				})[0]
+				l := moeLayout{4, 2, 2, 2, true}
+				runs := onRanks(t, l.world, func(c parallel.Comm, _ *tensor.Device) (moeRun, error) {
+					return runMoE(context.Background(), cfg, l, c, x, gy, shape, nil)
+				})
+				for r, run := range runs {
+					bsz := shape[0] * l.tp / l.world
+					part := func(v []float64) []float64 {
+						return v[(r/l.tp)*bsz*seq*8 : (r/l.tp+1)*bsz*seq*8]
+					}
+					require.InDeltaSlice(t, part(ref.y), run.y, 1e-12, "rank %d output", r)
+					require.InDeltaSlice(t, part(ref.dx), run.dx, 1e-12, "rank %d input gradient", r)
+				}
+			})
+		}
+	}
+}

@@ -12,13 +12,14 @@ import (
 	"megago/tensor"
 )
 
-// gptLosses trains a small GPT for steps AdamW steps on fixed random tokens on dev in
-// dtype dt (bf16 with fp32 master weights) and returns the losses.
-func gptLosses(t *testing.T, dev *tensor.Device, dt tensor.DType, steps int) []float64 {
+// gptLosses trains a small GPT (with mixture-of-experts layers where moe says so) for
+// steps AdamW steps on fixed random tokens on dev in dtype dt (bf16 with fp32 master
+// weights) and returns the losses.
+func gptLosses(t *testing.T, dev *tensor.Device, dt tensor.DType, steps int, moe nn.MoEConfig) []float64 {
 	t.Helper()
 	const layers, dim, heads, vocab, seq, batch = 2, 64, 2, 96, 32, 2
 	cfg := nn.GPTConfig{TransformerConfig: nn.TransformerConfig{NumLayers: layers, Hidden: dim, Heads: heads,
-		Vocab: vocab, MaxPosition: seq, Bias: true}}
+		Vocab: vocab, MaxPosition: seq, Bias: true, MoE: moe}}
 	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(1).Named("init"), TP: parallel.Self()}
 	model, err := nn.NewGPT(b, cfg, nn.WholeModel(layers))
 	if err != nil {
@@ -54,13 +55,27 @@ func gptLosses(t *testing.T, dev *tensor.Device, dt tensor.DType, steps int) []f
 
 // TestGPUGPTTrainingFollowsCPU trains the same GPT on the CPU and on the GPU: in fp32 the
 // losses agree to float32 rounding carried through a few steps, in bf16 (fp32 master
-// weights) within 3% of the fp32 CPU run.
+// weights) within 3% of the fp32 CPU run. The second case has a mixture-of-experts
+// layer (4 experts, top-2, aux and z losses, grouped GEMM) beside a dense one.
 func TestGPUGPTTrainingFollowsCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		moe  nn.MoEConfig
+	}{
+		{"dense", nn.MoEConfig{}},
+		{"moe", nn.MoEConfig{NumExperts: 4, LayerFreq: 2, TopK: 2, FFNHidden: 96, AuxLossCoeff: 1e-2, ZLossCoeff: 1e-3, GroupedGEMM: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { gpuFollowsCPU(t, tc.moe) })
+	}
+}
+
+// gpuFollowsCPU is TestGPUGPTTrainingFollowsCPU for one model.
+func gpuFollowsCPU(t *testing.T, moe nn.MoEConfig) {
 	b := openTestBackend(t)
 	const steps = 6
-	cpu := gptLosses(t, tensor.NewCPU(), tensor.F32, steps)
-	gpu := gptLosses(t, tensor.NewDevice(b), tensor.F32, steps)
-	bf16 := gptLosses(t, tensor.NewDevice(b), tensor.BF16, steps)
+	cpu := gptLosses(t, tensor.NewCPU(), tensor.F32, steps, moe)
+	gpu := gptLosses(t, tensor.NewDevice(b), tensor.F32, steps, moe)
+	bf16 := gptLosses(t, tensor.NewDevice(b), tensor.BF16, steps, moe)
 	t.Logf("cpu  %.5f", cpu)
 	t.Logf("gpu  %.5f", gpu)
 	t.Logf("bf16 %.5f", bf16)

@@ -16,7 +16,9 @@ import (
 // same on every rank). nn.Generate needs a whole model built without sequence
 // parallelism; with PP > 1 or SP every rank first builds one (its TP shard of every
 // layer) and fills it from the stages that trained each part, broadcast over its PP
-// group. The first TP group (PP stage 0, DP rank 0) generates and shares the text.
+// group. The first TP group (PP stage 0, DP rank 0) generates and shares the text; with
+// experts spread over other ranks (EP > 1, expert-TP ≠ TP), the first world ranks that
+// make up whole TP groups and whole expert groups generate together (generators).
 func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (string, error) {
 	m := chunks[0]
 	if cfg.PP > 1 || cfg.Chunks > 1 || cfg.SequenceParallel {
@@ -26,7 +28,7 @@ func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parall
 		}
 	}
 	var text string
-	if c := mesh.Coord(); c.PP == 0 && c.DP == 0 {
+	if mesh.Rank() < generators(mesh.Sizes()) {
 		prompt := tok.Encode(cfg.Prompt)
 		if len(prompt) == 0 {
 			prompt = []int32{tok.Special().EOD}
@@ -50,6 +52,20 @@ func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parall
 		text = tok.Decode(ids)
 	}
 	return text, nil // only world rank 0 prints it
+}
+
+// generators returns how many ranks generate, world ranks [0, n) of the first pipeline
+// stage: the least common multiple of the TP group's size and the expert-TP × EP
+// group's, so that every collective of the model — over TP, and over the experts'
+// groups — has all its members generating (TP groups beyond the first generate the same
+// text, from the same prompt and seed).
+func generators(s parallel.Sizes) int {
+	a, b := s.TP, s.ETP*s.EP
+	n := a * b
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return n / a
 }
 
 // wholeModel returns this rank's TP (and EP) shard of the whole model, without sequence

@@ -66,3 +66,28 @@ func TestMoEFlagRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestMoELayoutsMatchOneRank: a mixture-of-experts model (4 experts, top-2, every second
+// layer, aux and z losses) trains from the command line at expert-parallel layouts,
+// both dispatchers, with the one-rank run's losses, and generates text with its experts
+// spread over ranks.
+func TestMoELayoutsMatchOneRank(t *testing.T) {
+	moe := []string{"--num-experts", "4", "--moe-layer-freq", "2", "--moe-grouped-gemm", "--moe-aux-loss-coeff", "1e-2",
+		"--moe-z-loss-coeff", "1e-3"}
+	ref, _ := runTiny(t, tinyArgs(t, moe...))
+	for _, layout := range [][]string{
+		{"--ranks", "2", "--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", "alltoall"},
+		{"--ranks", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size", "2"},
+		{"--ranks", "4", "--pipeline-model-parallel-size", "2", "--expert-model-parallel-size", "2",
+			"--moe-token-dispatcher-type", "alltoall", "--use-distributed-optimizer"},
+	} {
+		t.Run(strings.Join(layout, " "), func(t *testing.T) {
+			got, out := runTiny(t, tinyArgs(t, append(append([]string(nil), moe...), layout...)...))
+			assert.InDeltaSlice(t, ref.Losses, got.Losses, layoutTol, "training losses")
+			t.Logf("largest training-loss difference to one rank: %.2g", maxDiff(ref.Losses, got.Losses))
+			assert.InDelta(t, ref.ValidLoss, got.ValidLoss, layoutTol, "validation loss")
+			assert.Contains(t, out, "load_balancing_loss")
+			assert.Contains(t, out, "generated from the prompt")
+		})
+	}
+}

@@ -12,44 +12,47 @@ import (
 	"megago/tensor"
 )
 
-// The mixture-of-experts matrix: a tiny GPT whose first and last layers are MoE blocks
-// (4 experts, top-2, load-balancing loss and z-loss; a shared expert, SwiGLU, the
-// sigmoid router with expert bias and the grouped GEMM in some cases) trained for
-// moeSteps steps through the Trainer on goroutine ranks with expert parallelism, both
-// dispatchers, with and without capacity dropping:
+// The mixture-of-experts matrix: a tiny GPT (float64) whose layers 0 and 3 of 4 are MoE
+// blocks (4 experts, top-2, load-balancing loss and z-loss; a shared expert, SwiGLU, the
+// sigmoid router with expert bias, the grouped GEMM, drop by position with padding in
+// some cases) trained for moeSteps steps through the Trainer (losses scaled by
+// Trainer.PassFor) on goroutine ranks, both dispatchers, with and without capacity
+// dropping (capacity factor 1):
 //
 //	world 2: EP=2 (DP=2, expert-DP=1)
-//	world 4: EP=4 (DP=4)
-//	world 4: TP=2 with sequence parallelism, EP=2, expert-TP 1 (expert-DP=2) and 2
+//	world 4: EP=4 (DP=4, expert-DP=1)
+//	world 4: TP=2 with sequence parallelism (DP=2), EP=2, expert-TP 1 (expert-DP=2) and 2
 //	world 8: PP=2, DP=4, EP=2, expert-DP=2, distributed optimizer
 //
-// Each run reaches the single-rank run's step losses, per-step gradients (where
-// recorded: not under the distributed optimizer), parameters and expert biases within
-// matrixTol (see moeTol), and the two dispatchers agree bit for bit.
+// Within matrixTol of the reference (below): the step losses, gradient norms, each
+// step's reduced gradients (not recorded under the distributed optimizer, which keeps a
+// shard of them) and the final parameters. The runs differ from the reference only in
+// the order of float64 sums (the DP average, TP all-reduces, expert-TP partial sums, an
+// expert's weight gradient summing several ranks' tokens in one product where one rank
+// sums them micro-batch by micro-batch), as in the dense matrix; observed: below 1e-14.
 //
-// Capacity is computed per rank over the tokens it routes (Megatron's behaviour), so a
-// layout with dropping is compared only with a reference whose ranks route the same
-// token sets:
-//   - DP (and PP) leave a rank's micro-batch the single rank's: micro-batch i of DP rank
-//     r holds the tinyBatch consecutive samples from (i·DP + r)·tinyBatch, which is
-//     micro-batch i·DP + r of the single rank. These layouts are compared with one rank.
-//   - Under sequence parallelism each TP rank routes its T/tp positions, so a TP=2 layout
+// Bit for bit:
+//   - the expert biases (moved by multiples of the rate from integer token counts,
+//     all-reduced over TP×DP), and the number of dropped (token, expert) pairs, counted
+//     from each micro-batch's tokens per expert and the capacity ⌈N·K/E·factor⌉, which
+//     must not be zero with a capacity;
+//   - the two dispatchers with one expert-TP rank (with top-2 each token's output adds
+//     the same two expert outputs; with two expert-TP ranks allgather reduces the
+//     partial outputs of all four ranks in rank order, alltoall per expert first);
+//   - world 8 against world 4 with PP=1 and the plain optimizer (the same arithmetic).
+//
+// The reference. Capacity is computed per rank over the tokens it routes (Megatron's
+// behaviour), so with dropping a reference must route the same token sets:
+//   - DP and PP keep a micro-batch's tokens the single rank's: micro-batch i of DP rank r
+//     holds the tinyBatch samples from (i·DP + r)·tinyBatch, micro-batch i·DP + r of
+//     one rank. The TP=1 layouts, and every layout without dropping, are compared with
+//     one rank.
+//   - Under sequence parallelism each TP rank routes its T/tp positions: a TP=2 layout
 //     with dropping is compared with the same TP=2, DP=2 layout without expert
-//     parallelism (EP=1, same expert-TP), which routes identically; that layout without
-//     dropping is compared with one rank too.
-//
-// In both cases the number of dropped (token, expert) pairs, counted from each
-// micro-batch's tokens per expert and the capacity ⌈N·K/E·factor⌉, is asserted to be
-// the reference's and not zero.
+//     parallelism (EP=1, same expert-TP), whose ranks route the same tokens.
 
 // moeSteps is the number of training steps of each run.
 const moeSteps = 4
-
-// moeTol: the runs differ from the reference only in float64 summation order (the DP
-// average, TP all-reduces and expert-TP partial sums, and an expert's weight gradient
-// summing the tokens of several ranks in one product where one rank sums them micro-batch
-// by micro-batch); this is matrixTol's situation with fewer steps.
-const moeTol = matrixTol
 
 // moeModel is the mixture-of-experts configuration of the tiny MoE GPT and its activation.
 type moeModel struct {
@@ -64,6 +67,7 @@ func (m moeModel) String() string {
 		name string
 	}{
 		{m.Dispatcher == "alltoall", "alltoall"}, {m.CapacityFactor > 0, "drop"}, {m.SharedExpertFFNHidden > 0, "shared"},
+		{m.DropPolicy == "position", "position"}, {m.PadToCapacity, "pad"},
 		{m.SharedExpertGate, "gate"}, {m.EnableExpertBias, "bias"}, {m.GroupedGEMM, "grouped"},
 	} {
 		if f.on {
@@ -126,6 +130,8 @@ type moeCase struct {
 	// same, if set, is a layout with the same arithmetic (PP=1 for PP=2, the plain
 	// optimizer for the distributed one), which must train to the same values bit for bit.
 	same layout
+	// positionPad, with dropping, drops by position and pads to capacity.
+	positionPad bool
 }
 
 func moeCases() []moeCase {
@@ -133,7 +139,7 @@ func moeCases() []moeCase {
 	bias := nn.MoEConfig{ScoreFunction: "sigmoid", EnableExpertBias: true}
 	return []moeCase{
 		{l: layout{tp: 1, pp: 1, dp: 2, ep: 2}, m: tinyMoE(shared, false)},
-		{l: layout{tp: 1, pp: 1, dp: 4, ep: 4}, m: tinyMoE(nn.MoEConfig{GroupedGEMM: true}, true)},
+		{l: layout{tp: 1, pp: 1, dp: 4, ep: 4}, m: tinyMoE(nn.MoEConfig{GroupedGEMM: true}, true), positionPad: true},
 		{l: layout{tp: 2, pp: 1, dp: 2, sp: true, ep: 2, etp: 1}, m: tinyMoE(bias, false)},
 		{l: layout{tp: 2, pp: 1, dp: 2, sp: true, ep: 2, etp: 2}, m: tinyMoE(nn.MoEConfig{SharedExpertFFNHidden: 8}, true)},
 		{l: layout{tp: 1, pp: 2, dp: 4, ep: 2, distributed: true}, m: tinyMoE(bias, true), same: layout{tp: 1, pp: 1, dp: 4, ep: 2}},
@@ -153,51 +159,59 @@ func moeReference(l layout) layout {
 	return ref
 }
 
+// run returns the layout of c's run with dispatcher d and capacity factor capacity.
+func (c moeCase) run(d string, capacity float64) layout {
+	l := c.l
+	l.moe = c.m
+	l.moe.Dispatcher, l.moe.CapacityFactor = d, capacity
+	if capacity > 0 && c.positionPad {
+		l.moe.DropPolicy, l.moe.PadToCapacity = "position", true
+	}
+	return l
+}
+
 func TestMoE3DMatrix(t *testing.T) {
 	refs := map[layout]outcome{}
 	for _, c := range moeCases() {
 		for _, capacity := range []float64{0, 1} {
-			var runs []outcome // per dispatcher
+			runs := map[string]outcome{} // by dispatcher
 			for _, d := range []string{"allgather", "alltoall"} {
-				l := c.l
-				l.moe = c.m
-				l.moe.Dispatcher, l.moe.CapacityFactor = d, capacity
+				l := c.run(d, capacity)
 				t.Run(l.String(), func(t *testing.T) {
 					rl := moeReference(l)
 					if _, ok := refs[rl]; !ok {
 						refs[rl] = train3D(t, rl, moeSteps)
 					}
 					ref, got := refs[rl], train3D(t, l, moeSteps)
-					runs = append(runs, got)
-					checkMoERun(t, c.m, ref, got)
+					runs[d] = got
+					checkMoERun(t, l.moe.MoEConfig, ref, got)
 					t.Logf("largest parameter difference to %v: %.3g; %d pairs dropped", rl, maxDiff(ref, got), got.Dropped)
 					if c.same.dp > 0 {
 						same := c.same
 						same.moe = l.moe
-						compareExact(t, train3D(t, same, moeSteps), got)
+						s := train3D(t, same, moeSteps)
+						compareExact(t, s, got)
+						checkMoERun(t, l.moe.MoEConfig, ref, s) // with its gradients, which the plain optimizer keeps
 					}
 				})
 			}
-			// The dispatchers reorder no sum with one expert-TP rank; with two, the
-			// experts' partial outputs are reduced over a different group.
-			if len(runs) == 2 && c.l.expertTP() == 1 {
-				l := c.l
-				l.moe = c.m
-				l.moe.CapacityFactor = capacity
-				t.Run(l.String()+"-allgather=alltoall", func(t *testing.T) { compareExact(t, runs[0], runs[1]) })
+			if c.l.expertTP() == 1 && len(runs) == 2 { // see the top of the file
+				t.Run(c.run("", capacity).String()+"-allgather=alltoall", func(t *testing.T) {
+					compareExact(t, runs["allgather"], runs["alltoall"])
+				})
 			}
 		}
 	}
 }
 
-// checkMoERun compares a run of model m with its reference: losses, gradient norms,
-// gradients and parameters within moeTol (compareTol), the same number of dropped
+// checkMoERun compares a run of MoE configuration m with its reference: losses, gradient norms,
+// gradients and parameters within matrixTol (compareTol), the same number of dropped
 // pairs (not zero with a capacity), and with expert bias the same biases bit for bit
 // (they move by multiples of the rate from integer token counts).
-func checkMoERun(t *testing.T, m moeModel, ref, got outcome) {
+func checkMoERun(t *testing.T, m nn.MoEConfig, ref, got outcome) {
 	t.Helper()
 	compareTol(t, ref, got)
-	assert.InDeltaSlice(t, ref.Norm, got.Norm, moeTol, "gradient norms")
+	assert.InDeltaSlice(t, ref.Norm, got.Norm, matrixTol, "gradient norms")
 	assert.Equal(t, ref.Dropped, got.Dropped, "dropped (token, expert) pairs")
 	if m.CapacityFactor > 0 {
 		assert.Positive(t, got.Dropped, "tokens dropped")

@@ -258,7 +258,7 @@ func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (o
 	record(mesh, chunks, out.Params, out.Regions, func(p *nn.Param) *tensor.Tensor { return p.Tensor })
 	if c := mesh.Coord(); c.DP == 0 && c.TP == 0 {
 		for _, s := range nn.ModuleState(GPTParts(chunks).Modules...) {
-			out.State[s.Name] = tensor.ToSlice[float64](s.Tensor.Cast(tensor.F64))
+			out.State[s.Name] = tensor.ToSlice[float64](s.Tensor)
 		}
 	}
 	return out, nil
@@ -278,7 +278,7 @@ func record(mesh *parallel.Mesh, chunks []*nn.GPT, vals map[string][]float64, re
 			continue
 		}
 		k := shardKey(p)
-		vals[k] = tensor.ToSlice[float64](of(p).Cast(tensor.F64))
+		vals[k] = tensor.ToSlice[float64](of(p))
 		if regions != nil {
 			regions[k] = p.Region()
 		}

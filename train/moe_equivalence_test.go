@@ -14,8 +14,8 @@ import (
 
 // The mixture-of-experts matrix: a tiny GPT (float64) whose layers 0 and 3 of 4 are MoE
 // blocks (4 experts, top-2, load-balancing loss and z-loss; a shared expert, SwiGLU, the
-// sigmoid router with expert bias, the grouped GEMM, drop by position with padding in
-// some cases) trained for moeSteps steps through the Trainer (losses scaled by
+// sigmoid router with expert bias, the grouped GEMM, drop by position with padding, the
+// per-sequence aux loss in some cases) trained for moeSteps steps through the Trainer (losses scaled by
 // Trainer.PassFor) on goroutine ranks, both dispatchers, with and without capacity
 // dropping (capacity factor 1):
 //
@@ -67,7 +67,7 @@ func (m moeModel) String() string {
 		name string
 	}{
 		{m.Dispatcher == "alltoall", "alltoall"}, {m.CapacityFactor > 0, "drop"}, {m.SharedExpertFFNHidden > 0, "shared"},
-		{m.DropPolicy == "position", "position"}, {m.PadToCapacity, "pad"},
+		{m.DropPolicy == "position", "position"}, {m.PadToCapacity, "pad"}, {m.LoadBalancing == "seq_aux_loss", "seqaux"},
 		{m.SharedExpertGate, "gate"}, {m.EnableExpertBias, "bias"}, {m.GroupedGEMM, "grouped"},
 	} {
 		if f.on {
@@ -141,7 +141,7 @@ func moeCases() []moeCase {
 		{l: layout{tp: 1, pp: 1, dp: 2, ep: 2}, m: tinyMoE(shared, false)},
 		{l: layout{tp: 1, pp: 1, dp: 4, ep: 4}, m: tinyMoE(nn.MoEConfig{GroupedGEMM: true}, true), positionPad: true},
 		{l: layout{tp: 2, pp: 1, dp: 2, sp: true, ep: 2, etp: 1}, m: tinyMoE(bias, false)},
-		{l: layout{tp: 2, pp: 1, dp: 2, sp: true, ep: 2, etp: 2}, m: tinyMoE(nn.MoEConfig{SharedExpertFFNHidden: 8}, true)},
+		{l: layout{tp: 2, pp: 1, dp: 2, sp: true, ep: 2, etp: 2}, m: tinyMoE(nn.MoEConfig{SharedExpertFFNHidden: 8, LoadBalancing: "seq_aux_loss"}, true)},
 		{l: layout{tp: 1, pp: 2, dp: 4, ep: 2, distributed: true}, m: tinyMoE(bias, true), same: layout{tp: 1, pp: 1, dp: 4, ep: 2}},
 	}
 }

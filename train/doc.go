@@ -67,6 +67,9 @@
 // as Megatron's MoEAuxLossAutoScaler does; and after each optimizer step, skipped or
 // not, the routers' expert biases are updated from the tokens routed during the step
 // (aux-loss-free balancing, as Megatron's finalize_model_grads does).
+// TestMoE3DMatrix trains a GPT with MoE layers under EP, expert-TP with sequence
+// parallelism, PP and DP, both dispatchers, with and without capacity dropping, to the
+// single rank's losses, gradients, parameters and expert biases.
 //
 // # Overlap
 //

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -133,8 +132,8 @@ func TestGPT3DMatrix(t *testing.T) {
 		t.Run("class/"+c.String(), func(t *testing.T) {
 			got := train3D(t, c, matrixSteps)
 			classes[c] = got
-			compareTol(t, ref, got, c.tp)
-			t.Logf("largest parameter difference to TP=PP=DP=1: %.3g", maxDiffTP(ref, got, c.tp))
+			compareTol(t, ref, got)
+			t.Logf("largest parameter difference to TP=PP=DP=1: %.3g", maxDiff(ref, got))
 		})
 	}
 	for _, l := range runs {
@@ -145,57 +144,71 @@ func TestGPT3DMatrix(t *testing.T) {
 	}
 }
 
-// compareExact asserts that got equals want bit for bit.
+// compareExact asserts that got equals want bit for bit: losses, parameters, the modules'
+// state and, where both runs recorded them, the gradients.
 func compareExact(t *testing.T, want, got outcome) {
 	t.Helper()
 	assert.Equal(t, want.Loss, got.Loss, "step losses")
 	assert.Equal(t, want.Micro, got.Micro, "micro-batch losses")
+	assert.Equal(t, want.State, got.State, "module state")
 	require.Len(t, got.Params, len(want.Params))
 	for k, w := range want.Params {
 		if !assert.Equal(t, w, got.Params[k], "parameter %s", k) {
 			return
 		}
 	}
+	for i, g := range got.Grads {
+		if len(g) > 0 && len(want.Grads[i]) > 0 && !assert.Equal(t, want.Grads[i], g, "step %d gradients", i) {
+			return
+		}
+	}
 }
 
-// compareTol compares a run at TP=tp with the single-rank reference within matrixTol:
-// losses, and every parameter shard against the same slice of the reference parameter.
-func compareTol(t *testing.T, ref, got outcome, tp int) {
+// compareTol compares a run with a reference (one rank, or a layout whose shards hold
+// the run's) within matrixTol: losses, every parameter shard and, where both runs
+// recorded them, every step's gradients against the same region of the reference's,
+// and the modules' state.
+func compareTol(t *testing.T, ref, got outcome) {
 	t.Helper()
 	assert.InDeltaSlice(t, ref.Loss, got.Loss, matrixTol, "step losses")
+	compareShards(t, ref, ref.Params, got, got.Params, "parameter")
+	for i, g := range got.Grads {
+		if len(g) > 0 && len(ref.Grads[i]) > 0 {
+			compareShards(t, ref, ref.Grads[i], got, g, fmt.Sprintf("step %d gradient of", i))
+		}
+	}
+	require.Len(t, got.State, len(ref.State))
+	for k, w := range ref.State {
+		assert.InDeltaSlice(t, w, got.State[k], matrixTol, "state %s", k)
+	}
+}
+
+// compareShards compares each shard of got's values with the same region of ref's, and
+// checks that they cover every reference element.
+func compareShards(t *testing.T, ref outcome, want map[string][]float64, got outcome, vals map[string][]float64, what string) {
+	t.Helper()
 	n := 0
-	for k, g := range got.Params {
-		name, r := splitKey(k)
-		p := ref.Meta[name]
-		require.NotNil(t, p.Shape, k)
-		want := shard(ref.Params[name+"@0"], p.Shape, p.Dim, r, tp)
-		if !assert.InDeltaSlice(t, want, g, matrixTol, "parameter %s", k) {
+	for k, g := range vals {
+		w := refPart(ref, want, splitKey(k), got.Regions[k])
+		require.NotNil(t, w, "%s %s: no reference shard holds it", what, k)
+		if !assert.InDeltaSlice(t, w, g, matrixTol, "%s %s", what, k) {
 			return
 		}
 		n += len(g)
 	}
 	total := 0
-	for _, w := range ref.Params {
+	for _, w := range want {
 		total += len(w)
 	}
 	assert.GreaterOrEqual(t, n, total, "every reference element compared")
 }
 
-func splitKey(k string) (string, int) {
-	i := strings.LastIndex(k, "@")
-	var r int
-	fmt.Sscan(k[i+1:], &r)
-	return k[:i], r
-}
-
-// maxDiffTP is the largest absolute difference between a run at TP=tp and the
-// reference's parameters (logged, to show how much room matrixTol leaves).
-func maxDiffTP(ref, got outcome, tp int) float64 {
+// maxDiff is the largest absolute difference between a run's parameters and the
+// reference's (logged, to show how much room matrixTol leaves).
+func maxDiff(ref, got outcome) float64 {
 	d := 0.0
 	for k, g := range got.Params {
-		name, r := splitKey(k)
-		p := ref.Meta[name]
-		want := shard(ref.Params[name+"@0"], p.Shape, p.Dim, r, tp)
+		want := refPart(ref, ref.Params, splitKey(k), got.Regions[k])
 		for i, v := range g {
 			d = math.Max(d, math.Abs(v-want[i]))
 		}

@@ -3,11 +3,13 @@ package train
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"megago/internal/experttest"
 	"megago/nn"
 	"megago/optim"
 	"megago/parallel"
@@ -44,6 +46,8 @@ type layout struct {
 	noOverlap   bool
 	gather      bool // the distributed optimizer's parameter all-gather overlaps the next forward pass
 	bf16        bool // BF16 parameters and activations (F64 otherwise)
+	ep, etp     int  // expert-parallel and expert-tensor-parallel sizes (0: 1 and tp)
+	moe         moeModel
 }
 
 func (l layout) String() string {
@@ -72,7 +76,26 @@ func (l layout) String() string {
 	if l.bf16 {
 		s += "-bf16"
 	}
+	if l.moe.NumExperts > 0 {
+		s += fmt.Sprintf("-ep%d-etp%d-%v", max(l.ep, 1), l.expertTP(), l.moe)
+	}
 	return s
+}
+
+// expertTP is the expert-tensor-parallel size (etp, or tp when 0).
+func (l layout) expertTP() int {
+	if l.etp == 0 {
+		return l.tp
+	}
+	return l.etp
+}
+
+// gptConfig is the model the layout trains: the tiny GPT, or with l.moe the tiny MoE GPT.
+func (l layout) gptConfig() nn.GPTConfig {
+	if l.moe.NumExperts > 0 {
+		return tinyMoEGPTConfig(l.moe)
+	}
+	return tinyGPTConfig(l.tied)
 }
 
 func (l layout) chunks() int {
@@ -95,22 +118,40 @@ func (l layout) schedule() parallel.Schedule {
 
 // outcome is what a run produces, gathered from every rank.
 type outcome struct {
-	Loss   []float64             // per step: the mean loss (every rank agrees)
-	Micro  [][]float64           // per step: DP rank 0's micro-batch losses
-	Norm   []float64             // per step: the gradient norm before clipping
-	Params map[string][]float64  // after training: "name@tpRank" → values (DP rank 0)
-	Meta   map[string]paramShape // by name: the global shape and partition dim
-}
-
-type paramShape struct {
-	Shape tensor.Shape
-	Dim   int
+	Loss  []float64   // per step: the mean loss (every rank agrees)
+	Micro [][]float64 // per step: DP rank 0's micro-batch losses
+	Norm  []float64   // per step: the gradient norm before clipping
+	// Params are the parameters after training by shard key (shardKey), from the first
+	// data-parallel replica (expert-data-parallel for expert parameters); Regions are
+	// the shards' places in the global tensors.
+	Params  map[string][]float64
+	Regions map[string]tensor.Region
+	// Grads are per step the reduced gradients by shard key (not recorded under the
+	// distributed optimizer, which keeps only a shard of them).
+	Grads []map[string][]float64
+	// State is the modules' state after training (the routers' expert biases) by name,
+	// from DP rank 0 and TP rank 0.
+	State map[string][]float64
+	// Dropped counts the (token, expert) pairs dropped over capacity, on all ranks.
+	Dropped int
 }
 
 func newOutcome(steps int) outcome {
-	return outcome{Loss: make([]float64, steps), Micro: make([][]float64, steps), Norm: make([]float64, steps),
-		Params: map[string][]float64{}, Meta: map[string]paramShape{}}
+	o := outcome{Loss: make([]float64, steps), Micro: make([][]float64, steps), Norm: make([]float64, steps),
+		Params: map[string][]float64{}, Regions: map[string]tensor.Region{}, Grads: make([]map[string][]float64, steps),
+		State: map[string][]float64{}}
+	for i := range o.Grads {
+		o.Grads[i] = map[string][]float64{}
+	}
+	return o
 }
+
+// shardKey names parameter p's shard: "name@[start] tpRank" (the TP rank tells the
+// copies of a TP-replicated parameter apart).
+func shardKey(p *nn.Param) string { return fmt.Sprintf("%s@%v tp%d", p.Name, p.Start(), p.TPRank) }
+
+// splitKey returns the parameter name of a shard key.
+func splitKey(k string) string { return k[:strings.Index(k, "@")] }
 
 // merge adds one rank's outcome to o.
 func (o *outcome) merge(r outcome) {
@@ -122,11 +163,17 @@ func (o *outcome) merge(r outcome) {
 		}
 	}
 	for k, v := range r.Params {
-		o.Params[k] = v
+		o.Params[k], o.Regions[k] = v, r.Regions[k]
 	}
-	for k, v := range r.Meta {
-		o.Meta[k] = v
+	for i, g := range r.Grads {
+		for k, v := range g {
+			o.Grads[i][k] = v
+		}
 	}
+	for k, v := range r.State {
+		o.State[k] = v
+	}
+	o.Dropped += r.Dropped
 }
 
 // token is the deterministic data: token t of global sample g.
@@ -166,7 +213,7 @@ func train3D(t *testing.T, l layout, steps int) outcome {
 // trainRank is one rank of train3D on the world Comm (in-process or TCP).
 func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (outcome, error) {
 	out := newOutcome(steps)
-	mesh, err := parallel.NewMesh(ctx, world, parallel.Sizes{TP: l.tp, PP: l.pp, DP: l.dp})
+	mesh, err := parallel.NewMesh(ctx, world, parallel.Sizes{TP: l.tp, PP: l.pp, DP: l.dp, EP: l.ep, ETP: l.etp})
 	if err != nil {
 		return out, err
 	}
@@ -175,8 +222,9 @@ func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (o
 	if l.bf16 {
 		dt = tensor.BF16
 	}
-	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(7), TP: mesh.TP(), SequenceParallel: l.sp, Recompute: l.rec}
-	chunks, err := NewGPTChunks(b, tinyGPTConfig(l.tied), mesh, l.chunks())
+	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(7), TP: mesh.TP(), SequenceParallel: l.sp, Recompute: l.rec,
+		Experts: nn.MeshExperts(mesh)}
+	chunks, err := NewGPTChunks(b, l.gptConfig(), mesh, l.chunks())
 	if err != nil {
 		return out, err
 	}
@@ -189,9 +237,10 @@ func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (o
 	sched, rng := l.schedule(), tensor.NewRNG(99)
 	for step := range steps {
 		pass := func(micro int) *nn.Pass {
-			return PassFor(ctx, mesh, rng, step, micro, tinyBatch, sched.Microbatches())
+			return tr.PassFor(ctx, rng, step, micro, tinyBatch, sched.Microbatches())
 		}
-		res, err := tr.Step(ctx, sched, GPTForward(chunks, pass, tinyGPTBatch(dev, mesh, step)))
+		fwd := countDrops(l, chunks, &out.Dropped, GPTForward(chunks, pass, tinyGPTBatch(dev, mesh, step)))
+		res, err := tr.Step(ctx, sched, fwd)
 		if err != nil {
 			return out, err
 		}
@@ -199,19 +248,68 @@ func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (o
 		if res.Losses != nil && mesh.Coord().DP == 0 && mesh.Coord().TP == 0 {
 			out.Micro[step] = res.Losses
 		}
+		if !l.distributed {
+			record(mesh, chunks, out.Grads[step], nil, func(p *nn.Param) *tensor.Tensor { return tr.mainGrad(p) })
+		}
 	}
 	if err := tr.Optimizer().FinishParamGather(); err != nil {
 		return out, err
 	}
-	if mesh.Coord().DP == 0 {
-		for _, p := range GPTParts(chunks).Params() {
-			if !p.Shared {
-				out.Params[fmt.Sprintf("%s@%d", p.Name, p.TPRank)] = tensor.ToSlice[float64](p.Tensor)
-				out.Meta[p.Name] = paramShape{p.GlobalShape, p.PartitionDim}
-			}
+	record(mesh, chunks, out.Params, out.Regions, func(p *nn.Param) *tensor.Tensor { return p.Tensor })
+	if c := mesh.Coord(); c.DP == 0 && c.TP == 0 {
+		for _, s := range nn.ModuleState(GPTParts(chunks).Modules...) {
+			out.State[s.Name] = tensor.ToSlice[float64](s.Tensor)
 		}
 	}
 	return out, nil
+}
+
+// record puts the values of(p) of every parameter of this rank's chunks that it holds
+// for the first data-parallel replica (expert-data-parallel for expert parameters) into
+// vals by shard key, with its region into regions if not nil.
+func record(mesh *parallel.Mesh, chunks []*nn.GPT, vals map[string][]float64, regions map[string]tensor.Region,
+	of func(p *nn.Param) *tensor.Tensor) {
+	for _, p := range GPTParts(chunks).Params() {
+		first := mesh.Coord().DP == 0
+		if p.Expert {
+			first = mesh.ExpertCoord().EDP == 0
+		}
+		if p.Shared || !first {
+			continue
+		}
+		k := shardKey(p)
+		vals[k] = tensor.ToSlice[float64](of(p))
+		if regions != nil {
+			regions[k] = p.Region()
+		}
+	}
+}
+
+// refPart returns the part of reference ref's parameter name (its values vals) that
+// region r holds: r lies within one of ref's shards of the parameter (a single-rank
+// reference has the whole tensor). It returns nil if no shard holds r.
+func refPart(ref outcome, vals map[string][]float64, name string, r tensor.Region) []float64 {
+	for k, rr := range ref.Regions {
+		if splitKey(k) != name || !within(r, rr) {
+			continue
+		}
+		rel := tensor.Region{Full: rr.Size, Start: make([]int, len(r.Start)), Size: r.Size}
+		for d := range r.Start {
+			rel.Start[d] = r.Start[d] - rr.Start[d]
+		}
+		return experttest.RegionOf(vals[k], rel)
+	}
+	return nil
+}
+
+// within reports whether region r lies inside region outer.
+func within(r, outer tensor.Region) bool {
+	for d := range r.Start {
+		if r.Start[d] < outer.Start[d] || r.Start[d]+r.Size[d] > outer.Start[d]+outer.Size[d] {
+			return false
+		}
+	}
+	return true
 }
 
 // shard returns TP rank r's part of the reference (TP=1) parameter values full of global

@@ -53,5 +53,5 @@ func TestGPT3DOverTCP(t *testing.T) {
 		assert.InDeltaSlice(t, w, got.Params[k], matrixTol, "parameter %s", k)
 	}
 	ref := train3D(t, layout{tp: 1, pp: 1, dp: 1, tied: true}, tcpSteps)
-	compareTol(t, ref, got, tcpLayout.tp)
+	compareTol(t, ref, got)
 }

@@ -55,7 +55,7 @@ func TestTiedEmbedding3D(t *testing.T) {
 		{tp: 2, pp: 2, dp: 2, interleaved: true, sp: true, tied: true, distributed: true},
 	} {
 		t.Run(l.String(), func(t *testing.T) {
-			compareTol(t, ref, train3D(t, l, matrixSteps), l.tp)
+			compareTol(t, ref, train3D(t, l, matrixSteps))
 		})
 	}
 }
@@ -153,7 +153,7 @@ func TestClippingUnderPipeline(t *testing.T) {
 			got := train3D(t, l, 4)
 			// The squared norm is summed per stage, then across stages.
 			assert.InDeltaSlice(t, ref.Norm, got.Norm, 1e-12)
-			compareTol(t, ref, got, l.tp)
+			compareTol(t, ref, got)
 		})
 	}
 }

@@ -16,7 +16,9 @@ import (
 // same on every rank). nn.Generate needs a whole model built without sequence
 // parallelism; with PP > 1 or SP every rank first builds one (its TP shard of every
 // layer) and fills it from the stages that trained each part, broadcast over its PP
-// group. The first TP group (PP stage 0, DP rank 0) generates and shares the text.
+// group. The first TP group (PP stage 0, DP rank 0) generates and shares the text; when
+// the MoE layers' expert groups (expert-TP × EP) reach beyond the TP group, every rank of
+// stage 0 generates the same text, so each expert group has all its ranks.
 func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (string, error) {
 	m := chunks[0]
 	if cfg.PP > 1 || cfg.Chunks > 1 || cfg.SequenceParallel {
@@ -26,7 +28,8 @@ func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parall
 		}
 	}
 	var text string
-	if c := mesh.Coord(); c.PP == 0 && c.DP == 0 {
+	everyDP := mesh.ExpertTPEP().Size() > mesh.TP().Size()
+	if c := mesh.Coord(); c.PP == 0 && (c.DP == 0 || everyDP) {
 		prompt := tok.Encode(cfg.Prompt)
 		if len(prompt) == 0 {
 			prompt = []int32{tok.Special().EOD}

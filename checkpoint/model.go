@@ -140,14 +140,32 @@ func (m Model) Compatible(other Model) error {
 		if slices.Contains(layoutFields, k) {
 			continue
 		}
-		if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
-			diffs = append(diffs, fmt.Sprintf("%s %v, not %v", k, a[k], b[k]))
+		if !sameField(a[k], b[k]) {
+			diffs = append(diffs, fmt.Sprintf("%s %v, not %v", k, fieldText(a[k]), fieldText(b[k])))
 		}
 	}
 	if len(diffs) > 0 {
 		return fmt.Errorf("checkpoint: the checkpoint holds another %s architecture: %s", m.Arch, strings.Join(diffs, "; "))
 	}
 	return nil
+}
+
+// sameField reports whether two configuration values are the same, a missing field
+// (omitted as empty, or absent from an older checkpoint) being the same as zero.
+func sameField(x, y any) bool {
+	zero := func(v any) bool { return v == nil || v == 0.0 || v == "" || v == false }
+	if zero(x) || zero(y) {
+		return zero(x) && zero(y)
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// fieldText returns a configuration value as Compatible's error shows it.
+func fieldText(v any) string {
+	if v == nil {
+		return "unset"
+	}
+	return fmt.Sprint(v)
 }
 
 // configFields returns the fields of a JSON configuration by their paths: a nested

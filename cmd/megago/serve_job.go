@@ -57,7 +57,7 @@ func startServeJob(ctx context.Context, c *serveFlags, cfg tcp.Config) (*serveJo
 		j.close()
 		return nil, err
 	}
-	if j.m, err = ck.build(j.dev, j.world); err != nil {
+	if j.m, err = ck.build(ctx, j.dev, j.world); err != nil {
 		j.close()
 		return nil, err
 	}

@@ -53,7 +53,15 @@ environment they set) they are the N processes instead, talking over TCP: rank 0
 loads its shard, runs the engine and the HTTP server, the other ranks run the steps it
 sends them, and stop when it does. Give launch a --grace as long as --drain-timeout:
 
-  megago launch -n 2 --grace 1m -- megago serve --load DIR --tensor-model-parallel-size 2 ...`,
+  megago launch -n 2 --grace 1m -- megago serve --load DIR --tensor-model-parallel-size 2 ...
+
+A mixture-of-experts model (Mixtral, Qwen2-MoE, Qwen3-MoE, or a megago checkpoint of
+a model trained with --num-experts, its routers' expert biases included) runs its
+experts over the same TP ranks: by default each expert is split over all of them
+(expert-TP = TP, expert-parallel size 1, as Megatron); --expert-model-parallel-size EP
+with --expert-tensor-parallel-size ETP gives each rank E/EP whole experts (ETP 1) or
+their parts, where ETP × EP divides TP. The layouts differ only in the rounding of
+reordered sums.`,
 		run: runServe,
 	})
 }

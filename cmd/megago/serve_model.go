@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,7 +38,7 @@ func readServeModel(c *serveFlags) (*serveCheckpoint, error) {
 	if err := json.Unmarshal(model.Config, &ck.cfg); err != nil {
 		return nil, fmt.Errorf("--load %s: model configuration: %w", c.load, err)
 	}
-	if e := ck.cfg.MoE.NumExperts; c.ep > 1 && e%c.ep != 0 {
+	if e := ck.cfg.MoE.NumExperts; c.ep > 1 && (e == 0 || e%c.ep != 0) {
 		return nil, fmt.Errorf("--expert-model-parallel-size %d does not divide the model's %d experts", c.ep, e)
 	}
 	if ck.cfg.Position == nn.LearnedPositions && c.maxSeqLen > ck.cfg.MaxPosition {
@@ -116,6 +117,16 @@ func (ms *serveModels) close() {
 func describeServed(name string, c nn.GPTConfig, ranks, device string, maxSeqLen int) string {
 	return fmt.Sprintf("%s (GPT: %d layers, hidden %d, %d heads, vocabulary %d; %s on %s; %d positions per request)",
 		name, c.NumLayers, c.Hidden, c.Heads, c.Vocab, ranks, device, maxSeqLen)
+}
+
+// ranksText says how the ranks run the model for the start-up line: "TP=2" and how,
+// with the experts' layout for an MoE model ("TP=2 (experts: EP=2 × expert-TP=1)").
+func (c *serveFlags) ranksText(m nn.GPTConfig, how string) string {
+	s := fmt.Sprintf("TP=%d%s", c.tp, how)
+	if m.MoE.NumExperts > 0 {
+		s += fmt.Sprintf(" (experts: EP=%d × expert-TP=%d)", c.ep, cmp.Or(c.etp, c.tp))
+	}
+	return s
 }
 
 // readServeCheckpoint reads the model and its global tensors from --load, in the format

@@ -102,6 +102,10 @@ func TestServeMoEGenerates(t *testing.T) {
 			ms.close()
 		}
 	}
+	c := &serveFlags{load: biased, tp: 3, ep: 3, etp: 1, device: "cpu", maxSeqLen: 32}
+	if _, err := loadServeModels(c); err == nil || err.Error() != "--expert-model-parallel-size 3 does not divide the model's 4 experts" {
+		t.Errorf("EP 3 of 4 experts: %v", err)
+	}
 }
 
 // engineTokens returns the greedy tokens serve's engine generates after each prompt on

@@ -79,7 +79,8 @@
 // it. Non-trainable state tensors (State.Tensors, nn.Stateful: a router's expert bias
 // [E]) are whole on every rank of their pipeline stage and saved by its TP and DP rank 0.
 //
-// The manifest (JSON) records megago's version, the Model, the layout, the iteration,
+// The manifest (JSON) records megago's version, the Model, the layout (with the
+// experts' EP and expert-TP sizes where they are not 1 and TP), the iteration,
 // the consumed samples, the seed, the optimizer's scalars (step, loss scaler, schedule;
 // absent for a weights-only checkpoint), the caller's Extra values, the size and
 // SHA-256 of every file, and its own SHA-256 (Manifest.Checksum, since format version 2;

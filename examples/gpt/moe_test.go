@@ -104,7 +104,9 @@ func TestMoECheckpointResume(t *testing.T) {
 		{"TP 2 with SP", []string{"--ranks", "2", "--pipeline-model-parallel-size", "2"}, false},
 	} {
 		t.Run(tc.save+" to "+strings.Join(tc.load, " "), func(t *testing.T) {
-			got, _ := runTiny(t, moeArgs(t, append([]string{"--train-iters", "6", "--load", saved[tc.save]}, tc.load...)...))
+			got, out := runTiny(t, moeArgs(t, append([]string{"--train-iters", "6", "--load", saved[tc.save]}, tc.load...)...))
+			assert.Contains(t, out, map[string]string{"EP 2": "(saved at TP 1 × PP 1 × DP 2, experts EP 2 × expert-TP 1)\n",
+				"TP 2 with SP": "(saved at TP 2 × PP 1 × DP 1)\n"}[tc.save])
 			if tc.exact {
 				assert.Equal(t, straightEP2.Losses[3:], got.Losses, "resumed on the same layout")
 				assert.Equal(t, straightEP2.ValidLoss, got.ValidLoss)

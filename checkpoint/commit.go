@@ -346,7 +346,7 @@ func (p *PendingSave) Commit(ctx context.Context) (err error) {
 func (p *PendingSave) publish(all []int64) error {
 	sizes := p.mesh.Sizes()
 	m := p.man
-	m.Layout = Layout{TP: sizes.TP, PP: sizes.PP, DP: sizes.DP}
+	m.Layout = layoutOf(sizes)
 	m.Files = map[string]FileInfo{}
 	for r := range sizes.World() {
 		v := all[r*contribWords : (r+1)*contribWords]

@@ -104,7 +104,8 @@ func WriteGlobal(ctx context.Context, dir string, m Model, global map[string]*te
 
 // writeLayout writes a checkpoint of model (and optim, if not nil) pieces at sizes, one
 // goroutine rank per TP × PP rank, each building its part of the model to learn its
-// parameters' regions (expert parameters whole: expert-parallel size 1). Model tensors
+// parameters' regions (expert parameters at expert-parallel size 1, split over
+// expert-TP = TP as in a training run at that TP). Model tensors
 // that are no rank's parameter (state tensors, nn.Stateful) are written whole by rank 0.
 func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *source, sizes parallel.Sizes) (*Manifest, error) {
 	vocab, vocabNames, err := vocabOf(man.Model)
@@ -137,7 +138,7 @@ func writeLayout(ctx context.Context, dir string, man Manifest, model, optim *so
 			return err
 		}
 		dev := tensor.NewCPU()
-		b := &nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(0), TP: mesh.TP()}
+		b := &nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(0), TP: mesh.TP(), Experts: nn.MeshExperts(mesh)}
 		parts, err := man.Model.Build(b, mesh)
 		if err != nil {
 			return err

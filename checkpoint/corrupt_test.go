@@ -70,6 +70,9 @@ func TestCorruptCheckpoints(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(dir, TrackerFile), []byte("release\n"), 0o644))
 		}},
 		{name: "other depth", want: "another gpt architecture: NumLayers 2, not 4", model: func(c *nn.GPTConfig) { c.NumLayers = 4 }},
+		{name: "other experts", want: "another gpt architecture: MoE.NumExperts unset, not 4 (", model: func(c *nn.GPTConfig) {
+			c.MoE = nn.MoEConfig{NumExperts: 4, EP: 2}
+		}},
 		{name: "other positions", want: "Position 0, not 1", model: func(c *nn.GPTConfig) {
 			c.Position, c.MaxPosition = nn.RoPE, 0
 		}},

@@ -79,7 +79,8 @@
 // it. Non-trainable state tensors (State.Tensors, nn.Stateful: a router's expert bias
 // [E]) are whole on every rank of their pipeline stage and saved by its TP and DP rank 0.
 //
-// The manifest (JSON) records megago's version, the Model, the layout, the iteration,
+// The manifest (JSON) records megago's version, the Model, the layout (with the
+// experts' EP and expert-TP sizes where they are not 1 and TP), the iteration,
 // the consumed samples, the seed, the optimizer's scalars (step, loss scaler, schedule;
 // absent for a weights-only checkpoint), the caller's Extra values, the size and
 // SHA-256 of every file, and its own SHA-256 (Manifest.Checksum, since format version 2;
@@ -93,8 +94,16 @@
 // the bytes straight from the memory-mapped files. So TP, PP, DP, the distributed
 // optimizer and the vocabulary padding (PaddedVocab depends on TP) may all differ: the
 // rows of a vocabulary-padded tensor that both layouts have are copied, rows only the
-// target has are zero. So may EP and expert-TP. The offline Reshard writes expert
-// parameters whole (expert-parallel size 1) and the state tensors from rank 0.
+// target has are zero. So may EP and expert-TP: the Model's configuration records no
+// layout (TP, CP, MoE.EP and MoE.ETP are cleared, and Compatible ignores the MoE
+// dispatcher and grouped GEMM, which compute the same values). The offline Reshard and
+// WriteGlobal write expert parameters at expert-parallel size 1, split over expert-TP =
+// TP as a training run at that TP does, and the state tensors whole from rank 0;
+// SetState sets a model's state tensors (nn.ModuleState) from global tensors as SetParams
+// sets its parameters. The gpt example's tests resume an MoE model (with expert biases)
+// saved at EP 2 and at TP 2 with sequence parallelism at EP 2, TP 2, PP 2 and one rank
+// (examples/gpt TestMoECheckpointResume), and megago convert's tests take the tiny
+// Mixtral and Qwen3-MoE from Hugging Face through TP 2 and PP 2 back to the same bytes.
 // Initialization and dropout are keyed by global coordinates (see package tensor), so a
 // resumed run at another layout continues as the saved one would have, up to summation
 // order; at the same layout resuming is exact, bit for bit.

@@ -36,10 +36,19 @@ type layout struct {
 	distributed bool
 	dtype       tensor.DType // 0 means F64
 	tied        bool
+	// ep > 0 makes every layer an MoE layer of harnessMoE's experts at expert-parallel
+	// size ep (expert-TP 1).
+	ep int
 }
+
+// harnessMoE are the experts of an MoE layout: four, top-2, with expert biases.
+var harnessMoE = nn.MoEConfig{NumExperts: 4, TopK: 2, ScoreFunction: "sigmoid", EnableExpertBias: true, GroupedGEMM: true}
 
 func (l layout) String() string {
 	s := fmt.Sprintf("tp%d-pp%d-dp%d", l.tp, l.pp, l.dp)
+	if l.ep > 0 {
+		s += fmt.Sprintf("-moe-ep%d", l.ep)
+	}
 	if l.distributed {
 		s += "-distopt"
 	}
@@ -75,13 +84,17 @@ type rig struct {
 // schedule with weight decay, a dynamic loss scaler (which grows every 3 steps) and
 // gradient clipping, so that every kind of optimizer state matters.
 func newRig(ctx context.Context, world parallel.Comm, l layout) (*rig, error) {
-	mesh, err := parallel.NewMesh(ctx, world, parallel.Sizes{TP: l.tp, PP: l.pp, DP: l.dp})
+	sizes := parallel.Sizes{TP: l.tp, PP: l.pp, DP: l.dp}
+	cfg := harnessConfig(l.tied)
+	if l.ep > 0 {
+		sizes.EP, sizes.ETP, cfg.MoE = l.ep, 1, harnessMoE
+	}
+	mesh, err := parallel.NewMesh(ctx, world, sizes)
 	if err != nil {
 		return nil, err
 	}
 	r := &rig{l: l, mesh: mesh, dev: tensor.NewCPU()}
-	b := &nn.Builder{Dev: r.dev, DType: l.dt(), RNG: tensor.NewRNG(hSeed).Named("init"), TP: mesh.TP()}
-	cfg := harnessConfig(l.tied)
+	b := &nn.Builder{Dev: r.dev, DType: l.dt(), RNG: tensor.NewRNG(hSeed).Named("init"), TP: mesh.TP(), Experts: nn.MeshExperts(mesh)}
 	if r.chunks, err = train.NewGPTChunks(b, cfg, mesh, 1); err != nil {
 		return nil, err
 	}
@@ -100,7 +113,8 @@ func newRig(ctx context.Context, world parallel.Comm, l layout) (*rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.st = &State{Model: GPTModel(cfg), Params: parts.Params(), Optimizer: r.tr.Optimizer(), Seed: hSeed}
+	r.st = &State{Model: GPTModel(cfg), Params: parts.Params(), Tensors: nn.ModuleState(parts.Modules...),
+		Optimizer: r.tr.Optimizer(), Seed: hSeed}
 	return r, nil
 }
 
@@ -160,19 +174,22 @@ func (r *rig) logits(ctx context.Context) ([]float64, error) {
 	return tensor.ToSlice[float64](full.Narrow(-1, 0, hVocab)), nil
 }
 
-// params returns the global values of this rank's parameters (DP rank 0, not Shared),
-// scattered into whole tensors of vocabulary rows cut to V.
+// params returns the global values of this rank's parameters (DP rank 0, expert-DP rank
+// 0 for expert parameters, not Shared) and state tensors (DP rank 0), scattered into
+// whole tensors of vocabulary rows cut to V.
 func (r *rig) params(into map[string][]float64, mu *sync.Mutex) {
-	if r.mesh.Coord().DP != 0 {
-		return
-	}
 	mu.Lock()
 	defer mu.Unlock()
+	dp, edp := r.mesh.Coord().DP == 0, r.mesh.ExpertCoord().EDP == 0
 	for _, p := range r.st.Params {
-		if p.Shared {
-			continue
+		if !p.Shared && (p.Expert && edp || !p.Expert && dp) {
+			scatter(into, p.Name, p.Region(), [2]int{0, p.Numel()}, tensorF64(p.Tensor))
 		}
-		scatter(into, p.Name, p.Region(), [2]int{0, p.Numel()}, tensorF64(p.Tensor))
+	}
+	for _, t := range r.st.Tensors {
+		if dp {
+			scatter(into, t.Name, tensor.Whole(t.Tensor.Shape()...), [2]int{0, t.Tensor.Numel()}, tensorF64(t.Tensor))
+		}
 	}
 }
 

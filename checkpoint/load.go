@@ -256,20 +256,38 @@ func SetParams(ps []*nn.Param, m Model, global map[string]*tensor.Tensor) error 
 	if err != nil {
 		return err
 	}
-	src := memSource(global)
-	ws := make([]want, len(ps))
+	ws, ts := make([]want, len(ps)), make([]*tensor.Tensor, len(ps))
 	for i, p := range ps {
-		ws[i] = want{name: p.Name, region: p.Region(), flat: [2]int{0, p.Numel()}}
+		ws[i], ts[i] = want{name: p.Name, region: p.Region(), flat: [2]int{0, p.Numel()}}, p.Tensor
 		if names[p.Name] {
 			ws[i].vocab = vocab
 		}
-		if _, err := src.segments(ws[i], nil); err != nil {
-			return fmt.Errorf("checkpoint: SetParams: %w", err)
+	}
+	return setWants("SetParams", memSource(global), ws, ts)
+}
+
+// SetState sets every state tensor of ts (a model's nn.ModuleState: the routers' expert
+// biases) to the global tensor of the same name, as SetParams sets parameters. It
+// checks every tensor before setting any.
+func SetState(ts []nn.NamedTensor, global map[string]*tensor.Tensor) error {
+	ws, into := make([]want, len(ts)), make([]*tensor.Tensor, len(ts))
+	for i, t := range ts {
+		ws[i], into[i] = want{name: t.Name, region: tensor.Whole(t.Tensor.Shape()...), flat: [2]int{0, t.Tensor.Numel()}}, t.Tensor
+	}
+	return setWants("SetState", memSource(global), ws, into)
+}
+
+// setWants copies each want of src into the tensor beside it, after checking that src
+// holds all of them; fn names the caller in errors.
+func setWants(fn string, src *source, ws []want, into []*tensor.Tensor) error {
+	for _, w := range ws {
+		if _, err := src.segments(w, nil); err != nil {
+			return fmt.Errorf("checkpoint: %s: %w", fn, err)
 		}
 	}
-	for i, p := range ps {
-		if err := src.writeInto(ws[i], p.Tensor); err != nil {
-			return fmt.Errorf("checkpoint: SetParams: %w", err)
+	for i, w := range ws {
+		if err := src.writeInto(w, into[i]); err != nil {
+			return fmt.Errorf("checkpoint: %s: %w", fn, err)
 		}
 	}
 	return nil

@@ -98,6 +98,29 @@ type Layout struct {
 	DP int `json:"dp"`
 	// DistributedOptimizer is set when the optimizer state was sharded over DP.
 	DistributedOptimizer bool `json:"distributed_optimizer"`
+	// EP and ETP are the experts' expert-parallel and expert-TP sizes, recorded only
+	// when they are not 1 and TP (older manifests and dense models have none).
+	EP  int `json:"ep,omitempty"`
+	ETP int `json:"etp,omitempty"`
+}
+
+// layoutOf returns the Layout of a mesh of sizes s (resolved).
+func layoutOf(s parallel.Sizes) Layout {
+	l := Layout{TP: s.TP, PP: s.PP, DP: s.DP}
+	if s.EP > 1 || s.ETP != s.TP {
+		l.EP, l.ETP = s.EP, s.ETP
+	}
+	return l
+}
+
+// String returns the layout as "TP 2 × PP 1 × DP 2", with the experts' sizes if
+// recorded ("TP 1 × PP 1 × DP 2, experts EP 2 × expert-TP 1").
+func (l Layout) String() string {
+	s := fmt.Sprintf("TP %d × PP %d × DP %d", l.TP, l.PP, l.DP)
+	if l.EP > 0 {
+		s += fmt.Sprintf(", experts EP %d × expert-TP %d", l.EP, l.ETP)
+	}
+	return s
 }
 
 // FileInfo describes one shard file.

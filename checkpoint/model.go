@@ -21,8 +21,9 @@ const (
 )
 
 // Model names a model's architecture and its configuration, as recorded in a checkpoint's
-// manifest. Config is the nn configuration as JSON, with its layout fields (TP, CP)
-// cleared: the same model saved at any layout has the same Model.
+// manifest. Config is the nn configuration as JSON, with its layout fields (TP, CP and
+// the experts' MoE.EP, MoE.ETP) cleared: the same model saved at any layout has the same
+// Model.
 type Model struct {
 	Arch   string          `json:"arch"`
 	Config json.RawMessage `json:"config"`
@@ -32,6 +33,7 @@ type Model struct {
 func GPTModel(cfg nn.GPTConfig) Model {
 	cfg.TransformerConfig = cfg.TransformerConfig.Defaults()
 	cfg.TP, cfg.CP = 0, 0
+	cfg.MoE.EP, cfg.MoE.ETP = 0, 0
 	return Model{Arch: ArchGPT, Config: mustJSON(cfg)}
 }
 
@@ -112,9 +114,11 @@ func (m Model) vocab() (v, multiple int, names []string, err error) {
 }
 
 // layoutFields are configuration fields that may differ between a checkpoint and the
-// model it is loaded into: the parallel layout, vocabulary padding and training-only
-// settings.
-var layoutFields = []string{"TP", "CP", "VocabMultiple", "Dropout", "AttnDropout", "InitStd"}
+// model it is loaded into: the parallel layout, vocabulary padding, training-only
+// settings, and how the MoE layers compute (the same values either way); a nested
+// field is named by its path.
+var layoutFields = []string{"TP", "CP", "VocabMultiple", "Dropout", "AttnDropout", "InitStd",
+	"MoE.EP", "MoE.ETP", "MoE.Dispatcher", "MoE.GroupedGEMM"}
 
 // Compatible returns nil if a checkpoint of m can be loaded into a model of other: the
 // same architecture with the same configuration, up to the layout, vocabulary padding,
@@ -136,8 +140,8 @@ func (m Model) Compatible(other Model) error {
 		if slices.Contains(layoutFields, k) {
 			continue
 		}
-		if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
-			diffs = append(diffs, fmt.Sprintf("%s %v, not %v", k, a[k], b[k]))
+		if !sameField(a[k], b[k]) {
+			diffs = append(diffs, fmt.Sprintf("%s %v, not %v", k, fieldText(a[k]), fieldText(b[k])))
 		}
 	}
 	if len(diffs) > 0 {
@@ -146,12 +150,42 @@ func (m Model) Compatible(other Model) error {
 	return nil
 }
 
+// sameField reports whether two configuration values are the same, a missing field
+// (omitted as empty, or absent from an older checkpoint) being the same as zero.
+func sameField(x, y any) bool {
+	zero := func(v any) bool { return v == nil || v == 0.0 || v == "" || v == false }
+	if zero(x) || zero(y) {
+		return zero(x) && zero(y)
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// fieldText returns a configuration value as Compatible's error shows it.
+func fieldText(v any) string {
+	if v == nil {
+		return "unset"
+	}
+	return fmt.Sprint(v)
+}
+
+// configFields returns the fields of a JSON configuration by their paths: a nested
+// object's fields as "MoE.TopK".
 func configFields(js json.RawMessage) (map[string]any, error) {
 	var f map[string]any
 	if err := json.Unmarshal(js, &f); err != nil {
 		return nil, fmt.Errorf("checkpoint: model configuration: %w", err)
 	}
-	return f, nil
+	out := map[string]any{}
+	for k, v := range f {
+		sub, ok := v.(map[string]any)
+		if !ok {
+			out[k] = v
+		}
+		for sk, sv := range sub {
+			out[k+"."+sk] = sv
+		}
+	}
+	return out, nil
 }
 
 func mergeKeys(a, b map[string]any) map[string]any {

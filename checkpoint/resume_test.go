@@ -19,6 +19,7 @@ func TestResumeIsExact(t *testing.T) {
 	for _, l := range []layout{
 		{tp: 2, pp: 2, dp: 2, distributed: true, dtype: tensor.BF16, tied: true},
 		{tp: 1, pp: 1, dp: 2, distributed: true, dtype: tensor.F32},
+		{tp: 1, pp: 2, dp: 2, distributed: true, dtype: tensor.F32, ep: 2}, // MoE: experts and their biases
 	} {
 		t.Run(l.String(), func(t *testing.T) {
 			const total, half = 20, 10

@@ -20,7 +20,9 @@
 //     decoding request, then chunks of newly admitted prompts (PrefillChunk tokens in
 //     all, oldest request first), each token with its (slot, position);
 //  4. runs that plan on every TP rank (nn.GPT.DecodeStep): the linear layers, norms and
-//     MLP run once over all N tokens [1, N, C]; attention runs per request and key/value
+//     MLP run once over all N tokens [1, N, C] (an MoE layer routes them, its experts
+//     split over expert groups among the TP ranks as the models were built: megago
+//     serve's --expert-model-parallel-size); attention runs per request and key/value
 //     group against its slot's cached positions, causally within the new tokens;
 //  5. turns the logits it asked for into prompt log-probabilities and, for requests whose
 //     tokens are all in the cache, the next token (sampling, Ban, StopIDs, Stop), and

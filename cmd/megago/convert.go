@@ -23,7 +23,9 @@ Convert reads the checkpoint SRC and writes DST:
 
   --from megago --to megago   reshard a megago checkpoint to -tp/-pp, optimizer
                               state included (any layout can load any other, but
-                              a resharded copy reads fewer files per rank)
+                              a resharded copy reads fewer files per rank); an
+                              MoE model's experts are written at expert-parallel
+                              size 1, split over -tp, and load at any EP
   --from megago --to hf       export the model to a Hugging Face directory
                               (model.safetensors and config.json): GPT-2, Llama
                               (with Llama 3.1's rope scaling), Qwen2 (a Llama

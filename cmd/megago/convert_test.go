@@ -95,6 +95,25 @@ func TestConvertCommandRoundTrip(t *testing.T) {
 	}
 }
 
+// The tiny Mixtral and Qwen3-MoE (checkpoint/testdata/hfmoe) go to megago at TP=2, are
+// resharded to TP=1 × PP=2 and exported to Hugging Face again: the export holds the
+// original bytes (each expert's slices, written by both TP ranks, are read back whole).
+func TestConvertCommandMoERoundTrip(t *testing.T) {
+	for _, name := range []string{"mixtral", "qwen3_moe"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := filepath.Join(checkpointTestdata, "hfmoe", name)
+			tp2, pp2, hf := filepath.Join(dir, "tp2"), filepath.Join(dir, "pp2"), filepath.Join(dir, "hf")
+			for _, args := range [][]string{{"-from", "hf", "-tp", "2", src, tp2}, {"-pp", "2", tp2, pp2}, {"-to", "hf", pp2, hf}} {
+				if _, stderr, err := run(t, append([]string{"convert"}, args...)...); err != nil {
+					t.Fatalf("megago convert %v: %v\n%s", args, err, stderr)
+				}
+			}
+			sameWeights(t, src, hf, "megago checkpoints at TP=2 and PP=2")
+		})
+	}
+}
+
 // The Transformer Engine copy of the Megatron GPT-2 goes to a Megatron checkpoint at
 // TP=1 × PP=2 with local names and on to Hugging Face: the same bytes as the plain
 // checkpoint's export; the export's load notes are printed on stderr.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"megago/data"
+	"megago/parallel"
 	"megago/serve"
 )
 
@@ -51,7 +53,15 @@ environment they set) they are the N processes instead, talking over TCP: rank 0
 loads its shard, runs the engine and the HTTP server, the other ranks run the steps it
 sends them, and stop when it does. Give launch a --grace as long as --drain-timeout:
 
-  megago launch -n 2 --grace 1m -- megago serve --load DIR --tensor-model-parallel-size 2 ...`,
+  megago launch -n 2 --grace 1m -- megago serve --load DIR --tensor-model-parallel-size 2 ...
+
+A mixture-of-experts model (Mixtral, Qwen2-MoE, Qwen3-MoE, or a megago checkpoint of
+a model trained with --num-experts, its routers' expert biases included) runs its
+experts over the same TP ranks: by default each expert is split over all of them
+(expert-TP = TP, expert-parallel size 1, as Megatron); --expert-model-parallel-size EP
+with --expert-tensor-parallel-size ETP gives each rank E/EP whole experts (ETP 1) or
+their parts, where ETP × EP divides TP. The layouts differ only in the rounding of
+reordered sums.`,
 		run: runServe,
 	})
 }
@@ -64,6 +74,7 @@ type serveFlags struct {
 	chatTemplate   string
 	modelName      string
 	tp             int
+	ep, etp        int // the experts' parallel sizes (MoE models)
 	device         string
 	host           string
 	port           int
@@ -84,6 +95,8 @@ func (c *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "a Jinja chat template file (default: the HuggingFaceTokenizer's chat_template, else a plain one)")
 	fs.StringVar(&c.modelName, "served-model-name", "", "the model id of the OpenAI routes (default: the base name of --load)")
 	fs.IntVar(&c.tp, "tensor-model-parallel-size", 1, "tensor-parallel ranks: goroutines in this process, or the processes of megago launch -n (the same number)")
+	fs.IntVar(&c.ep, "expert-model-parallel-size", 1, "MoE models: expert-parallel ranks among the TP ranks (each holds E/EP experts)")
+	fs.IntVar(&c.etp, "expert-tensor-parallel-size", 0, "MoE models: ranks splitting each expert's hidden size (0: --tensor-model-parallel-size); expert-TP × EP must divide TP")
 	fs.StringVar(&c.device, "device", "cpu", "backend of every rank: cpu or cuda")
 	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
 	fs.IntVar(&c.port, "port", 5000, "port to listen on")
@@ -119,6 +132,12 @@ func (c *serveFlags) check() error {
 		if v.val < v.min {
 			bad("--%s %d: want ≥ %d", v.name, v.val, v.min)
 		}
+	}
+	if c.ep < 1 || c.etp < 0 {
+		bad("--expert-model-parallel-size %d, --expert-tensor-parallel-size %d: want ≥ 1 and ≥ 0", c.ep, c.etp)
+	} else if _, err := c.sizes().Resolve(c.tp); c.tp >= 1 && err != nil {
+		bad("--expert-tensor-parallel-size %d × --expert-model-parallel-size %d must divide --tensor-model-parallel-size %d",
+			cmp.Or(c.etp, c.tp), c.ep, c.tp)
 	}
 	if c.port < 0 || c.port > 65535 {
 		bad("--port %d: want 0 (any free port) to 65535", c.port)
@@ -178,6 +197,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return c.listen(ctx, srv, stdout, what)
+}
+
+// sizes returns the parallel sizes of the served model's ranks: one TP group, whose
+// ranks are also the experts' expert-TP × EP groups.
+func (c *serveFlags) sizes() parallel.Sizes {
+	return parallel.Sizes{TP: c.tp, EP: c.ep, ETP: c.etp}
 }
 
 // engineConfig returns the engine's settings from the flags.

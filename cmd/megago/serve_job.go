@@ -57,7 +57,7 @@ func startServeJob(ctx context.Context, c *serveFlags, cfg tcp.Config) (*serveJo
 		j.close()
 		return nil, err
 	}
-	if j.m, err = ck.build(j.dev, j.world); err != nil {
+	if j.m, err = ck.build(ctx, j.dev, j.world); err != nil {
 		j.close()
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func startServeEngine(ctx context.Context, c *serveFlags, job *tcp.Config, name 
 			ms.close()
 			return nil, "", nil, err
 		}
-		what = describeServed(name, ms.cfg, fmt.Sprintf("TP=%d", c.tp), c.device, c.maxSeqLen)
+		what = describeServed(name, ms.cfg, c.ranksText(ms.cfg, ""), c.device, c.maxSeqLen)
 		return gen, what, func() { gen.Close(); ms.close() }, nil
 	}
 	j, err := startServeJob(ctx, c, *job)
@@ -109,6 +109,6 @@ func startServeEngine(ctx context.Context, c *serveFlags, job *tcp.Config, name 
 		j.close()
 		return nil, "", nil, err
 	}
-	what = describeServed(name, j.cfg, fmt.Sprintf("TP=%d as processes", c.tp), c.device, c.maxSeqLen)
+	what = describeServed(name, j.cfg, c.ranksText(j.cfg, " as processes"), c.device, c.maxSeqLen)
 	return gen, what, func() { gen.Close(); j.close() }, nil
 }

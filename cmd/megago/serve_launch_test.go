@@ -101,15 +101,30 @@ func testServeArgs(tp string) []string {
 		"--tensor-model-parallel-size", tp}
 }
 
-// TestServeLaunchTP2 serves the Megatron test checkpoint at TP=2 as two processes under
-// the launcher behind megago launch (rank 0 the HTTP server and the engine, rank 1
-// following over TCP) and at TP=1 in this process: greedy PUT /api answers are the
-// same. SIGTERM then stops both processes cleanly.
+// TestServeLaunchTP2 serves the Megatron test checkpoint, and the tiny Mixtral with two
+// experts on each rank (EP 2), at TP=2 as two processes under the launcher behind megago
+// launch (rank 0 the HTTP server and the engine, rank 1 following over TCP) and at TP=1
+// in this process: greedy PUT /api answers are the same. SIGTERM then stops both
+// processes cleanly.
 func TestServeLaunchTP2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 2 processes")
 	}
-	args := testServeArgs
+	mixtral := func(tp string) []string {
+		return []string{"serve", "--load", filepath.Join(checkpointTestdata, "hfmoe", "mixtral"), "--from", "hf",
+			"--tokenizer-type", "NullTokenizer", "--vocab-size", "67", "--port", "0", "--inference-max-requests", "2",
+			"--tensor-model-parallel-size", tp, "--expert-model-parallel-size", tp, "--expert-tensor-parallel-size", "1"}
+	}
+	for _, tc := range []struct {
+		name string
+		args func(tp string) []string
+	}{{"megatron gpt2", testServeArgs}, {"mixtral EP", mixtral}} {
+		t.Run(tc.name, func(t *testing.T) { serveLaunchTP2(t, tc.args) })
+	}
+}
+
+// serveLaunchTP2 is TestServeLaunchTP2 for the megago serve arguments args(TP).
+func serveLaunchTP2(t *testing.T, args func(tp string) []string) {
 	// Prompts the NullTokenizer reads as ids; 16 learned positions in all.
 	greedy := `{"prompts": ["1 2 3", "40 7", "9"], "tokens_to_generate": 8, "top_k": 1}`
 

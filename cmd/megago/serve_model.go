@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -12,11 +14,13 @@ import (
 	"megago/tensor"
 )
 
-// serveCheckpoint is the model --load names: its weights and configuration.
+// serveCheckpoint is the model --load names: its weights and configuration, and the
+// parallel sizes it is served at.
 type serveCheckpoint struct {
 	model  checkpoint.Model
 	global map[string]*tensor.Tensor
 	cfg    nn.GPTConfig
+	sizes  parallel.Sizes
 }
 
 // readServeModel reads the checkpoint --load names. It lowers
@@ -30,9 +34,12 @@ func readServeModel(c *serveFlags) (*serveCheckpoint, error) {
 	if model.Arch != checkpoint.ArchGPT {
 		return nil, fmt.Errorf("--load %s holds a %s model; serve runs GPT models", c.load, model.Arch)
 	}
-	ck := &serveCheckpoint{model: model, global: global}
+	ck := &serveCheckpoint{model: model, global: global, sizes: c.sizes()}
 	if err := json.Unmarshal(model.Config, &ck.cfg); err != nil {
 		return nil, fmt.Errorf("--load %s: model configuration: %w", c.load, err)
+	}
+	if e := ck.cfg.MoE.NumExperts; c.ep > 1 && (e == 0 || e%c.ep != 0) {
+		return nil, fmt.Errorf("--expert-model-parallel-size %d does not divide the model's %d experts", c.ep, e)
 	}
 	if ck.cfg.Position == nn.LearnedPositions && c.maxSeqLen > ck.cfg.MaxPosition {
 		if c.seqLenExplicit {
@@ -44,14 +51,23 @@ func readServeModel(c *serveFlags) (*serveCheckpoint, error) {
 }
 
 // build returns the shard of the model that rank tp.Rank() of the TP group tp holds, on
-// dev, with its weights.
-func (ck *serveCheckpoint) build(dev *tensor.Device, tp parallel.Comm) (*nn.GPT, error) {
-	b := &nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(0), TP: tp}
+// dev, with its weights: the experts of MoE layers split over the expert-TP × EP groups
+// of ck.sizes among the TP ranks.
+func (ck *serveCheckpoint) build(ctx context.Context, dev *tensor.Device, tp parallel.Comm) (*nn.GPT, error) {
+	mesh, err := parallel.NewMesh(ctx, tp, ck.sizes)
+	if err != nil {
+		return nil, err
+	}
+	b := &nn.Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(0), TP: tp, Experts: nn.MeshExperts(mesh)}
 	m, err := nn.NewGPT(b, ck.cfg, nn.Stage{})
 	if err != nil {
 		return nil, err
 	}
-	return m, checkpoint.SetParams(m.Params(), ck.model, ck.global)
+	if err := checkpoint.SetParams(m.Params(), ck.model, ck.global); err != nil {
+		return nil, err
+	}
+	return m, checkpoint.SetState(nn.ModuleState(m), ck.global) // the routers' expert biases
+
 }
 
 // serveModels are the TP ranks' shards of the served GPT, one per goroutine rank.
@@ -79,7 +95,9 @@ func loadServeModels(c *serveFlags) (*serveModels, error) {
 		}
 		ms.devs = append(ms.devs, dev)
 	}
-	models, release, err := serve.LocalTP(c.tp, func(tp parallel.Comm) (*nn.GPT, error) { return ck.build(ms.devs[tp.Rank()], tp) })
+	models, release, err := serve.LocalTP(c.tp, func(tp parallel.Comm) (*nn.GPT, error) {
+		return ck.build(context.Background(), ms.devs[tp.Rank()], tp)
+	})
 	if err != nil {
 		ms.close()
 		return nil, err
@@ -99,6 +117,16 @@ func (ms *serveModels) close() {
 func describeServed(name string, c nn.GPTConfig, ranks, device string, maxSeqLen int) string {
 	return fmt.Sprintf("%s (GPT: %d layers, hidden %d, %d heads, vocabulary %d; %s on %s; %d positions per request)",
 		name, c.NumLayers, c.Hidden, c.Heads, c.Vocab, ranks, device, maxSeqLen)
+}
+
+// ranksText says how the ranks run the model for the start-up line: "TP=2" and how,
+// with the experts' layout for an MoE model ("TP=2 (experts: EP=2 × expert-TP=1)").
+func (c *serveFlags) ranksText(m nn.GPTConfig, how string) string {
+	s := fmt.Sprintf("TP=%d%s", c.tp, how)
+	if m.MoE.NumExperts > 0 {
+		s += fmt.Sprintf(" (experts: EP=%d × expert-TP=%d)", c.ep, cmp.Or(c.etp, c.tp))
+	}
+	return s
 }
 
 // readServeCheckpoint reads the model and its global tensors from --load, in the format

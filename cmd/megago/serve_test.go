@@ -22,6 +22,8 @@ func TestServeCommandUsage(t *testing.T) {
 		{"sizes", []string{"--load", "x", "--tokenizer-type", "gpt2", "--tensor-model-parallel-size", "0", "--inference-max-requests", "0"},
 			"--tensor-model-parallel-size 0: want ≥ 1; --inference-max-requests 0: want ≥ 1"},
 		{"port", []string{"--load", "x", "--tokenizer-type", "gpt2", "--port", "70000"}, "--port 70000"},
+		{"experts", []string{"--load", "x", "--tokenizer-type", "gpt2", "--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2"},
+			"--expert-tensor-parallel-size 2 × --expert-model-parallel-size 2 must divide --tensor-model-parallel-size 2"},
 		{"argument", []string{"--load", "x", "extra"}, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

@@ -91,3 +91,53 @@ func TestMoELayoutsMatchOneRank(t *testing.T) {
 		})
 	}
 }
+
+// moeArgs are ckptArgs with four experts, top-2, grouped GEMM and aux-loss-free
+// balancing (the router's expert bias, a state tensor the checkpoint carries).
+func moeArgs(t *testing.T, extra ...string) []string {
+	return ckptArgs(t, append([]string{"--num-experts", "4", "--moe-router-topk", "2", "--moe-grouped-gemm",
+		"--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid"}, extra...)...)
+}
+
+// TestMoECheckpointResume: an MoE model trained three iterations and saved at one
+// expert/tensor-parallel layout, loaded at another and trained three more, gives the
+// losses of six straight iterations: bit for bit at the layout it was saved at (the
+// experts' parameters, their optimizer state and the router's expert bias are
+// restored), within layoutTol at the others (the checkpoint is resharded over EP, TP
+// and PP). A run whose expert groups reach beyond the TP group generates text after
+// training (every DP rank takes part).
+func TestMoECheckpointResume(t *testing.T) {
+	ep2 := []string{"--ranks", "2", "--expert-model-parallel-size", "2"}
+	tp2 := []string{"--ranks", "2", "--tensor-model-parallel-size", "2", "--sequence-parallel"}
+	straight, _ := runTiny(t, moeArgs(t, "--train-iters", "6"))
+	straightEP2, out := runTiny(t, moeArgs(t, append([]string{"--train-iters", "6", "--gen-tokens", "4"}, ep2...)...))
+	assert.Contains(t, out, "generated from the prompt")
+	saved := map[string]string{}
+	for name, layout := range map[string][]string{"EP 2": ep2, "TP 2 with SP": tp2} {
+		saved[name] = t.TempDir()
+		runTiny(t, moeArgs(t, append([]string{"--train-iters", "3", "--save", saved[name]}, layout...)...))
+	}
+	for _, tc := range []struct {
+		save  string
+		load  []string
+		exact bool
+	}{
+		{"EP 2", ep2, true},
+		{"EP 2", nil, false},
+		{"EP 2", tp2, false},
+		{"TP 2 with SP", ep2, false},
+		{"TP 2 with SP", []string{"--ranks", "2", "--pipeline-model-parallel-size", "2"}, false},
+	} {
+		t.Run(tc.save+" to "+strings.Join(tc.load, " "), func(t *testing.T) {
+			got, out := runTiny(t, moeArgs(t, append([]string{"--train-iters", "6", "--load", saved[tc.save]}, tc.load...)...))
+			assert.Contains(t, out, map[string]string{"EP 2": "(saved at TP 1 × PP 1 × DP 2, experts EP 2 × expert-TP 1)\n",
+				"TP 2 with SP": "(saved at TP 2 × PP 1 × DP 1)\n"}[tc.save])
+			if tc.exact {
+				assert.Equal(t, straightEP2.Losses[3:], got.Losses, "resumed on the same layout")
+				assert.Equal(t, straightEP2.ValidLoss, got.ValidLoss)
+				return
+			}
+			assert.InDeltaSlice(t, straight.Losses[3:], got.Losses, layoutTol, "resumed at another layout")
+		})
+	}
+}

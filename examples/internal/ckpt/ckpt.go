@@ -122,8 +122,7 @@ func (c *Checkpointer) Load(ctx context.Context, samples int) (int, error) {
 	case c.State.ConsumedSamples > samples:
 		return 0, fmt.Errorf("--load %s has consumed %d samples, more than the %d of the training split", c.f.Load, c.State.ConsumedSamples, samples)
 	}
-	c.note = fmt.Sprintf("checkpoint: %s %s, iteration %d (saved at TP %d × PP %d × DP %d)\n", what, c.f.Load,
-		m.Iteration, m.Layout.TP, m.Layout.PP, m.Layout.DP)
+	c.note = fmt.Sprintf("checkpoint: %s %s, iteration %d (saved at %v)\n", what, c.f.Load, m.Iteration, m.Layout)
 	return c.State.Iteration, nil
 }
 

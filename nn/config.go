@@ -89,6 +89,16 @@ type TransformerConfig struct {
 	// (only 1 is implemented).
 	TP, CP int
 
+	// CPCommType is how attention exchanges keys and values over the CP group
+	// (--cp-comm-type): "p2p" (the default, "" too: a ring of K/V blocks), "all_gather"
+	// (or "allgather"), "a2a" (Ulysses' head/sequence all-to-all) or "a2a+p2p" (with
+	// CPHierarchy), one value for every layer or a comma-separated value per layer.
+	// CPHierarchy is --hierarchical-context-parallel-sizes, comma-separated ("2,2": a2a
+	// over the inner 2 ranks, p2p over the outer 2). Strings keep the configuration
+	// comparable with ==.
+	CPCommType  string `json:",omitempty"`
+	CPHierarchy string `json:",omitempty"`
+
 	// MoE configures mixture-of-experts layers; the zero value means none.
 	MoE MoEConfig `json:",omitzero"`
 }

@@ -134,3 +134,14 @@ func TestPaddedVocab(t *testing.T) {
 		require.Equal(t, tc.want, PaddedVocab(tc.vocab, tc.multiple, tc.tp), "PaddedVocab(%d, %d, %d)", tc.vocab, tc.multiple, tc.tp)
 	}
 }
+
+// TestCPPositions: Megatron's load-balanced chunks (rank r holds chunks r and 2·cp−1−r
+// of 2·cp), written out by hand for a sequence of 8 at cp 2, and cp 1 holding all.
+func TestCPPositions(t *testing.T) {
+	require.Equal(t, []int{0, 1, 6, 7}, CPPositions(8, 2, 0))
+	require.Equal(t, []int{2, 3, 4, 5}, CPPositions(8, 2, 1))
+	require.Equal(t, []int{0, 7}, CPPositions(8, 4, 0))
+	require.Equal(t, []int{3, 4}, CPPositions(8, 4, 3))
+	require.Equal(t, []int{0, 1, 2}, CPPositions(3, 1, 0))
+	require.Panics(t, func() { CPPositions(6, 2, 0) })
+}

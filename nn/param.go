@@ -115,6 +115,10 @@ type Builder struct {
 	TP parallel.Comm
 	// Experts are the groups of mixture-of-experts layers; zero means one rank each.
 	Experts ExpertGroups
+	// CP is the context-parallel group (nil: one rank): each of its ranks holds the
+	// sequence positions CPPositions gives it, and attention exchanges keys and values
+	// over it.
+	CP parallel.Comm
 	// SequenceParallel splits activations along T between TP regions.
 	SequenceParallel bool
 	// Recompute selects activation recomputation in the transformer layers built (see

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# examples/gpt/moe_vs_dense.sh: an 8-expert top-2 GPT against the dense GPT with the same
+# active parameters, over the same tokens and iterations, each trained with 3 seeds.
+#
+# Dense: every layer's MLP has hidden F = 4C = 512. MoE: every layer's MLP is replaced by 8
+# experts of hidden F/2 = 256 and a router choosing 2 of them per token, so a token goes through
+# 2·F/2 = F hidden units, as in the dense model (plus the router's E·C weights), with the
+# experts in one grouped product and the load-balancing loss at 1e-2. Everything else — data,
+# seeds, iterations, batch, sequence length, learning-rate schedule — is the example's default
+# and the same for both. --seed sets the initialization and the order of the training samples
+# (and which validation samples are drawn); each seed is used by both models. Validation runs
+# once, at the end, over 86 batches of 4 samples: 344 of the validation split's 346 samples of
+# 128 tokens (44,363 tokens).
+#
+# Prints each run's final validation loss, per model the mean, min, max and spread (max − min),
+# and whether the MoE's worst seed is below the dense model's best by more than each spread.
+# Run from anywhere: bash examples/gpt/moe_vs_dense.sh (ITERS=N and SEEDS="a b c" override
+# the defaults; KEEP=DIR keeps every run's log and output there). Its output on 2 cores is
+# examples/gpt/results/moe-vs-dense.txt.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+iters="${ITERS:-1000}"
+read -r -a seeds <<<"${SEEDS:-1 2 3}"
+if [[ -n "${KEEP:-}" ]]; then
+	dir="$KEEP"
+	mkdir -p "$dir"
+else
+	dir="$(mktemp -d)"
+	trap 'rm -rf "$dir"' EXIT
+fi
+go build -o "$dir/gpt" ./examples/gpt
+
+common=(--train-iters "$iters" --eval-interval 0 --eval-iters 86 --gen-tokens 0 --log-interval 100)
+dense=(--ffn-hidden-size 512)
+moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 256 --moe-grouped-gemm --moe-aux-loss-coeff 1e-2)
+
+echo "MoE vs dense, examples/gpt/moe_vs_dense.sh, $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(go version | cut -d' ' -f3-), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "each run (S a seed in ${seeds[*]}, MODEL dense or moe):"
+echo "  dense: gpt ${common[*]} ${dense[*]} --seed S --out-dir DIR/dense-S"
+echo "  moe:   gpt ${common[*]} ${moe[*]} --seed S --out-dir DIR/moe-S"
+echo
+
+# run MODEL SEED FLAGS...: trains one model, its log in DIR/MODEL-SEED.log; prints its
+# final validation loss.
+run() {
+	local name="$1-$2" seed="$2"
+	shift 2
+	local start=$SECONDS
+	if ! "$dir/gpt" "${common[@]}" "$@" --seed "$seed" --out-dir "$dir/$name" >"$dir/$name.log" 2>&1; then
+		echo "$name failed:" >&2
+		tail -n 30 "$dir/$name.log" >&2
+		exit 1
+	fi
+	local loss
+	loss="$(sed -n 's/^validation loss \([0-9.]*\) .*/\1/p' "$dir/$name.log")"
+	if [[ -z "$loss" ]]; then
+		echo "$name: no final validation loss in its log:" >&2
+		tail -n 30 "$dir/$name.log" >&2
+		exit 1
+	fi
+	echo "$name $seed $loss $((SECONDS - start))" >>"$dir/results"
+}
+
+: >"$dir/results"
+for seed in "${seeds[@]}"; do
+	run dense "$seed" "${dense[@]}"
+	run moe "$seed" "${moe[@]}"
+done
+
+# params MODEL: the parameter count on the model line of the first seed's log.
+params() { sed -n 's/^model: .*: \([0-9,]*\) parameters.*/\1/p' "$dir/$1-${seeds[0]}.log"; }
+tokens="$(sed -n 's/^done: .*(\([0-9,]*\) tokens.*/\1/p' "$dir/dense-${seeds[0]}.log")"
+echo "$iters iterations of 4 samples × 128 tokens: $tokens training tokens per run, the same for every run of a seed"
+echo "parameters: dense $(params dense); MoE $(params moe) in all, of which a token uses the dense count"
+echo "  + 4 layers × (8·128 router weights + 128 for the second expert's fc2 bias) = 4,608 more"
+echo
+awk '
+{ model = ($1 ~ /^dense/) ? "dense" : "moe"; loss[model, ++n[model]] = $3
+  printf "%-6s seed %-3s validation loss %.4f  (%d s)\n", model, $2, $3, $4 }
+END {
+  print ""
+  for (m = 1; m <= 2; m++) {
+    model = (m == 1) ? "dense" : "moe"; sum = 0; lo = 1e9; hi = -1e9
+    for (i = 1; i <= n[model]; i++) { v = loss[model, i]; sum += v; if (v < lo) lo = v; if (v > hi) hi = v }
+    mean[model] = sum / n[model]; min[model] = lo; max[model] = hi; spread[model] = hi - lo
+    printf "%-6s mean %.4f  min %.4f  max %.4f  spread %.4f  (%d seeds)\n", model, mean[model], lo, hi, hi - lo, n[model]
+  }
+  gap = min["dense"] - max["moe"]
+  printf "\nMoE worst (max) %.4f vs dense best (min) %.4f: %.4f nats apart; means %.4f apart\n", max["moe"], min["dense"], gap, mean["dense"] - mean["moe"]
+  if (gap > spread["dense"] && gap > spread["moe"])
+    printf "verdict: the MoE is better: its worst seed is below the dense model'"'"'s best by %.4f, more than each spread (dense %.4f, MoE %.4f)\n", gap, spread["dense"], spread["moe"]
+  else
+    printf "verdict: NOT shown: the MoE'"'"'s worst seed is not below the dense model'"'"'s best by more than each spread (gap %.4f; spreads dense %.4f, MoE %.4f)\n", gap, spread["dense"], spread["moe"]
+}' "$dir/results"

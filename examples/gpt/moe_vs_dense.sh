@@ -3,7 +3,7 @@
 # active parameters, over the same tokens and iterations, each trained with 3 seeds.
 #
 # Both: 4 layers, hidden C = 64, 4 heads, sequence 128, global batch 16 (one micro-batch),
-# ITERS iterations (default 500: 1,024,000 tokens), the example's other defaults (AdamW, lr
+# ITERS iterations (default 1000: 2,048,000 tokens), the example's other defaults (AdamW, lr
 # 2e-3 → 1e-4 cosine with 5% warmup, weight decay 0.1, clip 1, GeLU MLPs with biases). Dense:
 # each layer's MLP has hidden F = 4C = 256. MoE: each layer's MLP is 8 experts of hidden
 # F/2 = 128 and a router choosing 2 of them per token, so a token goes through 2·F/2 = F
@@ -16,11 +16,12 @@
 # Prints each run's final validation loss, per model the mean, min, max and spread (max − min),
 # and whether the MoE's worst seed is below the dense model's best by more than each spread.
 # Run from anywhere: bash examples/gpt/moe_vs_dense.sh (ITERS=N and SEEDS="a b c" override
-# the defaults; KEEP=DIR keeps every run's log and output there). Its output on 2 cores is
-# examples/gpt/results/moe-vs-dense.txt; it took about 10 minutes there.
+# the defaults; KEEP=DIR keeps every run's log and output there, and a second run with the
+# same KEEP skips the trainings whose result is there, printing the table again). Its output on 2 cores is
+# examples/gpt/results/moe-vs-dense.txt; it took about 15 minutes there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-iters="${ITERS:-500}"
+iters="${ITERS:-1000}"
 read -r -a seeds <<<"${SEEDS:-1 2 3}"
 if [[ -n "${KEEP:-}" ]]; then
 	dir="$KEEP"
@@ -37,7 +38,8 @@ common=(--num-layers "$layers" --hidden-size "$hidden" --num-attention-heads 4 -
 dense=(--ffn-hidden-size "$ffn")
 moe=(--num-experts "$experts" --moe-router-topk "$topk" --moe-ffn-hidden-size $((ffn / topk)) --moe-grouped-gemm --moe-aux-loss-coeff 1e-2)
 
-echo "MoE vs dense, examples/gpt/moe_vs_dense.sh, $(date -u '+%Y-%m-%d %H:%M UTC')"
+[[ -s "$dir/started" ]] || date -u '+%Y-%m-%d %H:%M UTC' >"$dir/started"
+echo "MoE vs dense, examples/gpt/moe_vs_dense.sh, trainings started $(cat "$dir/started")"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(go version | cut -d' ' -f3-), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "each run (gpt built by go build -o DIR/gpt ./examples/gpt; S each seed of ${seeds[*]}; DIR a temporary directory):"
 echo "  dense: gpt ${common[*]} ${dense[*]} --seed S --out-dir DIR/dense-S"
@@ -48,6 +50,9 @@ echo
 # final validation loss.
 run() {
 	local name="$1-$2" seed="$2"
+	if grep -q "^$name " "$dir/results"; then
+		return
+	fi
 	shift 2
 	local start=$SECONDS
 	if ! "$dir/gpt" "${common[@]}" "$@" --seed "$seed" --out-dir "$dir/$name" >"$dir/$name.log" 2>&1; then
@@ -65,7 +70,7 @@ run() {
 	echo "$name $seed $loss $((SECONDS - start))" >>"$dir/results"
 }
 
-: >"$dir/results"
+touch "$dir/results"
 for seed in "${seeds[@]}"; do
 	run dense "$seed" "${dense[@]}"
 	run moe "$seed" "${moe[@]}"
@@ -79,7 +84,8 @@ echo "parameters: dense $(params dense); MoE $(params moe) in all, of which a to
 echo "  $layers layers × ($experts·$hidden router weights + $hidden for the second expert's fc2 bias) = $((layers * (experts + 1) * hidden)) more"
 echo
 awk '
-{ model = ($1 ~ /^dense/) ? "dense" : "moe"; loss[model, ++n[model]] = $3
+{ model = ($1 ~ /^dense/) ? "dense" : "moe"; loss[model, ++n[model]] = $3; bySeed[model, $2] = $3
+  if (!($2 in seen)) { seen[$2] = 1; order[++ns] = $2 }
   printf "%-6s seed %-3s validation loss %.4f  (%d s)\n", model, $2, $3, $4 }
 END {
   print ""
@@ -89,10 +95,17 @@ END {
     mean[model] = sum / n[model]; min[model] = lo; max[model] = hi; spread[model] = hi - lo
     printf "%-6s mean %.4f  min %.4f  max %.4f  spread %.4f  (%d seeds)\n", model, mean[model], lo, hi, hi - lo, n[model]
   }
-  gap = min["dense"] - max["moe"]
+  print ""
+  for (i = 1; i <= ns; i++)
+    printf "seed %-3s dense − MoE %.4f\n", order[i], bySeed["dense", order[i]] - bySeed["moe", order[i]]
+  gap = min["dense"] - max["moe"]; mgap = mean["dense"] - mean["moe"]
   printf "\nMoE worst (max) %.4f vs dense best (min) %.4f: %.4f nats apart; means %.4f apart\n", max["moe"], min["dense"], gap, mean["dense"] - mean["moe"]
   if (gap > spread["dense"] && gap > spread["moe"])
     printf "verdict: the MoE is better: its worst seed is below the dense model'"'"'s best by %.4f, more than each spread (dense %.4f, MoE %.4f)\n", gap, spread["dense"], spread["moe"]
   else
     printf "verdict: NOT shown: the MoE'"'"'s worst seed is not below the dense model'"'"'s best by more than each spread (gap %.4f; spreads dense %.4f, MoE %.4f)\n", gap, spread["dense"], spread["moe"]
+  if (mgap > spread["dense"] && mgap > spread["moe"])
+    printf "means: the MoE'"'"'s mean is below the dense model'"'"'s by %.4f, more than each spread\n", mgap
+  else
+    printf "means: the MoE'"'"'s mean is below the dense model'"'"'s by %.4f, NOT more than each spread\n", mgap
 }' "$dir/results"

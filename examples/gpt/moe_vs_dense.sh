@@ -18,7 +18,7 @@
 # Run from anywhere: bash examples/gpt/moe_vs_dense.sh (ITERS=N and SEEDS="a b c" override
 # the defaults; KEEP=DIR keeps every run's log and output there, and a second run with the
 # same KEEP skips the trainings whose result is there, printing the table again). Its output on 2 cores is
-# examples/gpt/results/moe-vs-dense.txt; it took about 15 minutes there.
+# examples/gpt/results/moe-vs-dense.txt; it took about 17 minutes there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 iters="${ITERS:-1000}"

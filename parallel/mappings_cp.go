@@ -64,7 +64,7 @@ func seqToHeads(ctx context.Context, c Comm, x *tensor.Tensor) *tensor.Tensor {
 	n := c.Size()
 	b, h, s, hs := x.Dim(0), x.Dim(1)/n, x.Dim(2), x.Dim(3)
 	send := x.Detach().Reshape(b, n, h, s, hs).Permute(1, 0, 2, 3, 4) // [c, B, H/c, 2m, HS]: block q for rank q
-	recv := allToAllBlocks(ctx, c, send)                               // [c, B, H/c, 2m, HS]: block s from rank s
+	recv := allToAllBlocks(ctx, c, send)                              // [c, B, H/c, 2m, HS]: block s from rank s
 	return inSeqOrder(recv)
 }
 

@@ -121,9 +121,8 @@ func a2aAttend(p *Pass, inner, outer parallel.Comm, q, k, v *tensor.Tensor, o cp
 	outs := make([]*tensor.Tensor, len(blocks))
 	for i, qb := range blocks {
 		ks, vs := kh, vh
-		if o.Causal {
-			n := starts[i] + qb.Dim(2)
-			ks, vs = kh.Narrow(2, 0, n), vh.Narrow(2, 0, n)
+		if n := starts[i] + qb.Dim(2); o.Causal && n < t {
+			ks, vs = kh.Narrow(2, 0, n), vh.Narrow(2, 0, n) // keys up to the chunk's last
 		}
 		ao := tensor.AttentionOptions{Scale: o.Scale, Causal: o.Causal}
 		if o.Dropout > 0 {

@@ -27,14 +27,12 @@ const cpA2ATol = 1e-12
 // query heads and key/value groups of the whole model (each TP rank holds half), the
 // causal mask and attention dropout.
 type a2aCase struct {
-	name      string
-	cp        int
-	hier      []int
-	nh, g     int
-	causal    bool
-	dropout   float64
-	batch, hs int
-	seq       int
+	name    string
+	cp      int
+	hier    []int
+	nh, g   int
+	causal  bool
+	dropout float64
 }
 
 func TestCPA2A(t *testing.T) {
@@ -53,7 +51,6 @@ func TestCPA2A(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.batch, tc.hs, tc.seq = 2, a2aHeadSize, a2aSeq
 			checkCPA2A(t, tc)
 		})
 	}
@@ -65,8 +62,8 @@ type a2aData struct {
 	q, k, v, dout []float64
 }
 
-// The sequence and head size of every case.
-const a2aSeq, a2aHeadSize = 16, 4
+// The micro-batch, sequence and head size of every case.
+const a2aBatch, a2aSeq, a2aHeadSize = 2, 16, 4
 
 // tpRank is the simulated TP rank (of 2) whose heads the ranks hold.
 const tpRank = 1
@@ -81,18 +78,18 @@ func checkCPA2A(t *testing.T, tc a2aCase) {
 		}
 		return v
 	}
-	b, t2, hs := tc.batch, tc.seq, tc.hs
-	d := a2aData{q: normal(b * tc.nh * t2 * hs), k: normal(b * tc.g * t2 * hs), v: normal(b * tc.g * t2 * hs), dout: normal(b * tc.nh * t2 * hs)}
+	b, seq, hs := a2aBatch, a2aSeq, a2aHeadSize
+	d := a2aData{q: normal(b * tc.nh * seq * hs), k: normal(b * tc.g * seq * hs), v: normal(b * tc.g * seq * hs), dout: normal(b * tc.nh * seq * hs)}
 	nh, g := tc.nh/2, tc.g/2 // per TP rank
 	o := cpAttnOptions{Causal: tc.causal, Scale: 1 / math.Sqrt(float64(hs)), Dropout: tc.dropout, Key: "layers.0.attn.probs.dropout"}
 	if tc.dropout > 0 {
-		o.Full, o.Start = tensor.Shape{b + 1, tc.nh, t2, t2}, []int{1, tpRank * nh, 0, 0}
+		o.Full, o.Start = tensor.Shape{b + 1, tc.nh, seq, seq}, []int{1, tpRank * nh, 0, 0}
 	}
 	rng := tensor.NewRNG(7)
 
 	// The reference: this TP rank's heads over the whole sequence at one rank.
 	dev := tensor.NewCPU()
-	all := seqPositions(t2)
+	all := seqPositions(seq)
 	q, k, v := a2aPart(dev, d.q, tc.nh, nh, all), a2aPart(dev, d.k, tc.g, g, all), a2aPart(dev, d.v, tc.g, g, all)
 	ao := tensor.AttentionOptions{Scale: o.Scale, Causal: o.Causal}
 	if o.Dropout > 0 {
@@ -105,7 +102,7 @@ func checkCPA2A(t *testing.T, tc a2aCase) {
 	require.NoError(t, parallel.RunLocal(tc.cp, func(cp parallel.Comm) error {
 		r := cp.Rank()
 		dev := tensor.NewCPU()
-		pos := CPPositions(t2, tc.cp, r)
+		pos := CPPositions(seq, tc.cp, r)
 		q, k, v := a2aPart(dev, d.q, tc.nh, nh, pos), a2aPart(dev, d.k, tc.g, g, pos), a2aPart(dev, d.v, tc.g, g, pos)
 		p := &Pass{Ctx: context.Background(), Train: true, RNG: rng}
 		ro := o
@@ -122,7 +119,7 @@ func checkCPA2A(t *testing.T, tc a2aCase) {
 		out.BackwardWithGrad(a2aPart(dev, d.dout, tc.nh, nh, pos).Detach())
 		for i, got := range []*tensor.Tensor{out, q.Grad(), k.Grad(), v.Grad()} {
 			heads := []int{nh, nh, g, g}[i]
-			exp := pickPositions(want[i], b, heads, t2, hs, pos)
+			exp := pickPositions(want[i], b, heads, seq, hs, pos)
 			if err := closeTo(tensor.ToSlice[float64](got), exp); err != nil {
 				return fmt.Errorf("rank %d: %s: %w", r, []string{"out", "dq", "dk", "dv"}[i], err)
 			}
@@ -141,11 +138,10 @@ func seqPositions(t int) []int {
 }
 
 // a2aPart returns the heads of TP rank tpRank (h of all) at positions pos of the
-// whole [B, all, T, HS] values x (T = 16, HS = 4 as in TestCPA2A) as an F64 leaf requiring
+// whole [B, all, T, HS] values x as an F64 leaf requiring
 // grad, [B, h, len(pos), HS].
 func a2aPart(dev *tensor.Device, x []float64, all, h int, pos []int) *tensor.Tensor {
-	t, hs := a2aSeq, a2aHeadSize
-	b := len(x) / (all * t * hs)
+	b, t, hs := a2aBatch, a2aSeq, a2aHeadSize
 	heads := pickHeads(x, b, all, t*hs, tpRank*h, h) // [B, h, T, HS]
 	return tensor.FromSlice(dev, pickPositions(heads, b, h, t, hs, pos), b, h, len(pos), hs).SetRequiresGrad(true)
 }

@@ -37,6 +37,7 @@ type a2aCase struct {
 
 func TestCPA2A(t *testing.T) {
 	cases := []a2aCase{
+		{name: "a2a/cp1/causal/dropout", cp: 1, nh: 8, g: 4, causal: true, dropout: 0.25},
 		{name: "a2a/cp2/causal", cp: 2, nh: 8, g: 8, causal: true},
 		{name: "a2a/cp2/full", cp: 2, nh: 8, g: 8},
 		{name: "a2a/cp2/gqa/dropout", cp: 2, nh: 8, g: 4, causal: true, dropout: 0.25},

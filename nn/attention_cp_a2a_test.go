@@ -46,6 +46,7 @@ func TestCPA2A(t *testing.T) {
 		{name: "a2a/cp4/mqa/full/dropout", cp: 4, nh: 8, g: 2, dropout: 0.1}, // 1 group per TP rank
 		{name: "a2a+p2p/2x2/causal/gqa/dropout", cp: 4, hier: []int{2, 2}, nh: 8, g: 4, causal: true, dropout: 0.25},
 		{name: "a2a+p2p/2x2/full", cp: 4, hier: []int{2, 2}, nh: 8, g: 8},
+		{name: "a2a+p2p/2x2/mqa-replicated/dropout", cp: 4, hier: []int{2, 2}, nh: 8, g: 2, causal: true, dropout: 0.25},
 		{name: "a2a+p2p/1x4/causal/dropout", cp: 4, hier: []int{1, 4}, nh: 8, g: 2, causal: true, dropout: 0.25},
 		{name: "a2a+p2p/4x1/causal", cp: 4, hier: []int{4, 1}, nh: 8, g: 8, causal: true},
 		{name: "a2a+p2p/1x2/full", cp: 2, hier: []int{1, 2}, nh: 8, g: 8},

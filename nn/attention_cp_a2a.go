@@ -22,8 +22,9 @@ import (
 // the tensor, and the heads per TP rank must divide by cp. With grouped-query attention
 // the key/value groups per TP rank G/tp must divide by cp too; when they do not (G/tp <
 // cp, as with multi-query attention) each group is replicated cp/gcd(G/tp, cp) times
-// before the exchange, as Transformer Engine does, and the replicas' gradients are
-// summed back. Under "a2a+p2p" the CP group of a·o ranks is split as Megatron does:
+// before the exchange and the replicas' gradients are summed back: the values of
+// attention with each group repeated for its query heads. (Transformer Engine's a2a
+// instead requires the key/value heads to divide by cp.) Under "a2a+p2p" the CP group of a·o ranks is split as Megatron does:
 // consecutive ranks r with the same r/a form an a2a group of a, ranks with the same r mod
 // a a p2p group of o. The all-to-all runs over the a2a group only, after which a rank
 // holds its a-th of the heads at the positions of its whole a2a group — which are p2p

@@ -30,7 +30,10 @@
 //     GatherFromSP, ReduceScatterToSP, each named after its forward with its backward
 //     beside it; mappings_moe.go: the row mappings of mixture-of-experts token dispatch
 //     (AllToAllRows, GatherRowsV, ReduceScatterRowsV: row counts that differ by rank)
-//     and GatherFromSPNoReduce.
+//     and GatherFromSPNoReduce; mappings_cp.go: the context-parallel mappings of
+//     attention heads [B, H, S, HS] held in Megatron's load-balanced chunks
+//     (AllToAllCPSeqToHeads and its inverse AllToAllCPHeadsToSeq, Ulysses' exchange of
+//     sequence for heads; GatherFromCP, the all-gather of keys and values).
 //   - p2p.go: P2P, a pipeline stage's point-to-point channels: activations forward,
 //     gradients backward, each message behind a shape header (variable sequence
 //     lengths), combined send-and-receive calls that cannot deadlock.

@@ -133,7 +133,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 
 	// Model: this rank's pipeline chunks, its TP shard of each layer. Weights are drawn
 	// by global coordinates, so every layout and device starts from the same model.
-	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
+	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(), CP: mesh.CP(),
 		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute(), Experts: expertGroups(mesh)}
 	model := cfg.modelConfig(corp.tok.VocabSize())
 	chunks, err := train.NewGPTChunks(build, model, mesh, cfg.Chunks)
@@ -192,7 +192,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 		MoE: cfg.moeLog(model, chunks), // the MoE layers' losses and expert loads (nil for a dense model)
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.MicrobatchesAt(it))
-			return train.GPTDocumentsForward(chunks, pass, gptBatches(batches).microBatches(dev, cfg.Docs.ResetPositionIDs)), err
+			return train.GPTDocumentsForward(chunks, pass, gptBatches(batches).microBatches(dev, cfg.Docs.ResetPositionIDs, cpRankOf(mesh))), err
 		},
 		Eval: func(it int) (err error) {
 			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err == nil {
@@ -233,7 +233,7 @@ func validate(ctx context.Context, cfg *config, corp *trainingData, mesh *parall
 				return 0, err
 			}
 		}
-		loss, err := trainer.Eval(ctx, cfg.Schedule(), train.GPTDocumentsForward(chunks, pass, batches.microBatches(dev, cfg.Docs.ResetPositionIDs)))
+		loss, err := trainer.Eval(ctx, cfg.Schedule(), train.GPTDocumentsForward(chunks, pass, batches.microBatches(dev, cfg.Docs.ResetPositionIDs, cpRankOf(mesh))))
 		if err != nil {
 			return 0, fmt.Errorf("validation: %w", err)
 		}

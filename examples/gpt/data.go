@@ -141,7 +141,9 @@ func (bs gptBatches) microBatches(dev *tensor.Device, positions bool, cp cpRank)
 type cpRank struct{ rank, size int }
 
 // cpRankOf returns mesh's rank's place in its context-parallel group.
-func cpRankOf(mesh *parallel.Mesh) cpRank { return cpRank{rank: mesh.Coord().CP, size: mesh.Sizes().CP} }
+func cpRankOf(mesh *parallel.Mesh) cpRank {
+	return cpRank{rank: mesh.Coord().CP, size: mesh.Sizes().CP}
+}
 
 // slice returns the positions of the sequence that the rank holds, nn.CPPositions, of
 // each of the b rows of v [b, t]: [b, t/size], Megatron's get_batch_on_this_cp_rank. With

@@ -79,10 +79,10 @@ type moeShares struct{ tp, dp int }
 // the rank does not hold. Each loss is divided by its coefficient and its
 // micro-batches (Megatron's loss_scale 1/M) and pre-scaled so that the sum over the
 // world is Megatron's reduction: summed over the pipeline stages (each layer lives on
-// one) and averaged over TP and DP (DP × CP under context parallelism). nn's routers record each loss as the value of the
-// whole token group on every rank of it (the TP ranks' tokens together; for
-// global_load_balancing_loss the whole global batch's), so one TP rank's value is the
-// sum Megatron forms over TP of the parts. Token counts are each rank's own tokens
+// one) and averaged over TP and DP (DP × CP under context parallelism). nn's routers
+// record each loss as the value of the whole token group on every rank of it (the TP
+// ranks' tokens together; for global_load_balancing_loss the whole global batch's), so
+// one TP rank's value is the sum Megatron forms over TP of the parts. Token counts are each rank's own tokens
 // (every TP rank routes its part of the sequence, with or without sequence
 // parallelism, and every CP rank its chunks): summed over TP, DP, CP and micro-batches,
 // the global batch's.

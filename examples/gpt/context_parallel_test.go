@@ -162,12 +162,7 @@ func TestCPLayoutsMatchOneRank(t *testing.T) {
 		{"--ranks", "4", "--context-parallel-size", "2", "--tensor-model-parallel-size", "2", "--sequence-parallel"},
 	} {
 		t.Run(strings.Join(layout, " "), func(t *testing.T) {
-			got, out := runTiny(t, tinyArgs(t, layout...))
-			assert.InDeltaSlice(t, ref.Losses, got.Losses, layoutTol, "training losses")
-			t.Logf("largest training-loss difference to one rank: %.2g", maxDiff(ref.Losses, got.Losses))
-			assert.InDelta(t, ref.ValidLoss, got.ValidLoss, layoutTol, "validation loss")
-			assert.Contains(t, out, "generated from the prompt")
-			assert.Contains(t, out, "× CP 2 (")
+			assert.Contains(t, matchesOneRank(t, ref, layout), "× CP 2 (")
 		})
 	}
 }

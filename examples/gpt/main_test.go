@@ -142,14 +142,21 @@ func TestLayoutsMatchOneRank(t *testing.T) {
 		{"--ranks", "2", "--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
 			"--recompute-granularity", "full"},
 	} {
-		t.Run(strings.Join(layout, " "), func(t *testing.T) {
-			got, out := runTiny(t, tinyArgs(t, layout...))
-			assert.InDeltaSlice(t, ref.Losses, got.Losses, layoutTol, "training losses")
-			t.Logf("largest training-loss difference to one rank: %.2g", maxDiff(ref.Losses, got.Losses))
-			assert.InDelta(t, ref.ValidLoss, got.ValidLoss, layoutTol, "validation loss")
-			assert.Contains(t, out, "generated from the prompt")
-		})
+		t.Run(strings.Join(layout, " "), func(t *testing.T) { matchesOneRank(t, ref, layout) })
 	}
+}
+
+// matchesOneRank runs tinyArgs at layout and compares its training and validation
+// losses with ref's, one rank's; it returns the run's output, which must hold the
+// generated text.
+func matchesOneRank(t *testing.T, ref *summary, layout []string) string {
+	t.Helper()
+	got, out := runTiny(t, tinyArgs(t, layout...))
+	assert.InDeltaSlice(t, ref.Losses, got.Losses, layoutTol, "training losses")
+	t.Logf("largest training-loss difference to one rank: %.2g", maxDiff(ref.Losses, got.Losses))
+	assert.InDelta(t, ref.ValidLoss, got.ValidLoss, layoutTol, "validation loss")
+	assert.Contains(t, out, "generated from the prompt")
+	return out
 }
 
 var (

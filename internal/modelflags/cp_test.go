@@ -16,9 +16,7 @@ import (
 func parseCP(t *testing.T, args ...string) CP {
 	t.Helper()
 	c := CPDefaults()
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	c.Register(fs)
-	require.NoError(t, fs.Parse(listargs.Join(args, CPListFlags...)))
+	parseInto(t, &c, listargs.Join(args, CPListFlags...)...)
 	return c
 }
 

@@ -11,6 +11,9 @@
 //	go run ./examples/gpt --ranks 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 //	go build -o gpt ./examples/gpt && go run ./cmd/megago launch -n 4 -- ./gpt --tensor-model-parallel-size 2
 //
+// --context-parallel-size N splits each sample's sequence over N ranks (README.md:
+// Context parallelism; each rank's part of every micro-batch in data.go).
+//
 // --device cuda trains on a GPU (each process of megago launch on the GPU of its
 // LOCAL_RANK, goroutine ranks sharing one); --distributed-backend nccl joins the
 // processes with NCCL. ranks.OpenDevices opens the devices before any work.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,6 +79,11 @@ func TestCPRankOfMesh(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// gradNormTol bounds the relative difference of one step's gradient norm between
+// layouts: float32 sums reordered by the attention blocks' log-sum-exp combination and
+// the DP × CP all-reduce (relative error ~1e-6).
+const gradNormTol = 1e-4
+
 // cpImplemented reports whether nn runs attention under context parallelism (the
 // settings then accept CP > 1 as far as nn's checks go).
 func cpImplemented() bool {
@@ -149,20 +155,30 @@ func TestCPSettingsRefused(t *testing.T) {
 // TestCPLayoutsMatchOneRank trains the tiny model with its sequences split over CP ranks
 // (each rank its CPPositions of every sample) and compares the loss curve, the
 // validation loss and generation with one rank's, as TestLayoutsMatchOneRank does for
-// the other layouts.
+// the other layouts, and the first iteration's gradient norm, which AdamW's updates
+// would hide if the gradients averaged over DP × CP were off by a factor.
 func TestCPLayoutsMatchOneRank(t *testing.T) {
 	if !cpImplemented() {
 		// CP-MERGE: runs once nn's attention runs under CP (TransformerConfig.Validate accepts CP > 1).
 		t.Skip("nn refuses CP > 1 (context parallelism not implemented in nn yet)")
 	}
 	ref := reference(t)
+	refDir := t.TempDir()
+	runTiny(t, tinyArgs(t, "--out-dir", refDir, "--train-iters", "2", "--gen-tokens", "0"))
+	refNorms := readMetrics(t, filepath.Join(refDir, "metrics.jsonl")).gradNorm
+	require.NotEmpty(t, refNorms)
 	for _, layout := range [][]string{
 		{"--ranks", "2", "--context-parallel-size", "2"},
 		{"--ranks", "2", "--context-parallel-size", "2", "--cp-comm-type", "a2a"},
 		{"--ranks", "4", "--context-parallel-size", "2", "--tensor-model-parallel-size", "2", "--sequence-parallel"},
 	} {
 		t.Run(strings.Join(layout, " "), func(t *testing.T) {
-			assert.Contains(t, matchesOneRank(t, ref, layout), "× CP 2 (")
+			dir := t.TempDir()
+			out := matchesOneRank(t, ref, append(layout, "--out-dir", dir))
+			assert.Contains(t, out, "× CP 2 (")
+			got := readMetrics(t, filepath.Join(dir, "metrics.jsonl")).gradNorm
+			require.NotEmpty(t, got)
+			assert.InEpsilon(t, refNorms[0], got[0], gradNormTol, "first iteration's gradient norm")
 		})
 	}
 }

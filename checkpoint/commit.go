@@ -201,7 +201,7 @@ func flag(b bool) float64 {
 // optimizer's concurrently.
 func (p *PendingSave) write() {
 	defer close(p.done)
-	c := p.mesh.Coord()
+	c := fileCoord(p.mesh.Sizes(), p.mesh.Coord())
 	rank := p.mesh.World().Rank()
 	mid := func() { p.hook.at(rank, "writing") }
 	var errs [2]error
@@ -354,7 +354,7 @@ func (p *PendingSave) publish(all []int64) error {
 			return fmt.Errorf("checkpoint: iteration %d was not saved: rank %d failed to write its files", m.Iteration, r)
 		}
 		m.Layout.DistributedOptimizer = m.Layout.DistributedOptimizer || v[0]&contribSharded != 0
-		c := sizes.Coord(r)
+		c := fileCoord(sizes, sizes.Coord(r))
 		for i, name := range []string{rankModelFile(c), optimFile(c.TP, c.PP, c.DP)} {
 			w := v[1+5*i : 1+5*(i+1)]
 			if w[0] < 0 {

@@ -79,6 +79,13 @@
 // it. Non-trainable state tensors (State.Tensors, nn.Stateful: a router's expert bias
 // [E]) are whole on every rank of their pipeline stage and saved by its TP and DP rank 0.
 //
+// Context parallelism (Mesh CP > 1) splits activations, not parameters: the CP ranks of a
+// DP rank hold the same parameters, and the gradients and the distributed optimizer's
+// shards are over the DP × CP group. So a checkpoint treats the DP × CP ranks as DP × CP
+// data-parallel ranks: "DP rank 0" above is CP rank 0 of DP rank 0, each file is named
+// with the rank's place in the DP × CP group (DP·CP + CP) as its dp, and the manifest
+// records CP (Layout.CP) beside DP. A checkpoint saved at one CP loads at any other.
+//
 // The manifest (JSON) records megago's version, the Model, the layout (with the
 // experts' EP and expert-TP sizes where they are not 1 and TP), the iteration,
 // the consumed samples, the seed, the optimizer's scalars (step, loss scaler, schedule;
@@ -94,9 +101,10 @@
 // the bytes straight from the memory-mapped files. So TP, PP, DP, the distributed
 // optimizer and the vocabulary padding (PaddedVocab depends on TP) may all differ: the
 // rows of a vocabulary-padded tensor that both layouts have are copied, rows only the
-// target has are zero. So may EP and expert-TP: the Model's configuration records no
-// layout (TP, CP, MoE.EP and MoE.ETP are cleared, and Compatible ignores the MoE
-// dispatcher and grouped GEMM, which compute the same values). The offline Reshard and
+// target has are zero. So may CP, EP and expert-TP: the Model's configuration records
+// no layout (TP, CP, CPCommType, CPHierarchy, MoE.EP and MoE.ETP are cleared, and
+// Compatible ignores the MoE dispatcher and grouped GEMM, which compute the same
+// values). The offline Reshard and
 // WriteGlobal write expert parameters at expert-parallel size 1, split over expert-TP =
 // TP as a training run at that TP does, and the state tensors whole from rank 0;
 // SetState sets a model's state tensors (nn.ModuleState) from global tensors as SetParams

@@ -39,6 +39,10 @@ type layout struct {
 	// ep > 0 makes every layer an MoE layer of harnessMoE's experts at expert-parallel
 	// size ep (expert-TP 1).
 	ep int
+	// cp > 1 is a context-parallel mesh axis: the model is built without it (each CP
+	// rank runs the whole sequence of the same samples), so CP ranks are replicas whose
+	// gradients the DP × CP group averages.
+	cp int
 }
 
 // harnessMoE are the experts of an MoE layout: four, top-2, with expert biases.
@@ -46,6 +50,9 @@ var harnessMoE = nn.MoEConfig{NumExperts: 4, TopK: 2, ScoreFunction: "sigmoid", 
 
 func (l layout) String() string {
 	s := fmt.Sprintf("tp%d-pp%d-dp%d", l.tp, l.pp, l.dp)
+	if l.cp > 1 {
+		s += fmt.Sprintf("-cp%d", l.cp)
+	}
 	if l.ep > 0 {
 		s += fmt.Sprintf("-moe-ep%d", l.ep)
 	}
@@ -84,7 +91,7 @@ type rig struct {
 // schedule with weight decay, a dynamic loss scaler (which grows every 3 steps) and
 // gradient clipping, so that every kind of optimizer state matters.
 func newRig(ctx context.Context, world parallel.Comm, l layout) (*rig, error) {
-	sizes := parallel.Sizes{TP: l.tp, PP: l.pp, DP: l.dp}
+	sizes := parallel.Sizes{TP: l.tp, CP: l.cp, PP: l.pp, DP: l.dp}
 	cfg := harnessConfig(l.tied)
 	if l.ep > 0 {
 		sizes.EP, sizes.ETP, cfg.MoE = l.ep, 1, harnessMoE
@@ -237,7 +244,7 @@ func runLayout(t *testing.T, l layout, fn func(ctx context.Context, r *rig) erro
 
 // tryLayout is runLayout returning the ranks' errors.
 func tryLayout(l layout, fn func(ctx context.Context, r *rig) error) error {
-	return parallel.RunLocal(l.tp*l.pp*l.dp, func(world parallel.Comm) error {
+	return parallel.RunLocal(l.tp*max(l.cp, 1)*l.pp*l.dp, func(world parallel.Comm) error {
 		ctx := context.Background()
 		r, err := newRig(ctx, world, l)
 		if err != nil {

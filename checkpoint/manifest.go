@@ -48,9 +48,23 @@ func optimFile(tp, pp, dp int) string {
 	return fmt.Sprintf("optim_tp%02d_pp%03d_dp%03d.safetensors", tp, pp, dp)
 }
 
-// rankModelFile names the model file of the rank at c: modelFile for DP rank 0, which
-// writes the dense parameters; a rank of another DP coordinate writes one only when it
-// is expert-DP rank 0 of expert parameters, named with its DP coordinate too.
+// replica returns the place of the rank at c among the ranks of mesh sizes s that hold
+// the same dense parameters: its rank in the DP × CP group (context-parallel ranks hold
+// the same parameters as data-parallel ones; CP is the faster axis). With CP = 1 it is
+// the DP coordinate.
+func replica(s parallel.Sizes, c parallel.Coord) int { return c.DP*s.CP + c.CP }
+
+// fileCoord returns the coordinates that name the files of the rank at c: DP stands
+// for the rank's replica, so the files are named as at CP = 1 with DP × CP
+// data-parallel ranks.
+func fileCoord(s parallel.Sizes, c parallel.Coord) parallel.Coord {
+	return parallel.Coord{TP: c.TP, DP: replica(s, c), PP: c.PP}
+}
+
+// rankModelFile names the model file of the rank at c (fileCoord): modelFile for DP
+// rank 0, which writes the dense parameters; a rank of another DP coordinate writes one
+// only when it is expert-DP rank 0 of expert parameters, named with its DP coordinate
+// too.
 func rankModelFile(c parallel.Coord) string {
 	if c.DP == 0 {
 		return modelFile(c.TP, c.PP)
@@ -96,7 +110,13 @@ type Layout struct {
 	TP int `json:"tp"`
 	PP int `json:"pp"`
 	DP int `json:"dp"`
-	// DistributedOptimizer is set when the optimizer state was sharded over DP.
+	// CP is the context-parallel size, recorded only when it is not 1 (older manifests
+	// have none). CP ranks hold the same parameters as DP ranks do: the files are
+	// named as at DP × CP data-parallel ranks (fileCoord), and a checkpoint loads at any
+	// CP.
+	CP int `json:"cp,omitempty"`
+	// DistributedOptimizer is set when the optimizer state was sharded over DP (DP ×
+	// CP).
 	DistributedOptimizer bool `json:"distributed_optimizer"`
 	// EP and ETP are the experts' expert-parallel and expert-TP sizes, recorded only
 	// when they are not 1 and TP (older manifests and dense models have none).
@@ -107,16 +127,22 @@ type Layout struct {
 // layoutOf returns the Layout of a mesh of sizes s (resolved).
 func layoutOf(s parallel.Sizes) Layout {
 	l := Layout{TP: s.TP, PP: s.PP, DP: s.DP}
+	if s.CP > 1 {
+		l.CP = s.CP
+	}
 	if s.EP > 1 || s.ETP != s.TP {
 		l.EP, l.ETP = s.EP, s.ETP
 	}
 	return l
 }
 
-// String returns the layout as "TP 2 × PP 1 × DP 2", with the experts' sizes if
-// recorded ("TP 1 × PP 1 × DP 2, experts EP 2 × expert-TP 1").
+// String returns the layout as "TP 2 × PP 1 × DP 2" ("TP 2 × CP 2 × PP 1 × DP 2" under
+// context parallelism), with the experts' sizes if recorded ("TP 1 × PP 1 × DP 2, experts EP 2 × expert-TP 1").
 func (l Layout) String() string {
 	s := fmt.Sprintf("TP %d × PP %d × DP %d", l.TP, l.PP, l.DP)
+	if l.CP > 1 {
+		s = fmt.Sprintf("TP %d × CP %d × PP %d × DP %d", l.TP, l.CP, l.PP, l.DP)
+	}
 	if l.EP > 0 {
 		s += fmt.Sprintf(", experts EP %d × expert-TP %d", l.EP, l.ETP)
 	}
@@ -139,7 +165,7 @@ func (m *Manifest) validate() error {
 		return fmt.Errorf("format version %d: this megago reads version %d", m.FormatVersion, FormatVersion)
 	case m.Iteration < 0 || m.ConsumedSamples < 0:
 		return fmt.Errorf("iteration %d, consumed samples %d", m.Iteration, m.ConsumedSamples)
-	case m.Layout.TP < 1 || m.Layout.PP < 1 || m.Layout.DP < 1:
+	case m.Layout.TP < 1 || m.Layout.PP < 1 || m.Layout.DP < 1 || m.Layout.CP < 0:
 		return fmt.Errorf("layout %+v", m.Layout)
 	case len(m.Files) == 0:
 		return errors.New("no files")

@@ -21,8 +21,8 @@ const (
 )
 
 // Model names a model's architecture and its configuration, as recorded in a checkpoint's
-// manifest. Config is the nn configuration as JSON, with its layout fields (TP, CP and
-// the experts' MoE.EP, MoE.ETP) cleared: the same model saved at any layout has the same
+// manifest. Config is the nn configuration as JSON, with its layout fields (TP, CP,
+// CPCommType, CPHierarchy and the experts' MoE.EP, MoE.ETP) cleared: the same model saved at any layout has the same
 // Model.
 type Model struct {
 	Arch   string          `json:"arch"`
@@ -32,7 +32,7 @@ type Model struct {
 // GPTModel returns the Model of a GPT with configuration cfg.
 func GPTModel(cfg nn.GPTConfig) Model {
 	cfg.TransformerConfig = cfg.TransformerConfig.Defaults()
-	cfg.TP, cfg.CP = 0, 0
+	cfg.TransformerConfig = clearLayout(cfg.TransformerConfig)
 	cfg.MoE.EP, cfg.MoE.ETP = 0, 0
 	return Model{Arch: ArchGPT, Config: mustJSON(cfg)}
 }
@@ -40,7 +40,7 @@ func GPTModel(cfg nn.GPTConfig) Model {
 // BERTModel returns the Model of a BERT with configuration cfg.
 func BERTModel(cfg nn.BERTConfig) Model {
 	cfg.TransformerConfig = cfg.TransformerConfig.Defaults()
-	cfg.TP, cfg.CP = 0, 0
+	cfg.TransformerConfig = clearLayout(cfg.TransformerConfig)
 	if cfg.TypeVocab == 0 {
 		cfg.TypeVocab = 2
 	}
@@ -50,11 +50,18 @@ func BERTModel(cfg nn.BERTConfig) Model {
 // T5Model returns the Model of a T5 with configuration cfg.
 func T5Model(cfg nn.T5Config) Model {
 	cfg.TransformerConfig = cfg.TransformerConfig.Defaults()
-	cfg.TP, cfg.CP = 0, 0
+	cfg.TransformerConfig = clearLayout(cfg.TransformerConfig)
 	if cfg.DecoderLayers == 0 {
 		cfg.DecoderLayers = cfg.NumLayers
 	}
 	return Model{Arch: ArchT5, Config: mustJSON(cfg)}
+}
+
+// clearLayout returns c without its layout fields: TP and the context-parallel CP,
+// CPCommType and CPHierarchy.
+func clearLayout(c nn.TransformerConfig) nn.TransformerConfig {
+	c.TP, c.CP, c.CPCommType, c.CPHierarchy = 0, 0, "", ""
+	return c
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -117,7 +124,7 @@ func (m Model) vocab() (v, multiple int, names []string, err error) {
 // model it is loaded into: the parallel layout, vocabulary padding, training-only
 // settings, and how the MoE layers compute (the same values either way); a nested
 // field is named by its path.
-var layoutFields = []string{"TP", "CP", "VocabMultiple", "Dropout", "AttnDropout", "InitStd",
+var layoutFields = []string{"TP", "CP", "CPCommType", "CPHierarchy", "VocabMultiple", "Dropout", "AttnDropout", "InitStd",
 	"MoE.EP", "MoE.ETP", "MoE.Dispatcher", "MoE.GroupedGEMM"}
 
 // Compatible returns nil if a checkpoint of m can be loaded into a model of other: the

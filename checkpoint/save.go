@@ -95,14 +95,15 @@ type rankData struct {
 }
 
 // writers is a rank's place in the groups whose rank 0 stores a replicated piece: TP and
-// DP for dense parameters, expert-TP and expert-DP for expert ones (param.Param.Expert).
+// DP × CP for dense parameters (dp is the rank's replica), expert-TP and expert-DP for
+// expert ones (param.Param.Expert; the expert-DP axis spans the CP ranks too).
 type writers struct{ tp, dp, etp, edp int }
 
 // writersOf returns the writers of mesh's rank: its coordinates on the dense and the
 // expert axes.
 func writersOf(mesh *parallel.Mesh) writers {
 	c, e := mesh.Coord(), mesh.ExpertCoord()
-	return writers{tp: c.TP, dp: c.DP, etp: e.ETP, edp: e.EDP}
+	return writers{tp: c.TP, dp: replica(mesh.Sizes(), c), etp: e.ETP, edp: e.EDP}
 }
 
 // tpFirst reports whether this rank is the first of p's tensor-parallel replicas: p is
@@ -293,8 +294,6 @@ func checkState(st *State, mesh *parallel.Mesh) error {
 		return fmt.Errorf("checkpoint: State has no parameters")
 	case st.Iteration < 0 || st.ConsumedSamples < 0:
 		return fmt.Errorf("checkpoint: iteration %d and consumed samples %d must be ≥ 0", st.Iteration, st.ConsumedSamples)
-	case mesh.Sizes().CP > 1:
-		return fmt.Errorf("checkpoint: context parallelism (CP = %d) is not implemented", mesh.Sizes().CP)
 	}
 	_, _, _, err := st.Model.vocab()
 	return err

@@ -19,6 +19,7 @@ import (
 
 	"megago"
 	"megago/internal/device"
+	"megago/internal/listargs"
 	"megago/internal/modelflags"
 	"megago/nn"
 	"megago/optim"
@@ -66,6 +67,10 @@ or Llama-style:
     --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights \
     --disable-bias-linear
 
+Megatron's context-parallel flags (--context-parallel-size, --cp-comm-type,
+--hierarchical-context-parallel-sizes) are accepted at size 1 only: bench gpt
+runs on one rank; context parallelism runs in the gpt example.
+
 The workloads of BENCHMARKS.md:
 
   megago bench gpt --layers 4 --dim 256 --heads 4 --vocab 8192 --seq 256 --batch 8 --steps 20   # W2
@@ -94,6 +99,7 @@ type benchConfig struct {
 	// --untie-embeddings-and-output-weights.
 	Arch    modelflags.Arch
 	MoE     modelflags.MoE // Megatron's mixture-of-experts flags (--num-experts, --moe-router-topk, ...), on one rank
+	CP      modelflags.CP  // Megatron's context-parallel flags, accepted at one rank (--context-parallel-size 1)
 	FFN     int
 	InitStd float64
 	Untied  bool
@@ -135,10 +141,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c.Arch.Register(fs)
 	c.MoE = modelflags.MoEDefaults()
 	c.MoE.Register(fs)
+	c.CP = modelflags.CPDefaults()
+	c.CP.Register(fs)
 	fs.IntVar(&c.FFN, "ffn-hidden-size", 0, "MLP hidden size (0: 4 × dim, or Megatron's ⌊(8/3·dim)/64⌋·64 with --swiglu)")
 	fs.Float64Var(&c.InitStd, "init-method-std", 0.02, "std of the weight initialization")
 	fs.BoolVar(&c.Untied, "untie-embeddings-and-output-weights", false, "give the output layer its own weight")
-	if err := parseFlags(fs, args, stdout); err != nil {
+	if err := parseFlags(fs, listargs.Join(args, modelflags.CPListFlags...), stdout); err != nil {
 		return err
 	}
 	if workload != "gpt" {
@@ -192,6 +200,11 @@ func (c benchConfig) validate() error {
 	errs = append(errs, c.MoE.Check(c.Layers, ffn)...)
 	if c.MoE.EP > 1 || c.MoE.ETP > 1 {
 		errs = append(errs, fmt.Sprintf("--expert-model-parallel-size %d, --expert-tensor-parallel-size %d: bench gpt runs on one rank (both 1)", c.MoE.EP, c.MoE.ETP))
+	}
+	if c.CP.Size > 1 {
+		errs = append(errs, fmt.Sprintf("--context-parallel-size %d: bench gpt runs on one rank (1); time context parallelism with the gpt example under megago launch", c.CP.Size))
+	} else {
+		errs = append(errs, c.CP.Check(c.model().TransformerConfig, 1, c.Seq, false)...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("gpt: %s", strings.Join(errs, "; "))

@@ -99,6 +99,29 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
+// TestBenchContextParallel: bench gpt runs on one rank, so it takes the
+// context-parallel flags at size 1 (Megatron's scripts pass them) and refuses more.
+func TestBenchContextParallel(t *testing.T) {
+	tiny := []string{"bench", "gpt", "--layers", "1", "--dim", "8", "--heads", "2", "--vocab", "16", "--seq", "4",
+		"--batch", "1", "--steps", "1", "--warmup", "0"}
+	for _, tc := range []struct {
+		args []string
+		want string // "" for success
+	}{
+		{[]string{"--context-parallel-size", "1", "--cp-comm-type", "p2p"}, ""},
+		{[]string{"--context-parallel-size", "2"}, "--context-parallel-size 2: bench gpt runs on one rank"},
+		{[]string{"--cp-comm-type", "a2a", "ring"}, `--cp-comm-type "ring"`},
+	} {
+		_, _, err := run(t, append(tiny, tc.args...)...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("megago %v: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("megago %v: error %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 // Without a GPU, --device cuda fails with an error, not a crash, in at most three lines
 // that name the driver library looked for.
 func TestBenchNoGPU(t *testing.T) {

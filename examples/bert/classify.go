@@ -201,7 +201,7 @@ func (c *classifier) validate(ctx context.Context) (*classification, error) {
 func finetune(ctx context.Context, cfg *config, model nn.BERTConfig, task *classifyData, world parallel.Comm, dev *tensor.Device, stdout io.Writer) (_ *summary, err error) {
 	work := context.WithoutCancel(ctx)
 	start := time.Now()
-	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, PP: cfg.PP})
+	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, CP: cfg.CP.Size, PP: cfg.PP})
 	if err != nil {
 		return nil, err
 	}

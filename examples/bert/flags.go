@@ -105,6 +105,9 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 	if c.FinetuneClassify {
 		c.classifyDefaults()
 	}
+	if errs := c.NoContextParallel("bert"); len(errs) > 0 { // before the shared checks of the CP layout
+		return nil, settings.Error(errs)
+	}
 	errs := c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
 	errs = append(errs, c.NoMockData("bert")...)
 	if !(c.MaskProb > 0 && c.MaskProb <= 1) {

@@ -37,6 +37,8 @@ func TestBadSettings(t *testing.T) {
 		{"fill text too long", []string{"--seq-length", "8"}, []string{"--fill-text is", "tokens as a sentence pair, more than --seq-length 8"}},
 		{"classify save", []string{"--finetune-classify", "--load", "x", "--save", "y"}, []string{"does not save the classifier"}},
 		{"unknown flag", []string{"--mask-probability", "0.2"}, []string{"flag provided but not defined: -mask-probability"}},
+		{"context parallelism", []string{"--ranks", "2", "--context-parallel-size", "2"},
+			[]string{"--context-parallel-size 2: context parallelism is implemented for the GPT only; the bert example"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")

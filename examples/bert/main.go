@@ -160,7 +160,7 @@ func pretrain(ctx context.Context, cfg *config, corp *bertData, masked *fill, wo
 	start := time.Now()
 
 	// Mesh: the TP, PP and DP groups, in Megatron's rank order (TP fastest).
-	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, PP: cfg.PP})
+	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, CP: cfg.CP.Size, PP: cfg.PP})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 
 	"megago/data"
 	"megago/examples/internal/corpus"
+	"megago/nn"
+	"megago/parallel"
 	"megago/tensor"
 	"megago/train"
 )
@@ -114,19 +116,48 @@ func (bs gptBatches) labels(i int) []int32 {
 	return out
 }
 
-// microBatches returns the micro-batches as the trainer reads them: token ids and labels
-// [B, T] (I32), with each token's position when positions (--reset-position-ids) and its
-// document when the batches carry them (--reset-attention-mask).
-func (bs gptBatches) microBatches(dev *tensor.Device, positions bool) func(micro int) train.GPTMicroBatch {
+// microBatches returns the micro-batches as the trainer reads them on context-parallel
+// rank cp: token ids and labels [B, T/cp] (I32), with each token's position when
+// positions (--reset-position-ids) and its document when the batches carry them
+// (--reset-attention-mask).
+func (bs gptBatches) microBatches(dev *tensor.Device, positions bool, cp cpRank) func(micro int) train.GPTMicroBatch {
 	return func(i int) train.GPTMicroBatch {
 		b := bs[i]
-		mb := train.GPTMicroBatch{IDs: tensor.FromSlice(dev, b.Tokens, b.B, b.T), Labels: tensor.FromSlice(dev, bs.labels(i), b.B, b.T)}
+		part := func(v []int32) *tensor.Tensor { // [B, T/cp]
+			return tensor.FromSlice(dev, cp.slice(v, b.B, b.T), b.B, b.T/cp.size)
+		}
+		mb := train.GPTMicroBatch{IDs: part(b.Tokens), Labels: part(bs.labels(i))}
 		if positions {
-			mb.Positions = tensor.FromSlice(dev, b.PositionIDs, b.B, b.T)
+			mb.Positions = part(b.PositionIDs)
 		}
 		if b.Segments != nil {
-			mb.Segments = tensor.FromSlice(dev, b.Segments, b.B, b.T)
+			mb.Segments = part(b.Segments)
 		}
 		return mb
 	}
+}
+
+// cpRank is a rank's place in its context-parallel group: rank of size.
+type cpRank struct{ rank, size int }
+
+// cpRankOf returns mesh's rank's place in its context-parallel group.
+func cpRankOf(mesh *parallel.Mesh) cpRank {
+	return cpRank{rank: mesh.Coord().CP, size: mesh.Sizes().CP}
+}
+
+// slice returns the positions of the sequence that the rank holds, nn.CPPositions, of
+// each of the b rows of v [b, t]: [b, t/size], Megatron's get_batch_on_this_cp_rank. With
+// one rank it returns v.
+func (r cpRank) slice(v []int32, b, t int) []int32 {
+	if r.size <= 1 {
+		return v
+	}
+	pos := nn.CPPositions(t, r.size, r.rank)
+	out := make([]int32, 0, b*len(pos))
+	for row := range b {
+		for _, p := range pos {
+			out = append(out, v[row*t+p])
+		}
+	}
+	return out
 }

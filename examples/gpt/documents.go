@@ -54,6 +54,16 @@ func (d docFlags) check(eod int32, tokenizer string) error {
 	return nil
 }
 
+// checkCP refuses --reset-position-ids and --reset-attention-mask under context
+// parallelism (cp > 1): a CP rank's attention does not yet take each token's position
+// and document (--eod-mask-loss is the loss mask, which splits with the sequence).
+func (d docFlags) checkCP(cp int) []string {
+	if cp <= 1 || !d.ResetPositionIDs && !d.ResetAttentionMask {
+		return nil
+	}
+	return []string{fmt.Sprintf("--context-parallel-size %d: --reset-position-ids and --reset-attention-mask are not implemented under context parallelism (--eod-mask-loss is)", cp)}
+}
+
 // describe lists the flags set, "" for none.
 func (d docFlags) describe() string {
 	var on []string

@@ -126,7 +126,7 @@ func TestDocumentFlagsReachTheBatches(t *testing.T) {
 	b := data.GPTBatch{B: 1, T: 4, Tokens: []int32{5, gosourceEOD, 6, 7}, Labels: []int32{gosourceEOD, 6, 7, 8},
 		LossMask: []float32{1, 0, 1, 1}, PositionIDs: []int32{0, 1, 0, 1}, Segments: []int32{0, 0, 1, 1}}
 	for _, positions := range []bool{false, true} {
-		mb := gptBatches{b}.microBatches(dev, positions)(0)
+		mb := gptBatches{b}.microBatches(dev, positions, cpRank{size: 1})(0)
 		assert.Equal(t, []int32{gosourceEOD, -100, 7, 8}, tensor.ToSlice[int32](mb.Labels), "the EOD input's loss is masked")
 		assert.Equal(t, b.Segments, tensor.ToSlice[int32](mb.Segments))
 		if positions {
@@ -136,7 +136,7 @@ func TestDocumentFlagsReachTheBatches(t *testing.T) {
 		}
 	}
 	b.Segments = nil
-	assert.Nil(t, gptBatches{b}.microBatches(dev, true)(0).Segments)
+	assert.Nil(t, gptBatches{b}.microBatches(dev, true, cpRank{size: 1})(0).Segments)
 }
 
 // TestDocumentFlagsOnDevice: with the three flags, a run on a device that is not the

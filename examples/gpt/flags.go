@@ -93,6 +93,7 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 	if len(errs) == 0 {
 		errs = c.MoE.CheckLayout(c.World, c.TP, c.PP, c.denseFFN())
 	}
+	errs = append(errs, c.Docs.checkCP(c.CP.Size)...)
 	errs = append(errs, settings.NonNegative(map[string]int{"--gen-tokens": c.GenTokens, "--top-k": c.TopK})...)
 	errs = append(errs, settings.NonNegativeNumbers(map[string]float64{"--temperature": c.Temperature})...)
 	if err := settings.Error(errs); err != nil {

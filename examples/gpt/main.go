@@ -11,6 +11,9 @@
 //	go run ./examples/gpt --ranks 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 //	go build -o gpt ./examples/gpt && go run ./cmd/megago launch -n 4 -- ./gpt --tensor-model-parallel-size 2
 //
+// --context-parallel-size N splits each sample's sequence over N ranks (README.md:
+// Context parallelism; each rank's part of every micro-batch in data.go).
+//
 // --device cuda trains on a GPU (each process of megago launch on the GPU of its
 // LOCAL_RANK, goroutine ranks sharing one); --distributed-backend nccl joins the
 // processes with NCCL. ranks.OpenDevices opens the devices before any work.
@@ -133,7 +136,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 
 	// Model: this rank's pipeline chunks, its TP shard of each layer. Weights are drawn
 	// by global coordinates, so every layout and device starts from the same model.
-	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(),
+	build := &nn.Builder{Dev: dev, DType: cfg.DType(), RNG: tensor.NewRNG(cfg.Seed).Named("init"), TP: mesh.TP(), CP: mesh.CP(),
 		SequenceParallel: cfg.SequenceParallel, Recompute: cfg.Recompute(), Experts: expertGroups(mesh)}
 	model := cfg.modelConfig(corp.tok.VocabSize())
 	chunks, err := train.NewGPTChunks(build, model, mesh, cfg.Chunks)
@@ -192,7 +195,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 		MoE: cfg.moeLog(model, chunks), // the MoE layers' losses and expert loads (nil for a dense model)
 		Forward: func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error) {
 			batches, err := loop.Batches(loader, cfg.MicrobatchesAt(it))
-			return train.GPTDocumentsForward(chunks, pass, gptBatches(batches).microBatches(dev, cfg.Docs.ResetPositionIDs)), err
+			return train.GPTDocumentsForward(chunks, pass, gptBatches(batches).microBatches(dev, cfg.Docs.ResetPositionIDs, cpRankOf(mesh))), err
 		},
 		Eval: func(it int) (err error) {
 			if sum.ValidLoss, err = validate(work, cfg, corp, mesh, trainer, chunks, dev); err == nil {
@@ -233,7 +236,7 @@ func validate(ctx context.Context, cfg *config, corp *trainingData, mesh *parall
 				return 0, err
 			}
 		}
-		loss, err := trainer.Eval(ctx, cfg.Schedule(), train.GPTDocumentsForward(chunks, pass, batches.microBatches(dev, cfg.Docs.ResetPositionIDs)))
+		loss, err := trainer.Eval(ctx, cfg.Schedule(), train.GPTDocumentsForward(chunks, pass, batches.microBatches(dev, cfg.Docs.ResetPositionIDs, cpRankOf(mesh))))
 		if err != nil {
 			return 0, fmt.Errorf("validation: %w", err)
 		}

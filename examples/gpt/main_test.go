@@ -100,8 +100,9 @@ func mean(v []float64) float64 {
 	return s / float64(len(v))
 }
 
-// metrics is what a metrics.jsonl file holds.
-type metrics struct{ train, valid []float64 }
+// metrics is what a metrics.jsonl file holds: the training and validation losses, and
+// the gradient norm of each training iteration.
+type metrics struct{ train, valid, gradNorm []float64 }
 
 func readMetrics(t *testing.T, path string) metrics {
 	t.Helper()
@@ -112,13 +113,14 @@ func readMetrics(t *testing.T, path string) metrics {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var rec struct {
-			Kind string  `json:"kind"`
-			Loss float64 `json:"lm_loss"`
+			Kind     string  `json:"kind"`
+			Loss     float64 `json:"lm_loss"`
+			GradNorm float64 `json:"grad_norm"`
 		}
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec), sc.Text())
 		switch rec.Kind {
 		case "train":
-			m.train = append(m.train, rec.Loss)
+			m.train, m.gradNorm = append(m.train, rec.Loss), append(m.gradNorm, rec.GradNorm)
 		case "valid":
 			m.valid = append(m.valid, rec.Loss)
 		}
@@ -142,14 +144,21 @@ func TestLayoutsMatchOneRank(t *testing.T) {
 		{"--ranks", "2", "--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
 			"--recompute-granularity", "full"},
 	} {
-		t.Run(strings.Join(layout, " "), func(t *testing.T) {
-			got, out := runTiny(t, tinyArgs(t, layout...))
-			assert.InDeltaSlice(t, ref.Losses, got.Losses, layoutTol, "training losses")
-			t.Logf("largest training-loss difference to one rank: %.2g", maxDiff(ref.Losses, got.Losses))
-			assert.InDelta(t, ref.ValidLoss, got.ValidLoss, layoutTol, "validation loss")
-			assert.Contains(t, out, "generated from the prompt")
-		})
+		t.Run(strings.Join(layout, " "), func(t *testing.T) { matchesOneRank(t, ref, layout) })
 	}
+}
+
+// matchesOneRank runs tinyArgs at layout and compares its training and validation
+// losses with ref's, one rank's; it returns the run's output, which must hold the
+// generated text.
+func matchesOneRank(t *testing.T, ref *summary, layout []string) string {
+	t.Helper()
+	got, out := runTiny(t, tinyArgs(t, layout...))
+	assert.InDeltaSlice(t, ref.Losses, got.Losses, layoutTol, "training losses")
+	t.Logf("largest training-loss difference to one rank: %.2g", maxDiff(ref.Losses, got.Losses))
+	assert.InDelta(t, ref.ValidLoss, got.ValidLoss, layoutTol, "validation loss")
+	assert.Contains(t, out, "generated from the prompt")
+	return out
 }
 
 var (

@@ -10,10 +10,10 @@ import (
 // expert-parallel sizes, the expert groups the model's MoE layers use, and the
 // statistics the loop logs.
 
-// meshSizes returns the parallel sizes the mesh is built with: TP and PP (DP is the
-// rest of the world), and the experts' EP and expert-TP.
+// meshSizes returns the parallel sizes the mesh is built with: TP, CP and PP (DP is
+// the rest of the world), and the experts' EP and expert-TP.
 func (c *config) meshSizes() parallel.Sizes {
-	return parallel.Sizes{TP: c.TP, PP: c.PP, EP: c.MoE.EP, ETP: c.MoE.ETP}
+	return parallel.Sizes{TP: c.TP, CP: c.CP.Size, PP: c.PP, EP: c.MoE.EP, ETP: c.MoE.ETP}
 }
 
 // expertGroups returns the communicators of the model's MoE layers (EP, expert-TP,

@@ -48,8 +48,12 @@ func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, p
 	if moe := cfg.MoE.Describe(); moe != "" {
 		r.Printf("experts: %s\n", moe)
 	}
-	r.Printf("layout: %d rank(s) = TP %d × PP %d × DP %d; %v; %d micro-batch(es) of %d per DP rank; global batch %d (%s tokens)\n",
-		cfg.World, cfg.TP, cfg.PP, cfg.DP, cfg.Schedule(), cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
+	cp := "" // context parallelism: the CP size and how attention exchanges keys and values
+	if cfg.CP.Size > 1 {
+		cp = fmt.Sprintf(" × CP %d (%s)", cfg.CP.Size, strings.TrimPrefix(cfg.CP.Describe(), fmt.Sprintf("CP %d, ", cfg.CP.Size)))
+	}
+	r.Printf("layout: %d rank(s) = TP %d%s × PP %d × DP %d; %v; %d micro-batch(es) of %d per DP rank; global batch %d (%s tokens)\n",
+		cfg.World, cfg.TP, cp, cfg.PP, cfg.DP, cfg.Schedule(), cfg.Microbatches, cfg.MicroBatchSize, cfg.GlobalBatchSize,
 		report.Thousands(float64(cfg.GlobalBatchSize*cfg.SeqLength)))
 	if cfg.MoE.NumExperts > 0 {
 		r.Printf("        experts: %d rank(s) = expert-TP %d × EP %d × expert-DP %d × PP %d; %s dispatcher\n", cfg.World,

@@ -13,15 +13,15 @@ import (
 )
 
 // generate continues --prompt with --gen-tokens tokens and returns the new text (the
-// same on every rank). nn.Generate needs a whole model built without sequence
-// parallelism; with PP > 1 or SP every rank first builds one (its TP shard of every
-// layer) and fills it from the stages that trained each part, broadcast over its PP
-// group. The first TP group (PP stage 0, DP rank 0) generates and shares the text; with
+// same on every rank). nn.Generate needs a whole model built without sequence or
+// context parallelism; with PP > 1, SP or CP > 1 every rank first builds one (its TP
+// shard of every layer) and fills it from the stages that trained each part, broadcast
+// over its PP group (CP ranks hold the same parameters). The first TP group (PP stage 0, DP rank 0) generates and shares the text; with
 // experts spread over other ranks (EP > 1, expert-TP ≠ TP), the first world ranks that
 // make up whole TP groups and whole expert groups generate together (generators).
 func generate(ctx context.Context, cfg *config, tok data.Tokenizer, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (string, error) {
 	m := chunks[0]
-	if cfg.PP > 1 || cfg.Chunks > 1 || cfg.SequenceParallel {
+	if cfg.PP > 1 || cfg.Chunks > 1 || cfg.SequenceParallel || cfg.CP.Size > 1 {
 		var err error
 		if m, err = wholeModel(ctx, cfg, mesh, chunks, b); err != nil {
 			return "", err
@@ -69,11 +69,13 @@ func generators(s parallel.Sizes) int {
 }
 
 // wholeModel returns this rank's TP (and EP) shard of the whole model, without sequence
-// parallelism or recomputation, holding the trained parameters: each parameter is
+// or context parallelism or recomputation, holding the trained parameters: each parameter is
 // broadcast over the PP group from the stage that holds it.
 func wholeModel(ctx context.Context, cfg *config, mesh *parallel.Mesh, chunks []*nn.GPT, b *nn.Builder) (*nn.GPT, error) {
 	whole := &nn.Builder{Dev: b.Dev, DType: b.DType, RNG: b.RNG, TP: b.TP, Experts: b.Experts} // experts stay split over EP
-	m, err := nn.NewGPT(whole, chunks[0].Config, nn.Stage{})
+	mc := chunks[0].Config
+	mc.CP, mc.CPCommType, mc.CPHierarchy = 1, "", "" // whole sequences on one rank
+	m, err := nn.NewGPT(whole, mc, nn.Stage{})
 	if err != nil {
 		return nil, err
 	}

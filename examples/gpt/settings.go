@@ -21,6 +21,7 @@ func (c *config) modelConfig(vocab int) nn.GPTConfig {
 	}, Untied: c.UntieEmbeddings, VocabMultiple: c.MakeVocabSizeDivisibleBy}
 	c.Arch.Apply(&m.TransformerConfig) // GPT-2 with the flags' defaults: LayerNorm, GeLU, learned positions, biases
 	c.MoE.Apply(&m.TransformerConfig)  // dense without --num-experts
+	c.CP.Apply(&m.TransformerConfig)   // one rank without --context-parallel-size
 	return m
 }
 

@@ -82,6 +82,9 @@ func parseConfig(args []string, tcpWorld int, stdout io.Writer) (*config, error)
 		return nil, fmt.Errorf("--pipeline-model-parallel-size %d: T5 runs with tensor and data parallelism only "+
 			"(megago does not split its encoder and decoder into pipeline stages); use --tensor-model-parallel-size and more ranks for DP", c.PP)
 	}
+	if errs := c.NoContextParallel("t5"); len(errs) > 0 { // before the shared checks of the CP layout
+		return nil, settings.Error(errs)
+	}
 	errs := c.Check(tcpWorld, func() nn.TransformerConfig { return c.modelConfig(0).TransformerConfig })
 	errs = append(errs, c.NoMockData("t5")...)
 	errs = append(errs, settings.NonNegative(map[string]int{"--encoder-num-layers": c.EncoderNumLayers,

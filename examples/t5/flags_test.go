@@ -33,6 +33,8 @@ func TestBadSettings(t *testing.T) {
 			[]string{"--num-attention-heads 3 is not divisible by --tensor-model-parallel-size 2"}},
 		{"several at once", []string{"--mask-prob", "2", "--decoder-seq-length", "1"}, []string{"--mask-prob 2", "--decoder-seq-length must"}},
 		{"unknown flag", []string{"--num-layer", "2"}, []string{"flag provided but not defined: -num-layer"}},
+		{"context parallelism", []string{"--ranks", "2", "--context-parallel-size", "2"},
+			[]string{"--context-parallel-size 2: context parallelism is implemented for the GPT only; the t5 example"}},
 		{"fill without validation", []string{"--fill-sample", "2", "--eval-iters", "0"}, []string{"--fill-sample 2 needs a validation split"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

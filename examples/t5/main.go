@@ -146,7 +146,7 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	start := time.Now()
 
 	// Mesh: the TP and DP groups, in Megatron's rank order (TP fastest).
-	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP})
+	mesh, err := parallel.NewMesh(work, world, parallel.Sizes{TP: cfg.TP, CP: cfg.CP.Size})
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,9 @@
 // variants (Llama, Mistral, Qwen2: RMSNorm, SwiGLU, RoPE and its scaling, grouped-query
 // attention, biases, query/key norms; Arch) and its mixture-of-experts layers
 // (--num-experts, --moe-*, the expert-parallel sizes; MoE, with --moe-layer-freq's
-// Python list expressions in layer_freq.go), shared by the gpt example and megago bench
-// gpt, and maps them onto nn.TransformerConfig.
+// Python list expressions in layer_freq.go) and its context parallelism
+// (--context-parallel-size, --cp-comm-type, --hierarchical-context-parallel-sizes; CP),
+// shared by the examples and megago bench gpt, and maps them onto nn.TransformerConfig.
 package modelflags
 
 import (

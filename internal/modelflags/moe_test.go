@@ -15,10 +15,16 @@ import (
 func parseMoE(t *testing.T, args ...string) MoE {
 	t.Helper()
 	m := MoEDefaults()
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	m.Register(fs)
-	require.NoError(t, fs.Parse(args))
+	parseInto(t, &m, args...)
 	return m
+}
+
+// parseInto registers the flags of f and parses args into them.
+func parseInto(t *testing.T, f interface{ Register(*flag.FlagSet) }, args ...string) {
+	t.Helper()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f.Register(fs)
+	require.NoError(t, fs.Parse(args))
 }
 
 // TestMoEFlagsFillTheConfig: each flag reaches its field of nn.MoEConfig, Megatron's

@@ -31,7 +31,7 @@ type Flags struct {
 func (c *Flags) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.StringVar(&c.Save, "save", "", "directory to save checkpoints to (iter_NNNNNNN/ and latest_checkpointed_iteration.txt)")
 	fs.IntVar(&c.SaveInterval, "save-interval", 0, "iterations between checkpoints (0: only at the end of the run)")
-	fs.StringVar(&c.Load, "load", "", "directory of a checkpoint to resume from (any TP, PP and DP)")
+	fs.StringVar(&c.Load, "load", "", "directory of a checkpoint to resume from (any TP, CP, PP and DP)")
 	fs.BoolVar(&c.Finetune, "finetune", false, "load only the weights of --load and start at iteration 0 with a new optimizer")
 	fs.BoolVar(&c.EvalOnly, "eval-only", false, "load --load, report "+evalOnly+", and stop")
 	fs.BoolVar(&c.NoLoadOptim, "no-load-optim", false, "resume --load's weights, iteration and data position with a new optimizer: its state and the learning-rate schedule (warmup included) start again")

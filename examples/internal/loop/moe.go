@@ -70,7 +70,8 @@ func moeLayers(c nn.MoEConfig, n int) []int {
 }
 
 // moeShares are a rank's place among the ranks that hold the same layer: tp is the
-// tensor-parallel size, dp the data-parallel size.
+// tensor-parallel size, dp the data-parallel size times the context-parallel size (the
+// ranks beside TP that route other tokens through the same layer).
 type moeShares struct{ tp, dp int }
 
 // moeVector returns this rank's part of the world sum that gives the iteration's
@@ -78,12 +79,13 @@ type moeShares struct{ tp, dp int }
 // the rank does not hold. Each loss is divided by its coefficient and its
 // micro-batches (Megatron's loss_scale 1/M) and pre-scaled so that the sum over the
 // world is Megatron's reduction: summed over the pipeline stages (each layer lives on
-// one) and averaged over TP and DP. nn's routers record each loss as the value of the
-// whole token group on every rank of it (the TP ranks' tokens together; for
-// global_load_balancing_loss the whole global batch's), so one TP rank's value is the
-// sum Megatron forms over TP of the parts. Token counts are each rank's own tokens
+// one) and averaged over TP and DP (DP × CP under context parallelism). nn's routers
+// record each loss as the value of the whole token group on every rank of it (the TP
+// ranks' tokens together; for global_load_balancing_loss the whole global batch's), so
+// one TP rank's value is the sum Megatron forms over TP of the parts. Token counts are each rank's own tokens
 // (every TP rank routes its part of the sequence, with or without sequence
-// parallelism): summed over TP, DP and micro-batches, the global batch's.
+// parallelism, and every CP rank its chunks): summed over TP, DP, CP and micro-batches,
+// the global batch's.
 func moeVector(stats []MoELayerStats, losses []moeLoss, experts, layers int, sh moeShares) []float64 {
 	width := len(losses) + experts
 	v := make([]float64, width*layers)
@@ -130,7 +132,7 @@ func (l *MoELog) moeMetrics(sum []float64, losses []moeLoss) *report.MoE {
 // and DP sizes.
 func (l *MoELog) reduce(ctx context.Context, mesh *parallel.Mesh, dev *tensor.Device) (*report.MoE, error) {
 	losses := l.losses()
-	sh := moeShares{tp: mesh.TP().Size(), dp: mesh.DP().Size()}
+	sh := moeShares{tp: mesh.TP().Size(), dp: mesh.DPCP().Size()}
 	v := moeVector(l.Stats(), losses, l.Config.NumExperts, l.NumLayers, sh)
 	t := tensor.FromSlice(dev, v, len(v))
 	defer t.Release()

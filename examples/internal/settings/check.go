@@ -33,6 +33,7 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 		"--num-attention-heads": c.NumAttentionHeads, "--seq-length": c.SeqLength,
 		"--micro-batch-size": c.MicroBatchSize, "--train-iters": c.TrainIters, "--log-interval": c.LogInterval,
 		"--tensor-model-parallel-size": c.TP, "--pipeline-model-parallel-size": c.PP, "--ranks": c.Ranks,
+		"--context-parallel-size":        c.CP.Size,
 		"--make-vocab-size-divisible-by": c.MakeVocabSizeDivisibleBy, "--loss-scale-window": c.LossScaleWindow,
 		"--hysteresis": c.Hysteresis}
 	for _, name := range sortedKeys(positive) {
@@ -58,6 +59,7 @@ func (c *Common) Check(world int, model func() nn.TransformerConfig) []string {
 	}
 	layout := c.checkLayout(world)
 	errs = append(errs, layout...)
+	errs = append(errs, c.CP.Check(model(), c.TP, c.SeqLength, c.SequenceParallel)...)
 	if len(layout) == 0 {
 		errs = append(errs, c.checkSamples()...) // --train-samples, --rampup-batch-size
 	}
@@ -94,11 +96,15 @@ func (c *Common) checkLayout(world int) []string {
 		}
 		c.World = world
 	}
-	if c.World%(c.TP*c.PP) != 0 {
-		bad("%d ranks do not divide into TP=%d × PP=%d", c.World, c.TP, c.PP)
+	if c.World%(c.TP*c.CP.Size*c.PP) != 0 {
+		if c.CP.Size > 1 {
+			bad("%d ranks do not divide into TP=%d × CP=%d × PP=%d", c.World, c.TP, c.CP.Size, c.PP)
+		} else {
+			bad("%d ranks do not divide into TP=%d × PP=%d", c.World, c.TP, c.PP)
+		}
 		return errs
 	}
-	c.DP = c.World / (c.TP * c.PP)
+	c.DP = c.World / (c.TP * c.CP.Size * c.PP)
 	if c.GlobalBatchSize == 0 {
 		c.GlobalBatchSize = c.MicroBatchSize * c.DP
 	}
@@ -122,7 +128,7 @@ func (c *Common) checkLayout(world int) []string {
 	} else if c.NumLayers%c.PP != 0 {
 		bad("--num-layers %d is not divisible by --pipeline-model-parallel-size %d", c.NumLayers, c.PP)
 	}
-	if c.SequenceParallel && c.SeqLength%c.TP != 0 {
+	if c.SequenceParallel && c.SeqLength%c.TP != 0 && c.CP.Size == 1 { // CP.Check says it under CP
 		bad("--sequence-parallel: --seq-length %d is not divisible by TP %d", c.SeqLength, c.TP)
 	}
 	return errs

@@ -14,6 +14,7 @@ import (
 	"megago/data"
 	"megago/examples/internal/ckpt"
 	"megago/internal/listargs"
+	"megago/internal/modelflags"
 )
 
 // Common holds the settings every example shares, named after Megatron's flags. Flags
@@ -47,11 +48,15 @@ type Common struct {
 
 	// Parallelism.
 	TP, PP, LayersPerVirtualStage int
-	SequenceParallel              bool
-	RecomputeGranularity          string
-	DistributedBackend            string
-	DistributedOptimizer          bool
-	Ranks                         int
+	// CP is context parallelism (--context-parallel-size, --cp-comm-type,
+	// --hierarchical-context-parallel-sizes): each sample's sequence split over CP.Size
+	// ranks. Only the GPT example takes CP.Size > 1 (NoContextParallel).
+	CP                   modelflags.CP
+	SequenceParallel     bool
+	RecomputeGranularity string
+	DistributedBackend   string
+	DistributedOptimizer bool
+	Ranks                int
 
 	// Data-parallel overlap (overlap.go): --overlap-grad-reduce, --ddp-bucket-size
 	// (elements; 0: Megatron's default) and --overlap-param-gather.
@@ -98,8 +103,8 @@ type Common struct {
 	ExitInterval       int
 	ExitDurationInMins float64
 
-	// Derived by Check: the world size, DP, micro-batches per step and model chunks per
-	// pipeline rank.
+	// Derived by Check: the world size, DP (world / (TP·CP·PP)), micro-batches per step
+	// and model chunks per pipeline rank.
 	World, DP, Microbatches, Chunks int
 	// Set holds the flags given on the command line or in the --config file.
 	Set map[string]bool
@@ -115,7 +120,7 @@ func Defaults() Common {
 		LR: 2e-3, MinLR: 1e-4, LRDecayStyle: "cosine", LRWarmupFraction: 0.05, WeightDecay: 0.1, ClipGrad: 1,
 		AdamBeta1: 0.9, AdamBeta2: 0.95, AdamEps: 1e-8, InitialLossScale: 1 << 32, MinLossScale: 1,
 		LossScaleWindow: 1000, Hysteresis: 2,
-		TP: 1, PP: 1, DistributedBackend: "tcp", Ranks: 1,
+		TP: 1, PP: 1, CP: modelflags.CPDefaults(), DistributedBackend: "tcp", Ranks: 1,
 		Split: data.DefaultSplit, TokenizerType: "gosource-bpe", Seed: 1234,
 		TiktokenPattern: "v2", TiktokenNumSpecialTokens: data.DefaultTikTokenNumSpecial,
 		EvalInterval: 200, EvalIters: 20, LogInterval: 50, OutDir: "out",
@@ -162,12 +167,13 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 
 	fs.IntVar(&c.TP, "tensor-model-parallel-size", c.TP, "tensor-parallel size (TP)")
 	fs.IntVar(&c.PP, "pipeline-model-parallel-size", c.PP, "pipeline-parallel size (PP)")
+	c.CP.Register(fs)
 	fs.IntVar(&c.LayersPerVirtualStage, "num-layers-per-virtual-pipeline-stage", c.LayersPerVirtualStage, "layers per model chunk: the interleaved 1F1B schedule (0: plain 1F1B)")
 	fs.BoolVar(&c.SequenceParallel, "sequence-parallel", c.SequenceParallel, "split activations along the sequence between TP regions")
 	fs.StringVar(&c.RecomputeGranularity, "recompute-granularity", c.RecomputeGranularity, "activation recomputation: full or selective (default none)")
 	fs.StringVar(&c.DistributedBackend, "distributed-backend", c.DistributedBackend, "tcp (gloo is accepted as tcp) or nccl (needs --device cuda): how ranks communicate")
 	fs.BoolVar(&c.DistributedOptimizer, "use-distributed-optimizer", c.DistributedOptimizer, "shard optimizer state over data-parallel ranks (ZeRO-1)")
-	fs.IntVar(&c.Ranks, "ranks", c.Ranks, "ranks to run as goroutines in this process (TP × PP × DP)")
+	fs.IntVar(&c.Ranks, "ranks", c.Ranks, "ranks to run as goroutines in this process (TP × CP × PP × DP)")
 	c.registerOverlap(fs)
 
 	fs.StringVar(&c.Device, "device", c.Device, "where model, optimizer state and data live: cpu or cuda (a GPU: the one of LOCAL_RANK under megago launch; goroutine ranks share it)")

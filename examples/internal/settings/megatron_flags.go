@@ -4,9 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"megago/internal/modelflags"
 )
 
 // Megatron-LM's training flags beyond the basic ones: sample-based training and its
@@ -43,8 +46,8 @@ type MegatronFlags struct {
 }
 
 // listFlags are the flags that take Megatron's space-separated lists of words.
-var listFlags = []string{"data-path", "train-data-path", "valid-data-path", "test-data-path", "rampup-batch-size",
-	"tokenizer-special-tokens", "tiktoken-special-tokens"}
+var listFlags = slices.Concat([]string{"data-path", "train-data-path", "valid-data-path", "test-data-path", "rampup-batch-size",
+	"tokenizer-special-tokens", "tiktoken-special-tokens"}, modelflags.CPListFlags)
 
 // registerMegatron adds the flags of MegatronFlags and --data-cache-path with its alias
 // --cache-dir.

@@ -148,3 +148,24 @@ func TestCheckDevice(t *testing.T) {
 		assert.Equal(t, tc.want, c.checkDevice(), "%v", tc.args)
 	}
 }
+
+// TestContextParallelFlags: Megatron's CP flags on the command line (lists of words) and
+// in a --config file (JSON lists, underscores) reach Common.CP, and the world is
+// TP × CP × PP × DP.
+func TestContextParallelFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "run.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"context_parallel_size": 4, "cp_comm_type": ["a2a+p2p"],
+		"hierarchical_context_parallel_sizes": [2, 2]}`), 0o644))
+	for _, args := range [][]string{
+		{"--context-parallel-size", "4", "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2", "2", "--ranks", "8"},
+		{"--config", file, "--ranks", "8"},
+	} {
+		c, err := parse(t, args...)
+		require.NoError(t, err, args)
+		assert.Equal(t, 4, c.CP.Size, args)
+		assert.Equal(t, []string{"a2a+p2p"}, c.CP.CommType, args)
+		assert.Equal(t, []int{2, 2}, c.CP.Hierarchy, args)
+		require.Empty(t, c.checkLayout(0), args)
+		assert.Equal(t, 2, c.DP, "8 ranks = TP 1 × CP 4 × PP 1 × DP 2")
+	}
+}

@@ -1,0 +1,105 @@
+package nn
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// cpTol: f64 throughout; CP only reorders the softmax's sums (block log-sum-exp
+// combination) and the sum of parameter gradients over ranks.
+const cpTol = 1e-10
+
+// attnRun is one SelfAttention forward and backward: the output, the input's gradient and
+// the parameters' gradients by name.
+type attnRun struct {
+	y, dx []float64
+	grads map[string][]float64
+}
+
+// runAttention builds attention "attn" of cfg with b, runs it on x [B, T, C] (rows of
+// the positions the rank holds) with dropout keyed by seed, and backpropagates Σ y·gy.
+func runAttention(b *Builder, cfg TransformerConfig, x, gy *tensor.Tensor, causal bool) attnRun {
+	a := NewSelfAttention(b, "attn", cfg)
+	p := &Pass{Ctx: context.Background(), Train: true, RNG: tensor.NewRNG(11)}
+	x.SetRequiresGrad(true)
+	y := a.Forward(p, x, AttentionMask{Causal: causal}, nil)
+	tensor.Sum(tensor.Mul(y, gy)).Backward()
+	r := attnRun{y: tensor.ToSlice[float64](y), dx: tensor.ToSlice[float64](x.Grad()), grads: map[string][]float64{}}
+	for _, p := range a.Params() {
+		r.grads[p.Name] = tensor.ToSlice[float64](p.Grad())
+	}
+	return r
+}
+
+// cpRows returns the rows of v [B, T, C] at positions pos, [B, len(pos), C].
+func cpRows(v []float64, b, t, c int, pos []int) []float64 {
+	out := make([]float64, 0, b*len(pos)*c)
+	for i := range b {
+		for _, j := range pos {
+			out = append(out, v[(i*t+j)*c:(i*t+j+1)*c]...)
+		}
+	}
+	return out
+}
+
+// TestSelfAttentionCPEqualsSerial: a SelfAttention at CP = 2 and 4, each comm type,
+// computes on each rank's CPPositions rows what the unfused serial layer computes on
+// them (outputs and input gradients), and the ranks' parameter gradients sum to the
+// serial ones; causal and not, GQA, attention dropout (masks by global coordinates),
+// RoPE at the global positions.
+func TestSelfAttentionCPEqualsSerial(t *testing.T) {
+	const bsz, tlen, c = 2, 16, 16
+	for _, tc := range []struct {
+		name          string
+		cp            int
+		comm          string
+		causal        bool
+		kvHeads       int
+		dropout       float64
+		pos           Position
+		sequenceSplit bool
+	}{
+		{"p2p-cp2-causal", 2, "p2p", true, 4, 0, NoPositions, false},
+		{"p2p-cp4-causal-gqa-dropout-rope", 4, "p2p", true, 2, 0.2, RoPE, false},
+		{"p2p-cp2-full-gqa-rope", 2, "p2p", false, 2, 0.1, RoPE, false},
+		{"allgather-cp2-causal-rope-dropout", 2, "all_gather", true, 2, 0.2, RoPE, false},
+		{"allgather-cp4-full", 4, "allgather", false, 4, 0, NoPositions, false},
+		{"allgather-cp4-causal-gqa-dropout", 4, "all_gather", true, 1, 0.3, RoPE, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := TransformerConfig{NumLayers: 1, Hidden: c, Heads: 4, KVHeads: tc.kvHeads, Vocab: 10, Position: tc.pos,
+				AttnDropout: tc.dropout, CP: tc.cp, CPCommType: tc.comm}
+			xv, gys := seqValues(bsz*tlen*c, 1), seqValues(bsz*tlen*c, 2)
+			ref := testBuilder(parallel.Self(), false)
+			ref.Unfused = true
+			want := runAttention(ref, cfg, tensor.FromSlice(ref.Dev, xv, bsz, tlen, c), tensor.FromSlice(ref.Dev, gys, bsz, tlen, c), tc.causal)
+			got := onRanks(t, tc.cp, func(cp parallel.Comm, dev *tensor.Device) (attnRun, error) {
+				pos := CPPositions(tlen, tc.cp, cp.Rank())
+				b := rankBuilder(parallel.Self(), dev)
+				b.CP = cp
+				x := tensor.FromSlice(dev, cpRows(xv, bsz, tlen, c, pos), bsz, len(pos), c)
+				gy := tensor.FromSlice(dev, cpRows(gys, bsz, tlen, c, pos), bsz, len(pos), c)
+				return runAttention(b, cfg, x, gy, tc.causal), nil
+			})
+			for r, g := range got {
+				pos := CPPositions(tlen, tc.cp, r)
+				require.InDeltaSlice(t, cpRows(want.y, bsz, tlen, c, pos), g.y, cpTol, "rank %d output", r)
+				require.InDeltaSlice(t, cpRows(want.dx, bsz, tlen, c, pos), g.dx, cpTol, "rank %d input gradient", r)
+			}
+			for name, w := range want.grads {
+				sum := make([]float64, len(w))
+				for _, g := range got {
+					for i, v := range g.grads[name] {
+						sum[i] += v
+					}
+				}
+				require.InDeltaSlice(t, w, sum, cpTol, "%s gradient summed over CP", name)
+			}
+		})
+	}
+}

@@ -2,6 +2,8 @@ package nn
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"megago/parallel"
@@ -47,7 +49,7 @@ func (c TransformerConfig) validateCP() []string {
 			errs = append(errs, fmt.Sprintf("CPCommType %q has %d values for %d layers (want one, or one per layer)", c.CPCommType, len(kinds), c.NumLayers))
 		}
 		for _, k := range kinds {
-			if k = strings.TrimSpace(k); k != "" && !containsString(cpCommTypes, k) {
+			if k = strings.TrimSpace(k); k != "" && !slices.Contains(cpCommTypes, k) {
 				errs = append(errs, fmt.Sprintf("CPCommType %q is not one of %s", k, strings.Join(cpCommTypes, ", ")))
 			}
 		}
@@ -55,8 +57,8 @@ func (c TransformerConfig) validateCP() []string {
 	if c.CPHierarchy != "" {
 		prod := 1
 		for _, s := range strings.Split(c.CPHierarchy, ",") {
-			var n int
-			if _, err := fmt.Sscanf(strings.TrimSpace(s), "%d", &n); err != nil || n < 1 {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
 				errs = append(errs, fmt.Sprintf("CPHierarchy %q: want comma-separated sizes ≥ 1", c.CPHierarchy))
 				return errs
 			}
@@ -67,15 +69,6 @@ func (c TransformerConfig) validateCP() []string {
 		}
 	}
 	return errs
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // cpAttentionOf returns the context-parallel core of comm type kind. It panics if kind
@@ -95,19 +88,20 @@ func cpAttentionOf(kind string) cpAttention {
 }
 
 // cpCore adapts the context-parallel core f over the group cp to an attendFunc: it takes
-// the causal mask and the positions from m (which must have nothing else: padding, bias
-// and documents are refused under CP) and the scale and dropout from a.
+// the causal mask from m (which must have nothing else: padding, bias and documents'
+// segments are refused under CP; positions only served RoPE) and the scale and dropout
+// from a. The queries are the rank's CPPositions.
 func cpCore(cp parallel.Comm, f cpAttention) attendFunc {
 	return func(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
-		if m.Masked != nil || m.Bias != nil || m.Segments != nil || m.PositionIDs != nil {
-			panic("nn: context-parallel attention: padding masks, attention bias and documents (segments, position ids) are not supported under CP")
+		if m.Masked != nil || m.Bias != nil || m.Segments != nil {
+			panic("nn: context-parallel attention: padding masks, attention bias and documents' segments (Documents.Segments) are not supported under CP")
 		}
 		tq := q.Dim(2)
 		t := tq * cp.Size()
-		if len(m.Positions) != tq || k.Dim(2) != tq {
-			panic(fmt.Sprintf("nn: context-parallel attention: %d positions, %d keys for %d queries (KV caches are not supported under CP)", len(m.Positions), k.Dim(2), tq))
+		if k.Dim(2) != tq {
+			panic(fmt.Sprintf("nn: context-parallel attention: %d keys for %d queries (KV caches are not supported under CP)", k.Dim(2), tq))
 		}
-		o := cpAttnOptions{Causal: m.Causal, Scale: a.scale, Positions: m.Positions, Key: a.key}
+		o := cpAttnOptions{Causal: m.Causal, Scale: a.scale, Positions: CPPositions(t, cp.Size(), cp.Rank()), Key: a.key}
 		if p.Train && a.dropout > 0 {
 			b, nh := q.Dim(0), q.Dim(1) // [B, NH/tp, T/cp, HS]
 			o.Dropout = a.dropout

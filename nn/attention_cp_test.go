@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"megago/parallel"
@@ -102,4 +103,39 @@ func TestSelfAttentionCPEqualsSerial(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCPSliceTakesTheRanksChunks: CPSlice keeps CPPositions along dim 1, written out by
+// hand for T = 8 at cp 2.
+func TestCPSliceTakesTheRanksChunks(t *testing.T) {
+	dev := tensor.NewCPU()
+	ids := tensor.FromSlice(dev, []int64{0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 16, 17}, 2, 8)
+	require.Equal(t, []int64{0, 1, 6, 7, 10, 11, 16, 17}, tensor.ToSlice[int64](CPSlice(ids, 2, 0)))
+	require.Equal(t, []int64{2, 3, 4, 5, 12, 13, 14, 15}, tensor.ToSlice[int64](CPSlice(ids, 2, 1)))
+	require.Same(t, ids, CPSlice(ids, 1, 0))
+	require.Panics(t, func() { CPSlice(ids, 3, 0) }, "8 is not a multiple of 6")
+}
+
+// TestGPTUnderCPRefusesBadSequences: a sequence that is not a multiple of 2·cp, and
+// documents' segments, panic with a message saying so.
+func TestGPTUnderCPRefusesBadSequences(t *testing.T) {
+	cfg := GPTConfig{TransformerConfig: TransformerConfig{NumLayers: 1, Hidden: 8, Heads: 2, Vocab: 16, MaxPosition: 16},
+		VocabMultiple: 1}
+	onRanks(t, 2, func(cp parallel.Comm, dev *tensor.Device) (struct{}, error) {
+		b := rankBuilder(parallel.Self(), dev)
+		b.CP = cp
+		m, err := NewGPT(b, cfg, Stage{})
+		if err != nil {
+			return struct{}{}, err
+		}
+		p := Eval(context.Background())
+		odd := tensor.FromSlice(dev, []int64{1, 2, 3}, 1, 3) // T/cp = 3: T = 6 is not a multiple of 4
+		assert.PanicsWithValue(t, "nn: GPT: token ids [1 3] at context-parallel size 2 (past 0): want [B, T/cp] with the sequence T a multiple of 2·cp = 4, and no KV cache",
+			func() { m.Forward(p, odd, nil) })
+		ids := tensor.FromSlice(dev, []int64{1, 2, 3, 4}, 1, 4)
+		seg := tensor.FromSlice(dev, []int32{0, 0, 1, 1}, 1, 4)
+		assert.PanicsWithValue(t, "nn: context-parallel attention: padding masks, attention bias and documents' segments (Documents.Segments) are not supported under CP",
+			func() { m.ForwardDocuments(p, ids, Documents{Segments: seg}) })
+		return struct{}{}, nil
+	})
 }

@@ -2,6 +2,8 @@ package train
 
 import (
 	"testing"
+
+	"megago/nn"
 )
 
 // cpSteps are enough AdamW steps for a wrong gradient combination over CP (averaged
@@ -12,14 +14,15 @@ const cpSteps = 3
 // with the Trainer at CP = 2 — each CP rank fed its CPPositions of the samples, the loss
 // the mean over the whole sequences, gradients averaged over DP×CP — reaches the
 // single-rank losses, gradients and parameters within matrixTol, for each comm type, and
-// with TP = 2 and sequence parallelism, and with PP = 2 × DP = 2.
+// with TP = 2 and sequence parallelism, with PP = 2 × DP = 2 and full recomputation
+// (the ring replayed in backward).
 func TestGPTContextParallelEqualsSerial(t *testing.T) {
 	ref := train3D(t, layout{tp: 1, pp: 1, dp: 1}, cpSteps)
 	for _, l := range []layout{
 		{tp: 1, pp: 1, dp: 1, cp: 2, comm: "p2p"},
 		{tp: 1, pp: 1, dp: 1, cp: 2, comm: "all_gather"},
 		{tp: 2, pp: 1, dp: 1, cp: 2, comm: "p2p", sp: true},
-		{tp: 1, pp: 2, dp: 2, cp: 2, comm: "p2p"},
+		{tp: 1, pp: 2, dp: 2, cp: 2, comm: "p2p", rec: nn.RecomputeFull},
 	} {
 		t.Run(l.String(), func(t *testing.T) {
 			got := train3D(t, l, cpSteps)

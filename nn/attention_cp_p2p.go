@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"time"
+
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -24,8 +26,9 @@ func cpP2P(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOptions) *
 	for i := range size {
 		var wait func() []*tensor.Tensor
 		if i < size-1 {
-			wait = parallel.StartRingShift(p.Ctx, cp, kv...)
+			wait = parallel.StartRingShift(p.Ctx, cp, p.Trace, i, kv...)
 		}
+		start := time.Now()
 		kcs := cpChunks(size, (rank-i+size)%size)
 		ks, vs := tensor.Chunk(kv[0], 2, 2), tensor.Chunk(kv[1], 2, 2) // 2 × [B, G/tp, n, HS]
 		for a, qc := range qcs {
@@ -38,6 +41,7 @@ func cpP2P(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOptions) *
 				parts[a] = append(parts[a], cpPartial{out, lse})
 			}
 		}
+		p.Trace.Record(start, parallel.EventCPAttention, i, 0)
 		if wait != nil {
 			kv = wait()
 		}

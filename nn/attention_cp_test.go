@@ -3,6 +3,7 @@ package nn
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,4 +139,40 @@ func TestGPTUnderCPRefusesBadSequences(t *testing.T) {
 			func() { m.ForwardDocuments(p, ids, Documents{Segments: seg}) })
 		return struct{}{}, nil
 	})
+}
+
+// TestCPRingTrace: with Pass.Trace the p2p core records each ring step's transfer and
+// attention; block i+1's transfer is started before block i's attention and has ended
+// before block i+1's attention starts, so it runs alongside block i's.
+func TestCPRingTrace(t *testing.T) {
+	const cp, bsz, tlen, c = 4, 1, 16, 8
+	cfg := TransformerConfig{NumLayers: 1, Hidden: c, Heads: 2, Vocab: 10, Position: NoPositions}
+	epoch := time.Now()
+	traces := onRanks(t, cp, func(g parallel.Comm, dev *tensor.Device) (*parallel.Trace, error) {
+		b := rankBuilder(parallel.Self(), dev)
+		b.CP = g
+		a := NewSelfAttention(b, "attn", cfg)
+		tr := parallel.NewTrace(g.Rank(), epoch)
+		p := &Pass{Ctx: context.Background(), Trace: tr}
+		x := tensor.FromSlice(dev, seqValues(bsz*tlen/cp*c, g.Rank()), bsz, tlen/cp, c)
+		a.Forward(p, x, AttentionMask{Causal: true}, nil)
+		return tr, nil
+	})
+	for r, tr := range traces {
+		ring, attn := map[int]parallel.Event{}, map[int]parallel.Event{}
+		for _, e := range tr.Events() {
+			switch e.Kind {
+			case parallel.EventCPRing:
+				ring[e.Micro] = e
+			case parallel.EventCPAttention:
+				attn[e.Micro] = e
+			}
+		}
+		require.Len(t, attn, cp, "rank %d: one attention event per ring step", r)
+		require.Len(t, ring, cp-1, "rank %d: one transfer per ring step but the last", r)
+		for i := range cp - 1 {
+			assert.LessOrEqual(t, ring[i].Start, attn[i].Start, "rank %d step %d: transfer started before the attention", r, i)
+			assert.LessOrEqual(t, ring[i].End, attn[i+1].Start, "rank %d step %d: block received before its attention", r, i+1)
+		}
+	}
 }

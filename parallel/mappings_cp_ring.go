@@ -19,7 +19,9 @@ import (
 // k hops away goes back to its owner k hops in k backward shifts. Every rank of c must
 // make the same sequence of shifts (and, in backward, of their gradients). On a group of
 // size 1 the wait returns xs. A failed transfer panics with the *Error when waited for.
-func StartRingShift(ctx context.Context, c Comm, xs ...*tensor.Tensor) func() []*tensor.Tensor {
+// tr, if not nil, records the forward transfer, from its start to its last receive, as an
+// EventCPRing of ring step step.
+func StartRingShift(ctx context.Context, c Comm, tr *Trace, step int, xs ...*tensor.Tensor) func() []*tensor.Tensor {
 	if c.Size() == 1 {
 		return func() []*tensor.Tensor { return xs }
 	}
@@ -28,7 +30,12 @@ func StartRingShift(ctx context.Context, c Comm, xs ...*tensor.Tensor) func() []
 		recv[i] = tensor.Empty(x.Device(), x.DType(), x.Shape()...)
 	}
 	done := make(chan error, 1)
-	go func() { done <- ringShift(ctx, c, xs, recv, 1) }()
+	start := tr.begin()
+	go func() {
+		err := ringShift(ctx, c, xs, recv, 1)
+		tr.Record(start, EventCPRing, step, 0)
+		done <- err
+	}()
 	return func() []*tensor.Tensor {
 		return tensor.Apply("RingShift", &ringShiftFn{ctx: ctx, c: c, done: done, recv: recv}, xs...)
 	}

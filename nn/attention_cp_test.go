@@ -176,3 +176,54 @@ func TestCPRingTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestGPTCPLogitsAndLoss: a 2-layer GPT at CP = 2 (per-layer comm types; learned
+// positions, and Llama-style RoPE with GQA) gives on each rank's CPSlice of the batch the
+// serial logits of those positions, and every rank's loss is the serial mean over all
+// tokens (some labels ignored).
+func TestGPTCPLogitsAndLoss(t *testing.T) {
+	const bsz, tlen, vocab = 2, 8, 16
+	llama := LlamaConfig(2, 8, 2, 1, 16, vocab)
+	llama.VocabMultiple, llama.CPCommType = 1, "all_gather"
+	for _, tc := range []struct {
+		name string
+		cfg  GPTConfig
+	}{
+		{"gpt2-learned-p2p,all_gather", GPTConfig{TransformerConfig: TransformerConfig{NumLayers: 2, Hidden: 8, Heads: 2,
+			Vocab: vocab, MaxPosition: tlen, Bias: true, CPCommType: "p2p,all_gather"}, VocabMultiple: 1}},
+		{"llama-rope-gqa-all_gather", llama},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids, labels := make([]int64, bsz*tlen), make([]int64, bsz*tlen)
+			for i := range ids {
+				ids[i], labels[i] = int64(i*5%vocab), int64((i*5+3)%vocab)
+			}
+			labels[3], labels[12] = -100, -100
+			run := func(b *Builder, ids, labels *tensor.Tensor) ([]float64, float64) {
+				m, err := NewGPT(b, tc.cfg, Stage{})
+				require.NoError(t, err)
+				p := Eval(context.Background())
+				logits := m.Forward(p, ids, nil)
+				loss, _ := m.Loss(p, logits, labels)
+				return tensor.ToSlice[float64](logits), loss.Item()
+			}
+			ref := testBuilder(parallel.Self(), false)
+			wantLogits, wantLoss := run(ref, tensor.FromSlice(ref.Dev, ids, bsz, tlen), tensor.FromSlice(ref.Dev, labels, bsz, tlen))
+			type out struct {
+				logits []float64
+				loss   float64
+			}
+			got := onRanks(t, 2, func(cp parallel.Comm, dev *tensor.Device) (out, error) {
+				b := rankBuilder(parallel.Self(), dev)
+				b.CP = cp
+				l, loss := run(b, CPSlice(tensor.FromSlice(dev, ids, bsz, tlen), 2, cp.Rank()),
+					CPSlice(tensor.FromSlice(dev, labels, bsz, tlen), 2, cp.Rank()))
+				return out{l, loss}, nil
+			})
+			for r, g := range got {
+				require.InDeltaSlice(t, cpRows(wantLogits, bsz, tlen, vocab, CPPositions(tlen, 2, r)), g.logits, cpTol, "rank %d logits", r)
+				require.InDelta(t, wantLoss, g.loss, cpTol, "rank %d loss", r)
+			}
+		})
+	}
+}

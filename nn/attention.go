@@ -72,6 +72,9 @@ type SelfAttention struct {
 	core attendFunc // attend, or recomputed in backward (Builder.Recompute)
 	spec attnSpec
 	rope ropeFunc // rotary embeddings with RoPE, else none
+	// local gives a mask its queries' global positions: m itself, or under context
+	// parallelism (Builder.CP) CPPositions of the rank's T/cp queries (cpLocalMask).
+	local func(m AttentionMask, t int) AttentionMask
 }
 
 // NewSelfAttention creates name.qkv and name.proj for cfg (after Defaults).
@@ -82,6 +85,10 @@ func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAtten
 		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias || cfg.QKVBias, Init: Normal(cfg.InitStd)}),
 		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, outputProjection(cfg)),
 		cfg:  cfg, tp: b.TP, core: attentionCore(b), spec: newAttnSpec(b, name, cfg), rope: ropeFor(cfg, b.ops()),
+		local: func(m AttentionMask, _ int) AttentionMask { return m },
+	}
+	if b.CP != nil && b.CP.Size() > 1 {
+		a.core, a.local = cpCore(b.CP, cpAttentionOf(cfg.cpCommTypeOf(0))), cpLocalMask(b.CP)
 	}
 	if cfg.QKNorm {
 		a.QNorm, a.KNorm = newHeadNorm(b, name+".q_norm", cfg), newHeadNorm(b, name+".k_norm", cfg)
@@ -112,7 +119,10 @@ func (a *SelfAttention) Params() []*Param {
 
 // Forward attends x [B, T, C] ([B, T/tp, C] under sequence parallelism) to itself and
 // returns the same shape. cache, if not nil, holds past keys and values: they are attended
-// to and the new ones appended.
+// to and the new ones appended. Under context parallelism (built with Builder.CP of size
+// cp > 1) x holds the rank's positions CPPositions(T, cp, rank), [B, T/cp, C]
+// ([B, T/(cp·tp), C] with sequence parallelism), and its queries attend to the keys of
+// the whole sequence; caches, padding masks, bias and documents are not supported then.
 func (a *SelfAttention) Forward(p *Pass, x *tensor.Tensor, m AttentionMask, cache *KVCache) *tensor.Tensor {
 	return sumBias(a.forward(p, x, m, cache))
 }
@@ -124,7 +134,7 @@ func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 	if cache != nil {
 		k, v = cache.append(k, v)
 	}
-	out := a.core(p, q, k, v, m, a.spec) // [B, T, NH·HS/tp]
+	out := a.core(p, q, k, v, a.local(m, q.Dim(2)), a.spec) // [B, T, NH·HS/tp]
 	return a.Proj.ForwardWithBias(p, out)
 }
 
@@ -150,7 +160,7 @@ func (a *SelfAttention) project(p *Pass, x *tensor.Tensor, m AttentionMask, past
 	if a.QNorm != nil {
 		q, k = a.QNorm.Forward(q), a.KNorm.Forward(k) // over HS, before RoPE as in Megatron
 	}
-	q, k = a.rope(q, k, m, past)
+	q, k = a.rope(q, k, a.local(m, t), past)
 	return q, k, v
 }
 

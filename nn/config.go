@@ -86,13 +86,14 @@ type TransformerConfig struct {
 	RelativeBuckets, RelativeMaxDistance int
 
 	// TP is the tensor-parallel size the model will run at; CP the context-parallel size
-	// (only 1 is implemented).
+	// (the sequence must then be a multiple of 2·CP, checked by the model's forward).
 	TP, CP int
 
 	// CPCommType is how attention exchanges keys and values over the CP group
 	// (--cp-comm-type): "p2p" (the default, "" too: a ring of K/V blocks), "all_gather"
 	// (or "allgather"), "a2a" (Ulysses' head/sequence all-to-all) or "a2a+p2p" (with
-	// CPHierarchy), one value for every layer or a comma-separated value per layer.
+	// CPHierarchy), one value for every layer or a comma-separated value per layer
+	// (NumLayers values).
 	// CPHierarchy is --hierarchical-context-parallel-sizes, comma-separated ("2,2": a2a
 	// over the inner 2 ranks, p2p over the outer 2). Strings keep the configuration
 	// comparable with ==.
@@ -170,9 +171,7 @@ func (c TransformerConfig) Validate() error {
 			bad("FFNHidden = %d not divisible by TP = %d", c.FFNHidden, c.TP)
 		}
 	}
-	if c.CP != 1 {
-		bad("CP = %d: context parallelism is not implemented", c.CP)
-	}
+	errs = append(errs, c.validateCP()...)
 	if c.Position == LearnedPositions && c.MaxPosition < 1 {
 		bad("MaxPosition = %d must be ≥ 1 with learned positions", c.MaxPosition)
 	}

@@ -30,8 +30,15 @@ func TestValidateRejects(t *testing.T) {
 			[]string{"KVHeads = 2 not divisible by TP = 4"}},
 		{"FFN not divisible by TP", func(c *TransformerConfig) { c.FFNHidden, c.TP = 30, 4 },
 			[]string{"FFNHidden = 30 not divisible by TP = 4"}},
-		{"context parallelism", func(c *TransformerConfig) { c.CP = 2 },
-			[]string{"CP = 2", "not implemented"}},
+		{"negative CP", func(c *TransformerConfig) { c.CP = -2 }, []string{"CP = -2 must be ≥ 1"}},
+		{"unknown CP comm type", func(c *TransformerConfig) { c.CP, c.CPCommType = 2, "ring" },
+			[]string{`CPCommType "ring" is not one of p2p, all_gather`}},
+		{"CP comm types not one per layer", func(c *TransformerConfig) { c.CP, c.CPCommType = 2, "p2p,a2a,p2p" },
+			[]string{"has 3 values for 2 layers"}},
+		{"CP hierarchy not multiplying to CP", func(c *TransformerConfig) { c.CP, c.CPHierarchy = 4, "2,3" },
+			[]string{`CPHierarchy "2,3" multiplies to 6, not CP = 4`}},
+		{"CP hierarchy syntax", func(c *TransformerConfig) { c.CP, c.CPHierarchy = 4, "2;2" },
+			[]string{`CPHierarchy "2;2": want comma-separated sizes`}},
 		{"dropout ≥ 1", func(c *TransformerConfig) { c.Dropout = 1 }, []string{"Dropout = 1"}},
 		{"negative attention dropout", func(c *TransformerConfig) { c.AttnDropout = -0.1 }, []string{"AttnDropout = -0.1"}},
 		{"RoPE with odd head size", func(c *TransformerConfig) { c.Position, c.Hidden = RoPE, 20 },
@@ -47,9 +54,9 @@ func TestValidateRejects(t *testing.T) {
 		{"missing sizes", func(c *TransformerConfig) { c.NumLayers, c.Vocab = 0, -1 },
 			[]string{"NumLayers = 0 must be ≥ 1", "Vocab = -1 must be ≥ 1"}},
 		{"several at once", func(c *TransformerConfig) {
-			c.Hidden, c.Heads, c.KVHeads, c.TP, c.CP, c.Dropout = 30, 4, 3, 8, 2, 2
+			c.Hidden, c.Heads, c.KVHeads, c.TP, c.CP, c.Dropout = 30, 4, 3, 8, -2, 2
 		}, []string{"Hidden = 30 not divisible by Heads = 4", "KVHeads = 3 must divide Heads = 4",
-			"Heads = 4 not divisible by TP = 8", "KVHeads = 3 not divisible by TP = 8", "CP = 2", "Dropout = 2"}},
+			"Heads = 4 not divisible by TP = 8", "KVHeads = 3 not divisible by TP = 8", "CP = -2", "Dropout = 2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validGPT2()
@@ -76,6 +83,11 @@ func TestValidateAccepts(t *testing.T) {
 		{"t5 relative positions", TransformerConfig{NumLayers: 1, Hidden: 16, Heads: 2, Vocab: 10,
 			Position: RelativePositions, Norm: RMSNormKind, Activation: ReLU, NoAttentionScale: true}},
 		{"dropout just below 1", func() TransformerConfig { c := validGPT2(); c.Dropout = 0.999; return c }()},
+		{"cp4 per-layer comm types", func() TransformerConfig {
+			c := validGPT2()
+			c.CP, c.CPCommType, c.CPHierarchy = 4, "allgather, a2a+p2p", "2,2"
+			return c
+		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) { require.NoError(t, tc.cfg.Validate()) })
 	}

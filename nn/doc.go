@@ -167,10 +167,38 @@
 // Routing.Map says. With top-2 routing and one expert-TP rank, outputs, input gradients
 // and expert gradients are those of one rank bit for bit (moe_parallel_test.go).
 //
+// Context parallelism (Builder.CP of size cp > 1, TransformerConfig.CP) splits the
+// sequence: the sequence is cut into 2·cp chunks and rank r holds chunks r and 2·cp−1−r
+// (CPPositions; CPSlice cuts a batch's ids and labels so), so a rank's activations are
+// [B, T/cp, C] ([B, T/(cp·tp), C] under sequence parallelism). Everything but attention
+// is per position: learned positions and RoPE use the global positions, hidden dropout
+// draws at them (tpRegion.byRuns). SelfAttention built under CP runs a context-parallel
+// core (attention_cp*.go) chosen per layer by CPCommType: p2p (ring attention: keys and
+// values passed around the CP group by parallel.StartRingShift, block i+1's transfer
+// overlapping block i's attention, partial outputs combined by their log-sum-exp, the
+// received blocks' gradients sent back to their owners in backward) or all_gather (keys
+// and values gathered once, reduce-scattered in backward); a2a and a2a+p2p are the
+// Ulysses variants. Both attend at chunk granularity (a causal mask makes a chunk wholly
+// visible, diagonal or skipped) and draw attention dropout at each block's global query
+// and key offsets, so outputs, masks and gradients are CP=1's within rounding
+// (attention_cp_test.go; train's cp_equivalence_test.go for a trained GPT). The p2p core
+// keeps the received key and value blocks for backward (the whole sequence's keys and
+// values per layer; the scores are never stored); selective recomputation does not
+// apply to the CP core (full recomputation replays the ring). GPT.Loss under CP is the
+// mean over the tokens of the whole sequences, its sum crossing the CP group by an
+// all-reduce whose backward is an all-reduce, so each rank's gradient is cp times its
+// part of the mean's and the optimizer's average over DP×CP is the mean's gradient
+// (Megatron's loss·cp_size). Padding masks, attention bias, documents' segments and KV
+// caches (generation) are refused under CP with a panic saying so; BERT and T5 are not
+// adapted to it; MoE blocks run under CP (per token), but the router's auxiliary losses
+// are computed over each rank's tokens and scaled as at CP=1, so they do not yet equal
+// CP=1's.
+//
 // Dropout masks depend only on the Pass's RNG, the dropout site's name and global
 // coordinates (global sample index, position, feature or head), never on a rank, so they
 // are the same at every TP, SP, PP and DP layout and are replayed exactly by activation
-// recomputation.
+// recomputation. Under context parallelism they are
+// drawn at global positions too, so they are the same at every CP layout.
 //
 // Padded vocabulary entries (ids V..Vp−1) are excluded from the cross entropy's softmax
 // (CrossEntropyOptions.Vocab, set by GPT.Loss, BERT.Loss and T5.Loss) and never generated, for parity with

@@ -45,15 +45,17 @@ func (b *Builder) ops() layerOps {
 }
 
 // biasDropoutAdd returns residual + dropout(y + bias) for a sub-block's output y
-// [B, T, C] ([B, T/tp, C] under sequence parallelism) and its not yet added bias [C]
+// [B, T, C] (this rank's positions under sequence and context parallelism) and its not
+// yet added bias [C]
 // (nil: none), with hidden dropout at site key in training: the mask is the one
 // tpRegion.dropout draws for y + bias.
 func (r tpRegion) biasDropoutAdd(p *Pass, ops layerOps, y, bias, residual *tensor.Tensor, prob float64, key string) *tensor.Tensor {
 	if !p.Train {
 		prob = 0
 	}
-	s := y.Shape()
-	full := tensor.Shape{s[0] + p.SampleOffset, s[1] * r.seqParts, s[2]} // samples numbered globally
-	start := []int{p.SampleOffset, r.seqIndex * s[1], 0}
-	return ops.biasDropoutAdd(y, bias, residual, prob, p.RNG.Named(key), full, start)
+	return r.byRuns(y, residual, func(y, residual *tensor.Tensor, full tensor.Shape, start []int) *tensor.Tensor {
+		full[0] += p.SampleOffset // samples numbered globally
+		start[0] += p.SampleOffset
+		return ops.biasDropoutAdd(y, bias, residual, prob, p.RNG.Named(key), full, start)
+	})
 }

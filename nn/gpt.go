@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 
+	"megago/parallel"
 	"megago/tensor"
 )
 
@@ -52,6 +53,7 @@ type GPT struct {
 	Stage  Stage
 	Vp     int // padded vocabulary
 	region tpRegion
+	cp     parallel.Comm // context-parallel group (Builder.CP; one rank without)
 	// first maps the stage's input to the first layer's input (embedIDs on the first
 	// stage, else hiddenIn); last maps the last layer's output to the stage's output
 	// (logits on the last stage, else hiddenOut).
@@ -70,6 +72,11 @@ type GPT struct {
 func NewGPT(b *Builder, cfg GPTConfig, stage Stage) (*GPT, error) {
 	cfg.TransformerConfig = cfg.TransformerConfig.Defaults()
 	cfg.TP = b.TP.Size()
+	cp := b.CP
+	if cp == nil {
+		cp = parallel.Self()
+	}
+	cfg.CP = cp.Size()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -79,7 +86,7 @@ func NewGPT(b *Builder, cfg GPTConfig, stage Stage) (*GPT, error) {
 	if stage.FirstLayer < 0 || stage.NumLayers < 0 || stage.FirstLayer+stage.NumLayers > cfg.NumLayers {
 		return nil, fmt.Errorf("nn: GPT stage layers [%d, %d) outside [0, %d)", stage.FirstLayer, stage.FirstLayer+stage.NumLayers, cfg.NumLayers)
 	}
-	m := &GPT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), region: b.region(),
+	m := &GPT{Config: cfg, Stage: stage, Vp: PaddedVocab(cfg.Vocab, cfg.VocabMultiple, b.TP.Size()), region: b.region(), cp: cp,
 		first: hiddenIn, last: hiddenOut, positions: noPositions}
 	init := Normal(cfg.InitStd)
 	if stage.PreProcess {
@@ -129,12 +136,19 @@ func (m *GPT) Params() []*Param {
 
 // Embed maps token ids [B, T] to the first layer's input [B, T, C] ([B, T/tp, C] under
 // sequence parallelism). pastLen is the number of positions already in a KV cache.
+// Under context parallelism (Builder.CP of size cp > 1) ids are the rank's positions
+// CPPositions(T, cp, rank) of the sequences, [B, T/cp] (see CPSlice), and the first
+// layer's input is [B, T/cp, C] ([B, T/(cp·tp), C] under sequence parallelism).
 func (m *GPT) Embed(p *Pass, ids *tensor.Tensor, pastLen int) *tensor.Tensor {
 	return m.embed(p, ids, pastLen, nil)
 }
 
 // embed is Embed with each token's position given by positions [B, T] when not nil.
 func (m *GPT) embed(p *Pass, ids *tensor.Tensor, pastLen int, positions *tensor.Tensor) *tensor.Tensor {
+	if cp := m.cp.Size(); cp > 1 && (ids.Rank() != 2 || ids.Dim(1)%2 != 0 || pastLen != 0) {
+		panic(fmt.Sprintf("nn: GPT: token ids %v at context-parallel size %d (past %d): want [B, T/cp] with the sequence T a multiple of 2·cp = %d, and no KV cache",
+			ids.Shape(), cp, pastLen, 2*cp))
+	}
 	beforeForward(m.Word)
 	x := m.Word.Forward(p, ids)               // [B, T, C]
 	x = m.positions(m, x, pastLen, positions) // [B, T, C]
@@ -143,16 +157,25 @@ func (m *GPT) embed(p *Pass, ids *tensor.Tensor, pastLen int, positions *tensor.
 }
 
 // addPositions adds the learned embeddings of positions [pastLen, pastLen+T) to x
-// [B, T, C], or those of ids [B, T] when not nil. It panics if they exceed MaxPosition.
+// [B, T, C] (under context parallelism the rank's CPPositions of the sequence of T·cp),
+// or those of ids [B, T] when not nil. It panics if they exceed MaxPosition.
 func (m *GPT) addPositions(x *tensor.Tensor, pastLen int, ids *tensor.Tensor) *tensor.Tensor {
 	if ids != nil {
 		return m.addPositionIDs(x, ids)
 	}
-	t := x.Dim(1)
-	if pastLen+t > m.Config.MaxPosition {
-		panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t, m.Config.MaxPosition))
+	t, cp := x.Dim(1), m.cp.Size()
+	if pastLen+t*cp > m.Config.MaxPosition {
+		panic(fmt.Sprintf("nn: GPT: positions up to %d exceed MaxPosition %d", pastLen+t*cp, m.Config.MaxPosition))
 	}
 	pos := tensor.Arange(x.Device(), tensor.I64, float64(pastLen), 1, t)
+	if cp > 1 {
+		ps := CPPositions(t*cp, cp, m.cp.Rank())
+		idx := make([]int64, t)
+		for i, v := range ps {
+			idx[i] = int64(v)
+		}
+		pos = tensor.FromSlice(x.Device(), idx, t)
+	}
 	beforeForward(m.Position)
 	return tensor.Add(x, m.Position.Forward(pos).Reshape(1, t, m.Config.Hidden)) // [B, T, C]
 }
@@ -199,6 +222,8 @@ func hiddenOut(_ *GPT, _ *Pass, x *tensor.Tensor) *tensor.Tensor                
 
 // Loss returns the mean cross entropy of logits [B, T, Vp/tp] against labels [B, T],
 // over the labels that are not -100 (Hugging Face's convention), and the per-token losses.
+// Under context parallelism the mean is over the tokens of the whole sequences, every
+// rank of the CP group returning the same value (cpMeanLoss).
 func (m *GPT) Loss(p *Pass, logits, labels *tensor.Tensor) (mean, perToken *tensor.Tensor) {
 	return m.loss(p, logits, labels, false)
 }
@@ -213,7 +238,11 @@ func (m *GPT) LossConsuming(p *Pass, logits, labels *tensor.Tensor) (mean, perTo
 func (m *GPT) loss(p *Pass, logits, labels *tensor.Tensor, inPlace bool) (mean, perToken *tensor.Tensor) {
 	perToken = VocabParallelCrossEntropy(p, m.region.tp, logits, labels,
 		CrossEntropyOptions{Vocab: m.Config.Vocab, Ignore: true, IgnoreIndex: -100, GradInPlace: inPlace})
-	return MeanLoss(perToken, LabelMask(labels, -100, perToken.DType())), perToken
+	mask := LabelMask(labels, -100, perToken.DType())
+	if m.cp.Size() > 1 {
+		return cpMeanLoss(p, m.cp, perToken, mask), perToken
+	}
+	return MeanLoss(perToken, mask), perToken
 }
 
 // LabelMask returns 1 where labels ≠ ignore and 0 elsewhere, as a tensor of dtype dt.

@@ -183,7 +183,9 @@ type Block struct {
 func NewBlock(b *Builder, prefix string, cfg TransformerConfig, first, n int, withCross bool) *Block {
 	blk := &Block{First: first, run: layerRunner(b.Recompute)}
 	for i := first; i < first+n; i++ {
-		blk.Layers = append(blk.Layers, NewTransformerLayer(b, fmt.Sprintf("%s.%d", prefix, i), cfg, withCross))
+		lc := cfg
+		lc.CPCommType = cfg.cpCommTypeOf(i) // this layer's
+		blk.Layers = append(blk.Layers, NewTransformerLayer(b, fmt.Sprintf("%s.%d", prefix, i), lc, withCross))
 	}
 	return blk
 }

@@ -146,6 +146,9 @@ type Pass struct {
 	// Layers that add auxiliary losses inside the model (mixture-of-experts load
 	// balancing) scale their gradients by it, as Megatron's MoEAuxLossAutoScaler does.
 	LossScale float64
+	// Trace, if not nil, records the context-parallel ring's steps (parallel.EventCPRing
+	// transfers and EventCPAttention computation), to show that they overlap.
+	Trace *parallel.Trace
 
 	// replaying marks the copy of a Pass that activation recomputation reruns a layer
 	// with (replay): layers compute the same, but record statistics only once.

@@ -38,10 +38,17 @@ func Stages(numLayers, stages, stage, chunks int) ([]Stage, error) {
 	return out, nil
 }
 
-// checkMesh rejects a Builder whose TP group is not the mesh's.
+// checkMesh rejects a Builder whose TP or CP group is not the mesh's.
 func checkMesh(b *Builder, m *parallel.Mesh) error {
 	if b.TP == nil || b.TP.Size() != m.Sizes().TP || b.TP.Rank() != m.Coord().TP {
 		return fmt.Errorf("nn: the Builder's TP group must be the mesh's TP group (mesh %v)", m)
+	}
+	cp, rank := 1, 0
+	if b.CP != nil {
+		cp, rank = b.CP.Size(), b.CP.Rank()
+	}
+	if cp != max(m.Sizes().CP, 1) || rank != m.Coord().CP {
+		return fmt.Errorf("nn: the Builder's CP group must be the mesh's CP group (mesh %v)", m)
 	}
 	return nil
 }

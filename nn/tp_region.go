@@ -32,15 +32,21 @@ type tpRegion struct {
 	sp bool
 
 	column, row, embedding, first mapping
-	// seqParts and seqIndex place this rank's hidden state in the whole sequence: it is
+	// seqParts and seqIndex place this rank's hidden state in the rank's sequence: it is
 	// part seqIndex of seqParts equal parts (1 and 0 without sequence parallelism).
 	seqParts, seqIndex int
+	// cpSize and cpRank place the rank's sequence in the whole one under context
+	// parallelism (Builder.CP): it holds CPPositions(T, cpSize, cpRank).
+	cpSize, cpRank int
 }
 
 // region returns the TP region of the layers b builds.
 func (b *Builder) region() tpRegion {
 	r := tpRegion{tp: b.TP, column: parallel.CopyToTP, row: parallel.ReduceFromTP, embedding: identity,
-		first: firstOfWhole, seqParts: 1}
+		first: firstOfWhole, seqParts: 1, cpSize: 1}
+	if b.CP != nil {
+		r.cpSize, r.cpRank = b.CP.Size(), b.CP.Rank()
+	}
 	if b.SequenceParallel {
 		r.sp = true
 		r.column, r.row, r.embedding = parallel.GatherFromSP, parallel.ReduceScatterToSP, parallel.ScatterToSP
@@ -93,12 +99,61 @@ func firstOfSP(ctx context.Context, tp parallel.Comm, x *tensor.Tensor) *tensor.
 }
 
 // dropout applies hidden dropout with probability prob at site key to x [B, T, C] or,
-// under sequence parallelism, this rank's part [B, T/tp, C] of the sequence, so that the
-// mask is the same at every layout.
+// under sequence and context parallelism, this rank's positions of the sequence
+// ([B, T/tp, C], [B, T/cp, C], [B, T/(cp·tp), C]), so that the mask is the same at every
+// layout.
 func (r tpRegion) dropout(p *Pass, x *tensor.Tensor, prob float64, key string) *tensor.Tensor {
+	return r.byRuns(x, nil, func(x, _ *tensor.Tensor, full tensor.Shape, start []int) *tensor.Tensor {
+		return dropout(p, x, prob, key, full, start)
+	})
+}
+
+// seqRun is a run of consecutive positions of the whole sequence that a rank's hidden
+// state holds at consecutive rows.
+type seqRun struct{ start, n int }
+
+// seqRuns returns the length of the whole sequence and the runs that the rank's tl rows
+// hold, in row order: one run without context parallelism, else at most two (the rank's
+// part of its CPPositions).
+func (r tpRegion) seqRuns(tl int) (t int, runs []seqRun) {
+	first := r.seqIndex * tl // in the rank's CP-local sequence
+	t = tl * r.seqParts * r.cpSize
+	if r.cpSize == 1 {
+		return t, []seqRun{{first, tl}}
+	}
+	n := t / (2 * r.cpSize)
+	for i := first; i < first+tl; {
+		chunk, off := r.cpRank, i
+		if i >= n {
+			chunk, off = 2*r.cpSize-1-r.cpRank, i-n
+		}
+		k := min(n-off, first+tl-i)
+		runs = append(runs, seqRun{chunk*n + off, k})
+		i += k
+	}
+	return t, runs
+}
+
+// byRuns applies f to each run of positions of x [B, T_local, C] and of y (nil, or the
+// same shape: a residual), with the run's place in the whole sequence [B, T, C] (full and
+// start, f's to change; the batch dim is local: dropout numbers samples globally), and
+// concatenates the results
+// along T. With one run f sees x and y whole.
+func (r tpRegion) byRuns(x, y *tensor.Tensor, f func(x, y *tensor.Tensor, full tensor.Shape, start []int) *tensor.Tensor) *tensor.Tensor {
 	s := x.Shape()
-	full, start := s.Clone(), make([]int, 3)
-	full[1] = s[1] * r.seqParts
-	start[1] = r.seqIndex * s[1]
-	return dropout(p, x, prob, key, full, start)
+	t, runs := r.seqRuns(s[1])
+	if len(runs) == 1 {
+		return f(x, y, tensor.Shape{s[0], t, s[2]}, []int{0, runs[0].start, 0})
+	}
+	outs := make([]*tensor.Tensor, len(runs))
+	row := 0
+	for i, run := range runs {
+		var yi *tensor.Tensor
+		if y != nil {
+			yi = y.Narrow(1, row, run.n)
+		}
+		outs[i] = f(x.Narrow(1, row, run.n), yi, tensor.Shape{s[0], t, s[2]}, []int{0, run.start, 0})
+		row += run.n
+	}
+	return tensor.Concat(1, outs...)
 }

@@ -11,12 +11,14 @@ type EventKind uint8
 
 // Trace event kinds.
 const (
-	EventForward  EventKind = iota + 1 // a forward step
-	EventBackward                      // a backward step
-	EventP2P                           // a p2p transfer (Send and Recv say which)
-	EventReduce                        // a data-parallel gradient bucket reduction (Micro: the bucket)
-	EventSync                          // other gradient synchronization (tied embeddings, sequence-parallel norms)
-	EventGather                        // a distributed optimizer's parameter all-gather of one bucket (Micro: the bucket)
+	EventForward     EventKind = iota + 1 // a forward step
+	EventBackward                         // a backward step
+	EventP2P                              // a p2p transfer (Send and Recv say which)
+	EventReduce                           // a data-parallel gradient bucket reduction (Micro: the bucket)
+	EventSync                             // other gradient synchronization (tied embeddings, sequence-parallel norms)
+	EventGather                           // a distributed optimizer's parameter all-gather of one bucket (Micro: the bucket)
+	EventCPRing                           // a context-parallel ring transfer of key/value blocks (Micro: the ring step)
+	EventCPAttention                      // one ring step's attention blocks (Micro: the ring step)
 )
 
 func (k EventKind) String() string {
@@ -33,6 +35,10 @@ func (k EventKind) String() string {
 		return "sync"
 	case EventGather:
 		return "gather"
+	case EventCPRing:
+		return "cp-ring"
+	case EventCPAttention:
+		return "cp-attention"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -41,7 +47,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Start, End time.Duration // since the trace's epoch
 	Kind       EventKind
-	Micro      int   // micro-batch (bucket for EventReduce and EventGather; -1 when none)
+	Micro      int   // micro-batch (bucket for EventReduce and EventGather, ring step for EventCP*; -1 when none)
 	Chunk      int   // model chunk
 	Send, Recv Phase // EventP2P: the directions sent and received (0: none)
 }
@@ -56,6 +62,8 @@ func (e Event) String() string {
 	switch {
 	case e.Micro >= 0 && (e.Kind == EventReduce || e.Kind == EventGather):
 		s += fmt.Sprintf(" bucket %d", e.Micro)
+	case e.Micro >= 0 && (e.Kind == EventCPRing || e.Kind == EventCPAttention):
+		s += fmt.Sprintf(" step %d", e.Micro)
 	case e.Micro >= 0:
 		s += fmt.Sprintf(" mb %d chunk %d", e.Micro, e.Chunk)
 	}

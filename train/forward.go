@@ -25,11 +25,13 @@ func PassFor(ctx context.Context, m *parallel.Mesh, rng tensor.RNG, step, micro,
 // backward receives this micro-batch's loss with: 1/microbatches times the optimizer's
 // loss scale (1 without a scaler), as Megatron sets MoEAuxLossAutoScaler's scale, so
 // that losses a model adds inside (mixture-of-experts load balancing, nn.Pass.LossScale)
-// are scaled as the main loss. Call it during Step (from the forward-step function), as
+// are scaled as the main loss; its Trace is the trainer's (Config.Trace), which then
+// records context-parallel ring steps. Call it during Step (from the forward-step function), as
 // the loss scale may change between steps.
 func (t *Trainer) PassFor(ctx context.Context, rng tensor.RNG, step, micro, microBatchSize, microbatches int) *nn.Pass {
 	p := PassFor(ctx, t.mesh, rng, step, micro, microBatchSize, microbatches)
 	p.LossScale *= t.opt.LossScale()
+	p.Trace = t.cfg.Trace // context-parallel ring steps
 	return p
 }
 

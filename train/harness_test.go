@@ -37,7 +37,9 @@ func tinyGPTConfig(tied bool) nn.GPTConfig {
 // layout is one configuration of the 3-D matrix.
 type layout struct {
 	tp, pp, dp  int
-	interleaved bool // Interleaved with V=2 (else 1F1B, or no pipelining at PP=1)
+	cp          int    // context-parallel size (0: 1)
+	comm        string // CPCommType
+	interleaved bool   // Interleaved with V=2 (else 1F1B, or no pipelining at PP=1)
 	sp          bool
 	rec         nn.Recompute
 	tied        bool
@@ -52,6 +54,9 @@ type layout struct {
 
 func (l layout) String() string {
 	s := fmt.Sprintf("tp%d-pp%d-dp%d-%s", l.tp, l.pp, l.dp, l.schedule())
+	if l.cp > 1 {
+		s += fmt.Sprintf("-cp%d-%s", l.cp, l.comm)
+	}
 	if l.sp {
 		s += "-sp"
 	}
@@ -95,8 +100,13 @@ func (l layout) gptConfig() nn.GPTConfig {
 	if l.moe.NumExperts > 0 {
 		return tinyMoEGPTConfig(l.moe)
 	}
-	return tinyGPTConfig(l.tied)
+	c := tinyGPTConfig(l.tied)
+	c.CPCommType = l.comm
+	return c
 }
+
+// cpSize is the context-parallel size (cp, or 1 when 0).
+func (l layout) cpSize() int { return max(l.cp, 1) }
 
 func (l layout) chunks() int {
 	if l.interleaved {
@@ -180,8 +190,19 @@ func (o *outcome) merge(r outcome) {
 func token(g, t int) int64 { return int64((g*5 + t*3) % tinyVocab) }
 
 // tinyBatch returns the GPTBatch of one step on the mesh: micro-batch i holds the global
-// samples from step·global + SampleOffset(B, i), labels shifted by one token.
+// samples from step·global + SampleOffset(B, i), labels shifted by one token, the CP
+// rank's positions of them (nn.CPSlice).
 func tinyGPTBatch(dev *tensor.Device, m *parallel.Mesh, step int) GPTBatch {
+	whole := wholeGPTBatch(dev, m, step)
+	return func(micro int) (ids, labels *tensor.Tensor) {
+		ids, labels = whole(micro)
+		cp, r := m.Sizes().CP, m.Coord().CP
+		return nn.CPSlice(ids, cp, r), nn.CPSlice(labels, cp, r)
+	}
+}
+
+// wholeGPTBatch is tinyGPTBatch's whole sequences, [B, T] each.
+func wholeGPTBatch(dev *tensor.Device, m *parallel.Mesh, step int) GPTBatch {
 	return func(micro int) (ids, labels *tensor.Tensor) {
 		g0 := step*tinyMicro*tinyBatch + m.SampleOffset(tinyBatch, micro)
 		x, y := make([]int64, tinyBatch*tinySeq), make([]int64, tinyBatch*tinySeq)
@@ -199,7 +220,7 @@ func train3D(t *testing.T, l layout, steps int) outcome {
 	t.Helper()
 	out := newOutcome(steps)
 	var mu sync.Mutex
-	err := parallel.RunLocal(l.tp*l.pp*l.dp, func(world parallel.Comm) error {
+	err := parallel.RunLocal(l.tp*l.pp*l.dp*l.cpSize(), func(world parallel.Comm) error {
 		r, err := trainRank(context.Background(), world, l, steps)
 		mu.Lock()
 		out.merge(r)
@@ -213,7 +234,7 @@ func train3D(t *testing.T, l layout, steps int) outcome {
 // trainRank is one rank of train3D on the world Comm (in-process or TCP).
 func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (outcome, error) {
 	out := newOutcome(steps)
-	mesh, err := parallel.NewMesh(ctx, world, parallel.Sizes{TP: l.tp, PP: l.pp, DP: l.dp, EP: l.ep, ETP: l.etp})
+	mesh, err := parallel.NewMesh(ctx, world, parallel.Sizes{TP: l.tp, CP: l.cp, PP: l.pp, DP: l.dp, EP: l.ep, ETP: l.etp})
 	if err != nil {
 		return out, err
 	}
@@ -223,7 +244,7 @@ func trainRank(ctx context.Context, world parallel.Comm, l layout, steps int) (o
 		dt = tensor.BF16
 	}
 	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(7), TP: mesh.TP(), SequenceParallel: l.sp, Recompute: l.rec,
-		Experts: nn.MeshExperts(mesh)}
+		Experts: nn.MeshExperts(mesh), CP: mesh.CP()}
 	chunks, err := NewGPTChunks(b, l.gptConfig(), mesh, l.chunks())
 	if err != nil {
 		return out, err

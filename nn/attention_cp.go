@@ -1,0 +1,232 @@
+package nn
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"megago/parallel"
+	"megago/tensor"
+)
+
+// Context-parallel attention. Under CP a rank holds the 2 chunks of T/(2·cp) positions
+// CPPositions gives it (chunks r and 2·cp−1−r of the sequence) and attends its queries to
+// the keys and values of every rank. How the keys and values travel is the layer's
+// CPCommType, chosen when the layer is built: "p2p" (cpP2P, a ring), "all_gather"
+// (cpAllGather) or "a2a"/"a2a+p2p" (cpA2A). Every variant computes attention block by
+// block at chunk granularity: a query chunk sees a key chunk wholly (an earlier chunk, or
+// any chunk without a causal mask), causally (its own chunk) or not at all (a later chunk,
+// skipped), and each block's dropout mask is drawn at the block's global query and key
+// offsets in the probabilities of the whole sequence, so masks equal CP=1's.
+
+// cpCommTypes are the accepted CPCommType values, Megatron's --cp-comm-type spellings.
+var cpCommTypes = []string{"p2p", "all_gather", "allgather", "a2a", "a2a+p2p"}
+
+// cpCommTypeOf returns layer i's comm type of c.CPCommType (one value for every layer, or
+// one per layer), "p2p" when empty.
+func (c TransformerConfig) cpCommTypeOf(i int) string {
+	kinds := strings.Split(c.CPCommType, ",")
+	k := kinds[0]
+	if len(kinds) > 1 && i < len(kinds) {
+		k = kinds[i]
+	}
+	if k = strings.TrimSpace(k); k == "" {
+		return "p2p"
+	}
+	return k
+}
+
+// validateCP returns what is wrong with c's context-parallel fields (after Defaults).
+func (c TransformerConfig) validateCP() []string {
+	var errs []string
+	if c.CP < 1 {
+		errs = append(errs, fmt.Sprintf("CP = %d must be ≥ 1", c.CP))
+	}
+	if c.CPCommType != "" {
+		kinds := strings.Split(c.CPCommType, ",")
+		if len(kinds) > 1 && len(kinds) != c.NumLayers {
+			errs = append(errs, fmt.Sprintf("CPCommType %q has %d values for %d layers (want one, or one per layer)", c.CPCommType, len(kinds), c.NumLayers))
+		}
+		for _, k := range kinds {
+			if k = strings.TrimSpace(k); k != "" && !slices.Contains(cpCommTypes, k) {
+				errs = append(errs, fmt.Sprintf("CPCommType %q is not one of %s", k, strings.Join(cpCommTypes, ", ")))
+			}
+		}
+	}
+	if c.CPHierarchy != "" {
+		prod := 1
+		for _, s := range strings.Split(c.CPHierarchy, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Sprintf("CPHierarchy %q: want comma-separated sizes ≥ 1", c.CPHierarchy))
+				return errs
+			}
+			prod *= n
+		}
+		if prod != c.CP {
+			errs = append(errs, fmt.Sprintf("CPHierarchy %q multiplies to %d, not CP = %d", c.CPHierarchy, prod, c.CP))
+		}
+	}
+	return errs
+}
+
+// cpAttentionOf returns the context-parallel core of comm type kind. It panics if kind
+// is not a CPCommType value.
+func cpAttentionOf(kind string) cpAttention {
+	switch kind {
+	case "p2p":
+		return cpP2P
+	case "all_gather", "allgather":
+		return cpAllGather
+	case "a2a", "a2a+p2p":
+		return func(*Pass, parallel.Comm, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor, cpAttnOptions) *tensor.Tensor {
+			panic(fmt.Sprintf("nn: context-parallel attention %q: not implemented in this build", kind))
+		}
+	}
+	panic(fmt.Sprintf("nn: context-parallel comm type %q is not one of %s", kind, strings.Join(cpCommTypes, ", ")))
+}
+
+// cpCore adapts the context-parallel core f over the group cp to an attendFunc: it takes
+// the causal mask from m (which must have nothing else: padding, bias and documents'
+// segments are refused under CP; positions only served RoPE) and the scale and dropout
+// from a. The queries are the rank's CPPositions.
+func cpCore(cp parallel.Comm, f cpAttention) attendFunc {
+	return func(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
+		if m.Masked != nil || m.Bias != nil || m.Segments != nil {
+			panic("nn: context-parallel attention: padding masks, attention bias and documents' segments (Documents.Segments) are not supported under CP")
+		}
+		tq := q.Dim(2)
+		t := tq * cp.Size()
+		if k.Dim(2) != tq {
+			panic(fmt.Sprintf("nn: context-parallel attention: %d keys for %d queries (KV caches are not supported under CP)", k.Dim(2), tq))
+		}
+		o := cpAttnOptions{Causal: m.Causal, Scale: a.scale, Positions: CPPositions(t, cp.Size(), cp.Rank()), Key: a.key}
+		if p.Train && a.dropout > 0 {
+			b, nh := q.Dim(0), q.Dim(1) // [B, NH/tp, T/cp, HS]
+			o.Dropout = a.dropout
+			o.Full = tensor.Shape{b + p.SampleOffset, nh * a.tp.Size(), t, t}
+			o.Start = []int{p.SampleOffset, a.tp.Rank() * nh, 0, 0}
+		}
+		return mergeHeads(f(p, cp, q, k, v, o)) // [B, T/cp, NH·HS/tp]
+	}
+}
+
+// cpLocalMask returns the SelfAttention.local of a layer under context parallelism over
+// cp: the mask with the global positions of the rank's t queries (CPPositions(t·cp, cp,
+// rank)) unless it has positions. It panics if t is odd (the sequence is not a multiple
+// of 2·cp).
+func cpLocalMask(cp parallel.Comm) func(m AttentionMask, t int) AttentionMask {
+	return func(m AttentionMask, t int) AttentionMask {
+		if t%2 != 0 {
+			panic(fmt.Sprintf("nn: context-parallel attention: %d positions per rank: the sequence must be a multiple of 2·cp = %d", t, 2*cp.Size()))
+		}
+		if m.Positions == nil && m.PositionIDs == nil {
+			m.Positions = CPPositions(t*cp.Size(), cp.Size(), cp.Rank())
+		}
+		return m
+	}
+}
+
+// cpChunkVisibility says how query chunk qc sees key chunk kc (global chunk indices).
+type cpChunkVisibility uint8
+
+const (
+	cpInvisible cpChunkVisibility = iota // a later chunk under a causal mask
+	cpDiagonal                           // the same chunk under a causal mask
+	cpVisible                            // wholly visible
+)
+
+func cpVisibility(causal bool, qc, kc int) cpChunkVisibility {
+	switch {
+	case !causal || kc < qc:
+		return cpVisible
+	case kc == qc:
+		return cpDiagonal
+	}
+	return cpInvisible
+}
+
+// cpChunks returns the global chunk indices, of 2·cp, of rank r's two chunks.
+func cpChunks(cp, r int) [2]int { return [2]int{r, 2*cp - 1 - r} }
+
+// cpAttendBlock attends queries q [B, NH/tp, Tq, HS] starting at global position qs to keys
+// and values k, v [B, G/tp, Tk, HS] starting at ks, with the causal rule of tensor.Attention
+// when causal, and returns out [B, NH/tp, Tq, HS] and its log-sum-exp [B, NH/tp, Tq].
+func cpAttendBlock(p *Pass, q, k, v *tensor.Tensor, o cpAttnOptions, qs, ks int, causal bool) (out, lse *tensor.Tensor) {
+	ao := tensor.AttentionOptions{Scale: o.Scale, Causal: causal}
+	if o.Dropout > 0 {
+		ao.Dropout, ao.RNG, ao.DropoutFull = o.Dropout, p.RNG.Named(o.Key), o.Full
+		ao.DropoutStart = []int{o.Start[0], o.Start[1], o.Start[2] + qs, o.Start[3] + ks}
+	}
+	return tensor.Attention(q, k, v, ao)
+}
+
+// cpPartial is one key block's attention of a query chunk.
+type cpPartial struct {
+	out, lse *tensor.Tensor // [B, NH/tp, n, HS], [B, NH/tp, n]
+}
+
+// combineLSE returns the attention over the union of the partials' key blocks:
+// Σᵢ e^(lseᵢ − L)·outᵢ with L = log Σᵢ e^(lseᵢ) (the weights are a softmax of the lses),
+// computed in the lse's dtype, [B, NH/tp, n, HS] in the outputs' dtype. Gradients flow to
+// every output and lse.
+func combineLSE(parts []cpPartial) *tensor.Tensor {
+	if len(parts) == 1 {
+		return parts[0].out
+	}
+	dt := parts[0].out.DType()
+	ls := make([]*tensor.Tensor, len(parts))
+	ones := make([]int, len(parts))
+	for i, pt := range parts {
+		ls[i], ones[i] = pt.lse.Unsqueeze(3), 1 // [B, NH/tp, n, 1]
+	}
+	w := tensor.Softmax(tensor.Concat(3, ls...), tensor.SoftmaxOptions{}) // [B, NH/tp, n, m]
+	ws := tensor.Split(w, 3, ones...)
+	var out *tensor.Tensor
+	for i, pt := range parts {
+		term := tensor.Mul(pt.out.Cast(w.DType()), ws[i]) // [B, NH/tp, n, HS]
+		if out == nil {
+			out = term
+		} else {
+			out = tensor.Add(out, term)
+		}
+	}
+	return out.Cast(dt)
+}
+
+// cpAllGather is the "all_gather" core: every rank's keys and values are gathered once
+// (backward: reduce-scatter of their gradients), then each query chunk attends, in one
+// call, to the key chunks before it and its own (causally), or to all of them.
+func cpAllGather(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOptions) *tensor.Tensor {
+	size := cp.Size()
+	b, g, tl, hs := k.Dim(0), k.Dim(1), k.Dim(2), k.Dim(3) // [B, G/tp, T/cp, HS]
+	n := tl / 2
+	kv := tensor.Concat(0, k, v) // [2B, G/tp, T/cp, HS]
+	// GatherFromSP on a [1, N] view: all-gather forward, reduce-scatter (sum) backward.
+	all := parallel.GatherFromSP(p.Ctx, cp, kv.Reshape(1, kv.Numel())).
+		Reshape(size, 2, b, g, 2, n, hs) // [cp, k|v, B, G/tp, chunk, n, HS]
+	chunk := func(which, c int) *tensor.Tensor {
+		r, h := c, 0
+		if c >= size {
+			r, h = 2*size-1-c, 1
+		}
+		return all.Narrow(0, r, 1).Narrow(1, which, 1).Narrow(4, h, 1).Reshape(b, g, n, hs) // [B, G/tp, n, HS]
+	}
+	qs := tensor.Chunk(q, 2, 2) // 2 × [B, NH/tp, n, HS]
+	outs := make([]*tensor.Tensor, 2)
+	for a, qc := range cpChunks(size, cp.Rank()) {
+		last := 2*size - 1
+		if o.Causal {
+			last = qc
+		}
+		ks, vs := make([]*tensor.Tensor, last+1), make([]*tensor.Tensor, last+1)
+		for c := range ks {
+			ks[c], vs[c] = chunk(0, c), chunk(1, c)
+		}
+		// Keys 0..last in global order: with a causal mask the queries are the last n of
+		// them, which is tensor.Attention's causal rule.
+		outs[a], _ = cpAttendBlock(p, qs[a], tensor.Concat(2, ks...), tensor.Concat(2, vs...), o, qc*n, 0, o.Causal)
+	}
+	return tensor.Concat(2, outs...) // [B, NH/tp, T/cp, HS]
+}

@@ -88,7 +88,7 @@ func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAtten
 		local: func(m AttentionMask, _ int) AttentionMask { return m },
 	}
 	if b.CP != nil && b.CP.Size() > 1 {
-		a.core, a.local = cpCore(b.CP, cpAttentionOf(cfg.cpCommTypeOf(0))), cpLocalMask(b.CP)
+		a.core, a.local = cpCore(b.CP, cpAttentionOf(b, cfg, cfg.cpCommTypeOf(0))), cpLocalMask(b.CP)
 	}
 	if cfg.QKNorm {
 		a.QNorm, a.KNorm = newHeadNorm(b, name+".q_norm", cfg), newHeadNorm(b, name+".k_norm", cfg)

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -71,18 +72,20 @@ func (c TransformerConfig) validateCP() []string {
 	return errs
 }
 
-// cpAttentionOf returns the context-parallel core of comm type kind. It panics if kind
-// is not a CPCommType value.
-func cpAttentionOf(kind string) cpAttention {
+// cpAttentionOf returns the context-parallel core of comm type kind over b.CP; for
+// "a2a+p2p" it splits b.CP into cfg.CPHierarchy's a2a and p2p groups (once per Builder:
+// every CP rank builds the same layers in the same order). It panics if kind is not a
+// CPCommType value or the split fails.
+func cpAttentionOf(b *Builder, cfg TransformerConfig, kind string) cpAttention {
 	switch kind {
 	case "p2p":
 		return cpP2P
 	case "all_gather", "allgather":
 		return cpAllGather
-	case "a2a", "a2a+p2p":
-		return func(*Pass, parallel.Comm, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor, cpAttnOptions) *tensor.Tensor {
-			panic(fmt.Sprintf("nn: context-parallel attention %q: not implemented in this build", kind))
-		}
+	case "a2a":
+		return cpA2A
+	case "a2a+p2p":
+		return b.cpHierarchy(cfg).a2aP2P
 	}
 	panic(fmt.Sprintf("nn: context-parallel comm type %q is not one of %s", kind, strings.Join(cpCommTypes, ", ")))
 }
@@ -229,4 +232,27 @@ func cpAllGather(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOpti
 		outs[a], _ = cpAttendBlock(p, qs[a], tensor.Concat(2, ks...), tensor.Concat(2, vs...), o, qc*n, 0, o.Causal)
 	}
 	return tensor.Concat(2, outs...) // [B, NH/tp, T/cp, HS]
+}
+
+// cpHierarchy returns the a2a and p2p groups of b.CP for cfg.CPHierarchy, split on first
+// use. It panics if the hierarchy is not two sizes multiplying to the CP size or the
+// split fails.
+func (b *Builder) cpHierarchy(cfg TransformerConfig) *cpHierarchy {
+	if b.cpGroups != nil {
+		return b.cpGroups
+	}
+	var sizes []int
+	for _, f := range strings.Split(cfg.CPHierarchy, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			panic(fmt.Sprintf("nn: a2a+p2p: CPHierarchy %q: want two comma-separated sizes", cfg.CPHierarchy))
+		}
+		sizes = append(sizes, n)
+	}
+	h, err := newCPHierarchy(context.Background(), b.CP, sizes)
+	if err != nil {
+		panic(err.Error())
+	}
+	b.cpGroups = h
+	return h
 }

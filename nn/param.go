@@ -119,6 +119,8 @@ type Builder struct {
 	// sequence positions CPPositions gives it, and attention exchanges keys and values
 	// over it.
 	CP parallel.Comm
+
+	cpGroups *cpHierarchy // a2a+p2p's groups of CP, split on first use (cpHierarchy)
 	// SequenceParallel splits activations along T between TP regions.
 	SequenceParallel bool
 	// Recompute selects activation recomputation in the transformer layers built (see

@@ -84,20 +84,9 @@ func TestCPRankOfMesh(t *testing.T) {
 // the DP × CP all-reduce (relative error ~1e-6).
 const gradNormTol = 1e-4
 
-// cpImplemented reports whether nn runs attention under context parallelism (the
-// settings then accept CP > 1 as far as nn's checks go).
-func cpImplemented() bool {
-	m := nn.TransformerConfig{NumLayers: 1, Hidden: 8, Heads: 2, Vocab: 8, MaxPosition: 8, CP: 2}
-	return m.Validate() == nil
-}
-
 // TestCPSettings: --context-parallel-size and its companions reach the mesh sizes, the
 // data-parallel size and the model's configuration.
 func TestCPSettings(t *testing.T) {
-	if !cpImplemented() {
-		// CP-MERGE: runs once nn's TransformerConfig.Validate accepts CP > 1.
-		t.Skip("nn refuses CP > 1 (context parallelism not implemented in nn yet)")
-	}
 	for _, tc := range []struct {
 		args                []string
 		cp, dp              int
@@ -158,10 +147,6 @@ func TestCPSettingsRefused(t *testing.T) {
 // the other layouts, and the first iteration's gradient norm, which AdamW's updates
 // would hide if the gradients averaged over DP × CP were off by a factor.
 func TestCPLayoutsMatchOneRank(t *testing.T) {
-	if !cpImplemented() {
-		// CP-MERGE: runs once nn's attention runs under CP (TransformerConfig.Validate accepts CP > 1).
-		t.Skip("nn refuses CP > 1 (context parallelism not implemented in nn yet)")
-	}
 	ref := reference(t)
 	refDir := t.TempDir()
 	runTiny(t, tinyArgs(t, "--out-dir", refDir, "--train-iters", "2", "--gen-tokens", "0"))
@@ -171,11 +156,13 @@ func TestCPLayoutsMatchOneRank(t *testing.T) {
 		{"--ranks", "2", "--context-parallel-size", "2"},
 		{"--ranks", "2", "--context-parallel-size", "2", "--cp-comm-type", "a2a"},
 		{"--ranks", "4", "--context-parallel-size", "2", "--tensor-model-parallel-size", "2", "--sequence-parallel"},
+		{"--ranks", "4", "--context-parallel-size", "4", "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2", "2"},
+		{"--ranks", "4", "--context-parallel-size", "4", "--cp-comm-type", "all_gather"},
 	} {
 		t.Run(strings.Join(layout, " "), func(t *testing.T) {
 			dir := t.TempDir()
 			out := matchesOneRank(t, ref, append(layout, "--out-dir", dir))
-			assert.Contains(t, out, "× CP 2 (")
+			assert.Contains(t, out, "× CP "+layout[3]+" (") // layout[3]: the --context-parallel-size
 			got := readMetrics(t, filepath.Join(dir, "metrics.jsonl")).gradNorm
 			require.NotEmpty(t, got)
 			assert.InEpsilon(t, refNorms[0], got[0], gradNormTol, "first iteration's gradient norm")

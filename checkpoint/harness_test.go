@@ -39,9 +39,9 @@ type layout struct {
 	// ep > 0 makes every layer an MoE layer of harnessMoE's experts at expert-parallel
 	// size ep (expert-TP 1).
 	ep int
-	// cp > 1 is a context-parallel mesh axis: the model is built without it (each CP
-	// rank runs the whole sequence of the same samples), so CP ranks are replicas whose
-	// gradients the DP × CP group averages.
+	// cp > 1 is context parallelism: each CP rank runs its nn.CPPositions of the same
+	// samples; CP ranks hold replicas of the parameters, whose gradients the DP × CP
+	// group averages.
 	cp int
 }
 
@@ -102,6 +102,9 @@ func newRig(ctx context.Context, world parallel.Comm, l layout) (*rig, error) {
 	}
 	r := &rig{l: l, mesh: mesh, dev: tensor.NewCPU()}
 	b := &nn.Builder{Dev: r.dev, DType: l.dt(), RNG: tensor.NewRNG(hSeed).Named("init"), TP: mesh.TP(), Experts: nn.MeshExperts(mesh)}
+	if l.cp > 1 {
+		cfg.CP, b.CP = l.cp, mesh.CP()
+	}
 	if r.chunks, err = train.NewGPTChunks(b, cfg, mesh, 1); err != nil {
 		return nil, err
 	}
@@ -139,7 +142,11 @@ func (r *rig) batch(it int) train.GPTBatch {
 				x[b*hSeq+t], y[b*hSeq+t] = token(g0+b, t), token(g0+b, t+1)
 			}
 		}
-		return tensor.FromSlice(r.dev, x, hBatch, hSeq), tensor.FromSlice(r.dev, y, hBatch, hSeq)
+		ids, labels = tensor.FromSlice(r.dev, x, hBatch, hSeq), tensor.FromSlice(r.dev, y, hBatch, hSeq)
+		if cp := r.mesh.CP(); cp.Size() > 1 {
+			ids, labels = nn.CPSlice(ids, cp.Size(), cp.Rank()), nn.CPSlice(labels, cp.Size(), cp.Rank())
+		}
+		return ids, labels
 	}
 }
 

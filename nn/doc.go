@@ -177,8 +177,12 @@
 // values passed around the CP group by parallel.StartRingShift, block i+1's transfer
 // overlapping block i's attention, partial outputs combined by their log-sum-exp, the
 // received blocks' gradients sent back to their owners in backward) or all_gather (keys
-// and values gathered once, reduce-scattered in backward); a2a and a2a+p2p are the
-// Ulysses variants. Both attend at chunk granularity (a causal mask makes a chunk wholly
+// and values gathered once, reduce-scattered in backward), a2a (Ulysses: an all-to-all
+// trades the rank's positions of every head for every position of its cp-th of the
+// heads, attention runs on the whole sequence, and the inverse all-to-all returns it;
+// key/value groups fewer than cp are replicated) or a2a+p2p (CPHierarchy: a2a over the
+// inner group, the outer group's keys and values gathered; its groups split once per
+// Builder; attention_cp_a2a.go). p2p and all_gather attend at chunk granularity (a causal mask makes a chunk wholly
 // visible, diagonal or skipped) and draw attention dropout at each block's global query
 // and key offsets, so outputs, masks and gradients are CP=1's within rounding
 // (attention_cp_test.go; train's cp_equivalence_test.go for a trained GPT). The p2p core
@@ -251,8 +255,7 @@
 // token id or target outside the vocabulary, a decoder layer without encoder memory
 // ("nn: ColumnParallelLinear fc1: out features 10 not divisible by tp 4"). Constructors of
 // models validate their configuration and return an error listing every invalid field
-// (TransformerConfig.Validate); context parallelism (CP > 1) is reported as not
-// implemented. Communication failures inside Forward and Backward surface as panics with a
+// (TransformerConfig.Validate). Communication failures inside Forward and Backward surface as panics with a
 // *parallel.Error from the TP mappings (autograd cannot return errors); training entry
 // points recover them and abort the job. Generate, an entry point itself, returns them as
 // errors, along with invalid options, bad prompts and non-finite logits.

@@ -194,9 +194,9 @@
 // part of the mean's and the optimizer's average over DP×CP is the mean's gradient
 // (Megatron's loss·cp_size). Padding masks, attention bias, documents' segments and KV
 // caches (generation) are refused under CP with a panic saying so; BERT and T5 are not
-// adapted to it; MoE blocks run under CP (per token), but the router's auxiliary losses
-// are computed over each rank's tokens and scaled as at CP=1, so they do not yet equal
-// CP=1's.
+// adapted to it; MoE blocks run under CP (per token), the router's auxiliary losses
+// counting tokens over the TP × CP token group and their gradients scaled by cp as the
+// main loss's are, so they equal CP=1's too.
 //
 // Dropout masks depend only on the Pass's RNG, the dropout site's name and global
 // coordinates (global sample index, position, feature or head), never on a rank, so they

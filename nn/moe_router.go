@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -27,7 +28,12 @@ type Router struct {
 	// one model replica's micro-batch, over which load-balancing counts are summed (TP
 	// under sequence parallelism; else one rank). global, if not nil, is the group
 	// global_aux_loss counts over (TP×CP×DP, see SetRouterGlobalGroup).
-	group, global parallel.Comm
+	group  sumGroup
+	global parallel.Comm
+	// cpScale is the context-parallel size: under CP each rank's share of the auxiliary
+	// losses' gradient is scaled by it, as the main loss's is (GPT.Loss), so that the
+	// optimizer's average over DP×CP gives the whole loss's gradient.
+	cpScale float64
 	rate          float64 // expert bias update rate
 	name          string
 
@@ -106,6 +112,10 @@ func NewRouter(b *Builder, name string, cfg TransformerConfig) *Router {
 	if b.SequenceParallel {
 		r.group = b.TP
 	}
+	r.cpScale = 1
+	if b.CP != nil && b.CP.Size() > 1 { // the sequence's tokens are spread over CP too
+		r.group, r.cpScale = groupPair{r.group, b.CP}, float64(b.CP.Size())
+	}
 	if m.EnableExpertBias {
 		r.ExpertBias = tensor.Zeros(b.Dev, tensor.F32, m.NumExperts)
 		r.biasCounts = make([]float64, m.NumExperts)
@@ -175,6 +185,7 @@ func (r *Router) Route(p *Pass, x *tensor.Tensor) Routing {
 	if f.scale == 0 {
 		f.scale = 1
 	}
+	f.scale *= r.cpScale
 	if p.Train && x.Device().GradEnabled() {
 		f.loss = r.newRouterLoss(p, x.Device(), host, b, t)
 	}
@@ -242,8 +253,29 @@ func (r *Router) accumulateGlobal(offset int, counts []float64) []float64 {
 	return avg
 }
 
+// sumGroup is a group the router sums token counts over: a parallel.Comm, or the
+// product of two (groupPair).
+type sumGroup interface {
+	Size() int
+	Name() string
+	AllReduce(ctx context.Context, t *tensor.Tensor, op parallel.Op) error
+}
+
+// groupPair is the product of two groups of distinct axes (TP and CP): a sum over it is
+// the sum over a and then over b.
+type groupPair struct{ a, b sumGroup }
+
+func (g groupPair) Size() int    { return g.a.Size() * g.b.Size() }
+func (g groupPair) Name() string { return g.a.Name() + "×" + g.b.Name() }
+func (g groupPair) AllReduce(ctx context.Context, t *tensor.Tensor, op parallel.Op) error {
+	if err := g.a.AllReduce(ctx, t, op); err != nil {
+		return err
+	}
+	return g.b.AllReduce(ctx, t, op)
+}
+
 // globalGroup returns the group global_aux_loss counts tokens over.
-func (r *Router) globalGroup() parallel.Comm {
+func (r *Router) globalGroup() sumGroup {
 	if r.global != nil {
 		return r.global
 	}

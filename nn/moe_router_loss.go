@@ -224,7 +224,7 @@ func (f *routeFn) Backward(gy []*tensor.Tensor) []*tensor.Tensor {
 // allReduceHost sums v over group (a copy on every rank) through a float32 tensor on
 // dev; token counts stay exact up to 2²⁴. On a group of one it returns v.
 // It panics with the *parallel.Error if communication fails, as the TP mappings do.
-func allReduceHost(p *Pass, dev *tensor.Device, group parallel.Comm, v []float64) []float64 {
+func allReduceHost(p *Pass, dev *tensor.Device, group sumGroup, v []float64) []float64 {
 	if group.Size() == 1 || len(v) == 0 {
 		return v
 	}

@@ -30,11 +30,17 @@ func TestGPTContextParallelEqualsSerial(t *testing.T) {
 			t.Logf("largest parameter difference to CP=1: %.3g", maxDiff(ref, got))
 		})
 	}
-	// CP = 2 × EP = 2: the tiny MoE GPT, without the router's auxiliary losses (computed
-	// over each rank's tokens, they are not yet CP-aware: see nn's doc).
-	moe := tinyMoE(nn.MoEConfig{}, false)
-	moe.AuxLossCoeff, moe.ZLossCoeff = 0, 0
-	moeRef := train3D(t, layout{tp: 1, pp: 1, dp: 1, moe: moe}, cpSteps)
-	l := layout{tp: 1, pp: 1, dp: 1, cp: 2, ep: 2, comm: "p2p", moe: moe}
-	t.Run(l.String(), func(t *testing.T) { compareTol(t, moeRef, train3D(t, l, cpSteps)) })
+	// CP = 2 × EP = 2 and CP = 2 × TP = 2 (sequence parallel) × EP = 2: the tiny MoE GPT
+	// with the router's aux and z losses (counted over the TP × CP token group, their
+	// gradients scaled by CP as the main loss's are) and seq_aux_loss.
+	for _, mc := range []nn.MoEConfig{{}, {LoadBalancing: "seq_aux_loss"}} {
+		moe := tinyMoE(mc, false)
+		moeRef := train3D(t, layout{tp: 1, pp: 1, dp: 1, moe: moe}, cpSteps)
+		for _, l := range []layout{
+			{tp: 1, pp: 1, dp: 1, cp: 2, ep: 2, comm: "p2p", moe: moe},
+			{tp: 2, pp: 1, dp: 1, cp: 2, ep: 2, sp: true, comm: "all_gather", moe: moe},
+		} {
+			t.Run(l.String()+"/"+mc.LoadBalancing, func(t *testing.T) { compareTol(t, moeRef, train3D(t, l, cpSteps)) })
+		}
+	}
 }

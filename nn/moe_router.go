@@ -34,8 +34,8 @@ type Router struct {
 	// losses' gradient is scaled by it, as the main loss's is (GPT.Loss), so that the
 	// optimizer's average over DP×CP gives the whole loss's gradient.
 	cpScale float64
-	rate          float64 // expert bias update rate
-	name          string
+	rate    float64 // expert bias update rate
+	name    string
 
 	stats      RouterStats
 	biasCounts []float64    // [E] tokens kept per expert since the last UpdateExpertBias

@@ -202,34 +202,20 @@ func combineLSE(parts []cpPartial) *tensor.Tensor {
 // (backward: reduce-scatter of their gradients), then each query chunk attends, in one
 // call, to the key chunks before it and its own (causally), or to all of them.
 func cpAllGather(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOptions) *tensor.Tensor {
-	size := cp.Size()
-	b, g, tl, hs := k.Dim(0), k.Dim(1), k.Dim(2), k.Dim(3) // [B, G/tp, T/cp, HS]
-	n := tl / 2
-	kv := tensor.Concat(0, k, v) // [2B, G/tp, T/cp, HS]
-	// GatherFromSP on a [1, N] view: all-gather forward, reduce-scatter (sum) backward.
-	all := parallel.GatherFromSP(p.Ctx, cp, kv.Reshape(1, kv.Numel())).
-		Reshape(size, 2, b, g, 2, n, hs) // [cp, k|v, B, G/tp, chunk, n, HS]
-	chunk := func(which, c int) *tensor.Tensor {
-		r, h := c, 0
-		if c >= size {
-			r, h = 2*size-1-c, 1
-		}
-		return all.Narrow(0, r, 1).Narrow(1, which, 1).Narrow(4, h, 1).Reshape(b, g, n, hs) // [B, G/tp, n, HS]
-	}
-	qs := tensor.Chunk(q, 2, 2) // 2 × [B, NH/tp, n, HS]
+	b, n := k.Dim(0), k.Dim(2)/2
+	// All-gather forward, reduce-scatter (sum) backward, into sequence order.
+	kv := parallel.GatherFromCP(p.Ctx, cp, tensor.Concat(0, k, v)) // [2B, G/tp, T, HS]
+	qs := tensor.Chunk(q, 2, 2)                                    // 2 × [B, NH/tp, n, HS]
 	outs := make([]*tensor.Tensor, 2)
-	for a, qc := range cpChunks(size, cp.Rank()) {
-		last := 2*size - 1
+	for a, qc := range cpChunks(cp.Size(), cp.Rank()) {
+		keys := kv.Dim(2)
 		if o.Causal {
-			last = qc
+			// Keys 0..the chunk's end in global order: the queries are the last n of
+			// them, which is tensor.Attention's causal rule.
+			keys = (qc + 1) * n
 		}
-		ks, vs := make([]*tensor.Tensor, last+1), make([]*tensor.Tensor, last+1)
-		for c := range ks {
-			ks[c], vs[c] = chunk(0, c), chunk(1, c)
-		}
-		// Keys 0..last in global order: with a causal mask the queries are the last n of
-		// them, which is tensor.Attention's causal rule.
-		outs[a], _ = cpAttendBlock(p, qs[a], tensor.Concat(2, ks...), tensor.Concat(2, vs...), o, qc*n, 0, o.Causal)
+		ks, vs := kv.Narrow(0, 0, b).Narrow(2, 0, keys), kv.Narrow(0, b, b).Narrow(2, 0, keys)
+		outs[a], _ = cpAttendBlock(p, qs[a], ks, vs, o, qc*n, 0, o.Causal)
 	}
 	return tensor.Concat(2, outs...) // [B, NH/tp, T/cp, HS]
 }

@@ -118,19 +118,16 @@ func a2aAttend(p *Pass, inner, outer parallel.Comm, q, k, v *tensor.Tensor, o cp
 		m := t / (2 * nOuter)
 		blocks, starts = tensor.Chunk(qh, 2, 2), []int{rOuter * m, (2*nOuter - 1 - rOuter) * m} // [B, NH/(tp·a), m, HS] each
 	}
-	head := inner.Rank() * (nh / a) // this rank's first head among the TP rank's
+	if o.Dropout > 0 { // this rank's heads start at its a-th of the TP rank's
+		o.Start = []int{o.Start[0], o.Start[1] + inner.Rank()*(nh/a), o.Start[2], o.Start[3]}
+	}
 	outs := make([]*tensor.Tensor, len(blocks))
 	for i, qb := range blocks {
 		ks, vs := kh, vh
 		if n := starts[i] + qb.Dim(2); o.Causal && n < t {
 			ks, vs = kh.Narrow(2, 0, n), vh.Narrow(2, 0, n) // keys up to the chunk's last
 		}
-		ao := tensor.AttentionOptions{Scale: o.Scale, Causal: o.Causal}
-		if o.Dropout > 0 {
-			ao.Dropout, ao.RNG, ao.DropoutFull = o.Dropout, p.RNG.Named(o.Key), o.Full
-			ao.DropoutStart = []int{o.Start[0], o.Start[1] + head, o.Start[2] + starts[i], o.Start[3]}
-		}
-		outs[i], _ = tensor.Attention(qb, ks, vs, ao) // [B, NH/(tp·a), len, HS]
+		outs[i], _ = cpAttendBlock(p, qb, ks, vs, o, starts[i], 0, o.Causal) // [B, NH/(tp·a), len, HS]
 	}
 	return parallel.AllToAllCPHeadsToSeq(ctx, inner, tensor.Concat(2, outs...)) // [B, NH/tp, T/cp, HS]
 }

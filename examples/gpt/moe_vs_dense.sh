@@ -3,7 +3,7 @@
 # active parameters, over the same tokens and iterations, each trained with 3 seeds.
 #
 # Both: 4 layers, hidden C = 64, 4 heads, sequence 128, global batch 16 (one micro-batch),
-# ITERS iterations (default 1000: 2,048,000 tokens), the example's other defaults (AdamW, lr
+# ITERS iterations (default 1500: 3,072,000 tokens), the example's other defaults (AdamW, lr
 # 2e-3 → 1e-4 cosine with 5% warmup, weight decay 0.1, clip 1, GeLU MLPs with biases). Dense:
 # each layer's MLP has hidden F = 4C = 256. MoE: each layer's MLP is 8 experts of hidden
 # F/2 = 128 and a router choosing 2 of them per token, so a token goes through 2·F/2 = F
@@ -21,7 +21,7 @@
 # examples/gpt/results/moe-vs-dense.txt; it took about 17 minutes there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-iters="${ITERS:-1000}"
+iters="${ITERS:-1500}"
 read -r -a seeds <<<"${SEEDS:-1 2 3}"
 if [[ -n "${KEEP:-}" ]]; then
 	dir="$KEEP"

@@ -16,6 +16,9 @@
 # a rank's work in an iteration is 4/CP times CP 4's, so CP 2 and 1 run fewer iterations,
 # enough for the memory peaks (every iteration allocates the same).
 #
+# Then, to separate what the layers hold from the embeddings, logits and loss, CP 4 and CP 1
+# again with 4 layers for 1 iteration: the difference to the 2-layer peak is 2 layers'.
+#
 # "tensors peak" is the most bytes the rank's tensors ever held (tensor.PoolStats.Peak);
 # "parameters, gradients and optimizer" what they hold after the run, "activations" the
 # difference. Run from anywhere: bash examples/gpt/long_context.sh. Its output on 2 cores is
@@ -60,4 +63,16 @@ for cp in 4 2 1; do
 		END { printf "  loss: first %s, last %s over %d iterations\n  losses:%s\n", l1, ln, n, all
 		      if (n > 1) printf "  time: %.1f s per iteration (iterations 2-%d)\n", (sn - s1) / (n - 1), n }'
 	echo
+done
+
+echo "== 4 layers instead of 2, 1 iteration: rank 0's tensors (the other ranks' are within 1%)"
+for cp in 4 1; do
+	log="$dir/cp$cp-4layers.log"
+	if ! "$dir/megago" launch -n 4 -- "$dir/gpt" "${common[@]}" --num-layers 4 --context-parallel-size "$cp" \
+		--global-batch-size $((4 / cp)) --train-iters 1 --out-dir "$dir/cp$cp-4layers" >"$log" 2>&1; then
+		echo "CP $cp with 4 layers failed:" >&2
+		tail -n 30 "$log" >&2
+		exit 1
+	fi
+	echo "  CP $cp: $(grep -m1 '\] memory: rank 0' "$log" | sed 's/^\[rank 0\] memory: //')"
 done

@@ -210,6 +210,13 @@ func pretrain(ctx context.Context, cfg *config, corp *trainingData, world parall
 	sum.Wall = time.Since(start)
 	finish(rep, sum, corp)
 
+	// Every rank's peak RSS and tensor bytes, one line a rank on rank 0.
+	mems, err := report.GatherMemory(work, world, dev)
+	if err != nil {
+		return sum, err
+	}
+	rep.Memory(mems)
+
 	// Text generation from the trained model, unless interrupted.
 	if !sum.Stopped() && cfg.GenTokens > 0 {
 		if sum.Generated, err = generate(work, cfg, corp.tok, mesh, chunks, build); err != nil {

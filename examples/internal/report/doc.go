@@ -13,6 +13,9 @@
 //   - plot.go: Curve, the loss plot.
 //   - moe.go: MoE, a mixture-of-experts model's metrics of an iteration (load-balancing
 //     and z losses, the tokens-per-expert spread), which Step writes beside the loss.
+//   - memory.go: Memory, a rank's peak RSS and peak tensor bytes at the end of a run;
+//     GatherMemory collects every rank's on every rank, Report.Memory prints one line a
+//     rank and writes a final "memory" record to metrics.jsonl.
 //
 // # Invariants
 //

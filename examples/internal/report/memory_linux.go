@@ -1,0 +1,15 @@
+//go:build linux
+
+package report
+
+import "syscall"
+
+// peakRSS returns the process's peak resident set size in bytes (getrusage's maxrss,
+// which Linux counts in KiB), or 0 if it cannot be read.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return int64(ru.Maxrss) * 1024
+}

@@ -61,8 +61,12 @@ func header(r *report.Report, cfg *config, corp *trainingData, m nn.GPTConfig, p
 	}
 	r.Printf("optimizer: AdamW, lr %g → %g (%s, warmup %d), weight decay %g, clip %g\n",
 		cfg.LR, cfg.MinLR, cfg.LRDecayStyle, cfg.WarmupIters(), cfg.WeightDecay, cfg.ClipGrad)
-	r.Printf("TFLOP/s below count model FLOPs = tokens × (6·N + 12·L·T·C) with N = L·(4C² + 2C·F) + Vp·C weights in matrix multiplies: %.3g per iteration\n",
-		cfg.flopsPerIteration(m))
+	weights := "N = L·(4C² + 2C·F) + Vp·C"
+	if cfg.MoE.NumExperts > 0 { // nn.MatMulWeights: a token's active experts and the router
+		weights = "N = Σ layers (4C² + 2C·F, or E·C + k·2C·F_expert + 2C·F_shared in an MoE layer) + Vp·C"
+	}
+	r.Printf("TFLOP/s below count model FLOPs = tokens × (6·N + 12·L·T·C) with %s weights in matrix multiplies: %.3g per iteration\n",
+		weights, cfg.flopsPerIteration(m))
 	r.Printf("training %d iterations; output in %s\n", cfg.TrainIters, r.Dir())
 }
 

@@ -21,6 +21,7 @@ import (
 	"megago/internal/device"
 	"megago/internal/listargs"
 	"megago/internal/modelflags"
+	"megago/internal/procmem"
 	"megago/nn"
 	"megago/optim"
 	"megago/parallel"
@@ -369,7 +370,7 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		TokensPerS: round1(float64(tokens) / med * 1e3), ModelGFLOPPerSt: round3(flops / 1e9),
 		GFLOPS:    round2(flops / med / 1e6),
 		FirstLoss: round4(losses[0]), LastLoss: round4(losses[len(losses)-1]),
-		PeakRSSMB: round1(peakRSSMB()),
+		PeakRSSMB: round1(float64(procmem.PeakRSS()) / (1 << 20)),
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"megago/internal/procmem"
 	"megago/parallel"
 	"megago/tensor"
 )
@@ -38,7 +39,7 @@ func megabytes(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
 // Memory. Call it when the run's tensors of an iteration have been released.
 func LocalMemory(rank int, dev *tensor.Device) Memory {
 	s := dev.Stats()
-	return Memory{Rank: rank, PeakRSS: peakRSS(), TensorPeak: s.Peak, TensorHeld: s.InUse}
+	return Memory{Rank: rank, PeakRSS: procmem.PeakRSS(), TensorPeak: s.Peak, TensorHeld: s.InUse}
 }
 
 // GatherMemory returns every rank's Memory (LocalMemory), in rank order, on every rank of

@@ -1,15 +1,15 @@
 //go:build linux
 
-package main
+package procmem
 
 import "syscall"
 
-// peakRSSMB returns the process's peak resident set size in MiB (getrusage's maxrss,
+// PeakRSS returns the process's peak resident set size in bytes (getrusage's maxrss,
 // which Linux counts in KiB), or 0 if it cannot be read.
-func peakRSSMB() float64 {
+func PeakRSS() int64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return float64(ru.Maxrss) / 1024
+	return int64(ru.Maxrss) * 1024
 }

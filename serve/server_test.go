@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"megago/data"
+	"megago/internal/testutil"
 )
 
 // testVocab is the NullTokenizer's vocabulary of most tests: text is ids separated by
@@ -42,22 +43,7 @@ func nullServer(t *testing.T, maxLen, maxRunning int) (*fakeEngine, string) {
 
 // call sends a request and returns the status and body.
 func call(t *testing.T, method, url, body string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	return testutil.Request(t, method, url, body)
 }
 
 // decode unmarshals b into v, failing the test if it is not JSON.

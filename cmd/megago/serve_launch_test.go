@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"megago/internal/launch"
+	"megago/internal/testutil"
 )
 
 // serveChildEnv makes TestServeChild act as a process megago launch started.
@@ -182,20 +182,5 @@ func TestServeJobSize(t *testing.T) {
 
 // put sends a PUT with a JSON body and returns the status and body.
 func put(t *testing.T, url, body string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	return testutil.Request(t, http.MethodPut, url, body)
 }

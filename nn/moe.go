@@ -128,10 +128,7 @@ func (m *MoE) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor { return sumBias
 // forward is Forward for TransformerLayer's MLP sub-block; the bias is always nil (the
 // experts add theirs, weighted by the probabilities).
 func (m *MoE) forward(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
-	split := m.split
-	if c, ok := split.(seqChunk); ok && x.Dim(1)%c.tp.Size() != 0 {
-		split = c.uneven(p, x)
-	}
+	split := m.split.of(p, x)
 	xs := split.tokens(p, x) // [B, T(/tp), C]
 	r := m.route(p, xs)
 	m.record(p, r)
@@ -161,7 +158,9 @@ func withGatedShared(m *MoE, p *Pass, x, y *tensor.Tensor) *tensor.Tensor {
 // tokenSplit chooses the tokens a TP rank routes and dispatches: tokens returns them
 // [B, T', C] from the block's input x [B, T, C]; outputs maps their routed outputs
 // [B, T', C] back to the shape of x.
+// of returns the split to use for the input x (a split may not fit every input).
 type tokenSplit interface {
+	of(p *Pass, x *tensor.Tensor) tokenSplit
 	tokens(p *Pass, x *tensor.Tensor) *tensor.Tensor
 	outputs(p *Pass, y *tensor.Tensor) *tensor.Tensor
 }
@@ -169,6 +168,7 @@ type tokenSplit interface {
 // wholeTokens routes every token of the input: one TP rank, or sequence parallelism.
 type wholeTokens struct{}
 
+func (w wholeTokens) of(*Pass, *tensor.Tensor) tokenSplit            { return w }
 func (wholeTokens) tokens(_ *Pass, x *tensor.Tensor) *tensor.Tensor  { return x }
 func (wholeTokens) outputs(_ *Pass, y *tensor.Tensor) *tensor.Tensor { return y }
 
@@ -178,12 +178,15 @@ func (wholeTokens) outputs(_ *Pass, y *tensor.Tensor) *tensor.Tensor { return y 
 // runs as under sequence parallelism.
 type seqChunk struct{ tp parallel.Comm }
 
-// uneven returns the split of x [B, T, C] whose T is not a multiple of TP: in
-// inference (a generation step of one token, a prompt of any length) every TP rank
-// routes all the tokens (wholeTokens; the dispatchers return each rank the outputs of
-// its own rows, so repeated tokens cost only time). It panics in training, where the
-// router's gradient and losses count each token once over TP.
-func (s seqChunk) uneven(p *Pass, x *tensor.Tensor) tokenSplit {
+// of returns s for x [B, T, C] whose T is a multiple of TP. Otherwise, in inference (a
+// generation step of one token, a prompt of any length), every TP rank routes all the
+// tokens (wholeTokens; the dispatchers return each rank the outputs of its own rows, so
+// repeated tokens cost only time); in training, where the router's gradient and losses
+// count each token once over TP, it panics.
+func (s seqChunk) of(p *Pass, x *tensor.Tensor) tokenSplit {
+	if x.Dim(1)%s.tp.Size() == 0 {
+		return s
+	}
 	if p.Train {
 		panic(fmt.Sprintf("nn: MoE: training under TP = %d without sequence parallelism splits the sequence over TP: %d tokens of %v do not split",
 			s.tp.Size(), x.Dim(1), x.Shape()))

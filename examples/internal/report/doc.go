@@ -10,7 +10,7 @@
 //   - metrics.go: Metrics, the JSON-lines writer, and Record, a JSON object whose keys keep
 //     their order.
 //   - tensorboard.go: TB, the event-file writer (TFRecord framing, Event protocol buffers).
-//   - plot.go: Curve, the loss plot.
+//   - plot.go: Curve, the loss plot (drawn by internal/plot).
 //   - moe.go: MoE, a mixture-of-experts model's metrics of an iteration (load-balancing
 //     and z losses, the tokens-per-expert spread), which Step writes beside the loss.
 //   - memory.go: Memory, a rank's peak RSS and peak tensor bytes at the end of a run;

@@ -19,7 +19,7 @@ type scale struct {
 // frac is where v lies between lo (0) and hi (1).
 func (s scale) frac(v float64) float64 {
 	if s.log {
-		return (math.Log10(v) - math.Log10(s.lo)) / (math.Log10(s.hi) - math.Log10(s.lo))
+		return math.Log10(v/s.lo) / math.Log10(s.hi/s.lo)
 	}
 	return (v - s.lo) / (s.hi - s.lo)
 }

@@ -138,7 +138,7 @@ func (c *Chart) Draw(img *image.RGBA, r image.Rectangle) {
 	vline(img, r, area.Min.X, area.Min.Y, area.Max.Y, axisColor)
 	label(img, r, (area.Min.X+area.Max.X)/2, r.Max.Y-12, c.XLabel, axisColor, alignCenter)
 	label(img, r, r.Min.X+8, area.Min.Y-10, c.YLabel, axisColor, alignLeft)
-	c.drawLegend(img, area)
+	c.drawLegend(img, area, xs, ys)
 }
 
 // drawGrid draws the grid lines and tick labels of both axes.
@@ -159,8 +159,9 @@ func (c *Chart) drawGrid(img *image.RGBA, r, area image.Rectangle, xs, ys scale)
 	}
 }
 
-// drawLegend lists the labelled series in a box at the top right of the plot area.
-func (c *Chart) drawLegend(img *image.RGBA, area image.Rectangle) {
+// drawLegend lists the labelled series in a box in the corner of the plot area that
+// covers the fewest points: top right, else top left, bottom right, bottom left.
+func (c *Chart) drawLegend(img *image.RGBA, area image.Rectangle, xs, ys scale) {
 	var entries []Series
 	width := 0
 	for _, s := range c.Series {
@@ -173,8 +174,19 @@ func (c *Chart) drawLegend(img *image.RGBA, area image.Rectangle) {
 		return
 	}
 	const swatch, rowH, pad = 22, 15, 6
-	box := image.Rect(area.Max.X-width-swatch-3*pad, area.Min.Y+pad, area.Max.X-pad, area.Min.Y+pad+len(entries)*rowH+pad)
-	box = box.Intersect(area)
+	size := image.Pt(width+swatch+3*pad, len(entries)*rowH+2*pad)
+	in := area.Inset(pad)
+	var box image.Rectangle
+	fewest := -1
+	for _, at := range []image.Point{
+		{in.Max.X - size.X, in.Min.Y}, {in.Min.X, in.Min.Y},
+		{in.Max.X - size.X, in.Max.Y - size.Y}, {in.Min.X, in.Max.Y - size.Y},
+	} {
+		b := image.Rectangle{Min: at, Max: at.Add(size)}.Intersect(area)
+		if n := c.pointsIn(b, xs, ys); fewest < 0 || n < fewest {
+			box, fewest = b, n
+		}
+	}
 	draw.Draw(img, box, &image.Uniform{background}, image.Point{}, draw.Src)
 	border(img, box, gridColor)
 	for i, s := range entries {
@@ -188,4 +200,17 @@ func (c *Chart) drawLegend(img *image.RGBA, area image.Rectangle) {
 		}
 		label(img, box, x+swatch+pad, y+4, s.Label, axisColor, alignLeft)
 	}
+}
+
+// pointsIn counts the series' points whose pixels lie in r.
+func (c *Chart) pointsIn(r image.Rectangle, xs, ys scale) int {
+	n := 0
+	for _, s := range c.Series {
+		for i := range s.X {
+			if xs.valid(s.X[i]) && ys.valid(s.Y[i]) && image.Pt(xs.pixel(s.X[i]), ys.pixel(s.Y[i])).In(r) {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -87,10 +87,12 @@ func TestDataRange(t *testing.T) {
 		{"one value", []float64{4}, false, 2.9, 5.1},
 		{"log decades", []float64{1e-4, 1e-2}, true, math.Pow(10, -4.1), math.Pow(10, -1.9)},
 		{"log one value", []float64{1e-3}, true, math.Pow(10, -3.55), math.Pow(10, -2.45)},
+		{"NaN, infinities and non-positive on log left out", []float64{math.NaN(), -1, 0, 1e-4, math.Inf(1), 1e-2}, true, math.Pow(10, -4.1), math.Pow(10, -1.9)},
+		{"nothing", []float64{math.NaN()}, false, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lo, hi := dataRange(tt.vs, tt.log)
+			lo, hi := DataRange(tt.vs, tt.log)
 			assert.InDelta(t, tt.wantLo, lo, 1e-12*math.Max(1, math.Abs(tt.wantLo)))
 			assert.InDelta(t, tt.wantHi, hi, 1e-12*math.Max(1, math.Abs(tt.wantHi)))
 		})
@@ -196,6 +198,16 @@ func TestLegend(t *testing.T) {
 	}
 	assert.True(t, inBox(named), "the labelled series' swatch")
 	assert.False(t, inBox(testColor), "no swatch for the unlabelled series")
+
+	// Points in the top right corner push the legend to the top left.
+	c.Series[0] = Series{X: []float64{0, 0.9, 1}, Y: []float64{0, 1, 1}, Color: testColor, Dot: 2}
+	img = Grid([]Chart{c}, 1, testW, testH)
+	topLeft := image.Rect(areaX0, areaYTop, (areaX0+areaX1)/2, areaYTop+30)
+	found := false
+	for _, p := range pixelsOf(img, named) {
+		found = found || p.In(topLeft)
+	}
+	assert.True(t, found, "the swatch at the top left")
 }
 
 // TestEmptyAndBadCharts: a chart without a drawable point draws only its title;

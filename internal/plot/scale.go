@@ -64,26 +64,34 @@ func (c *Chart) scales(area image.Rectangle) (xs, ys scale, ok bool) {
 	case c.XCategories != nil:
 		xs.lo, xs.hi = -0.5, float64(len(c.XCategories))-0.5
 	default:
-		xs.lo, xs.hi = dataRange(xv, c.XLog)
+		xs.lo, xs.hi = DataRange(xv, c.XLog)
 	}
 	if c.YMin != c.YMax {
 		ys.lo, ys.hi = c.YMin, c.YMax
 	} else {
-		ys.lo, ys.hi = dataRange(yv, false)
+		ys.lo, ys.hi = DataRange(yv, false)
 	}
 	return xs, ys, !(xs.log && xs.lo <= 0)
 }
 
-// dataRange covers vs with 5% of room at each end (in log10 on a log axis). A single
-// value gets ±1 (half a decade on a log axis); a linear range of values that are all
-// ≥ 0 does not go below 0.
-func dataRange(vs []float64, log bool) (lo, hi float64) {
+// DataRange is the range a Chart shows when it does not fix one: it covers the finite
+// values of vs (the positive ones on a log axis) with 5% of room at each end (in log10
+// on a log axis). A single value gets ±1 (half a decade on a log axis); on a linear
+// axis, values that are all ≥ 0 are not given room below 0. With no such value it
+// returns 0, 0.
+func DataRange(vs []float64, log bool) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) || (log && v <= 0) {
+			continue
+		}
 		if log {
 			v = math.Log10(v)
 		}
 		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	if math.IsInf(lo, 1) {
+		return 0, 0
 	}
 	nonNegative := lo >= 0
 	if !(hi > lo) {

@@ -16,39 +16,42 @@ import (
 
 // Rank returns the trials best first, in a new slice (trials is not modified): the
 // trials that did not fail by the deepest rung they reached (the iteration of their
-// last rung), then by Final (lowest first, NaN after every number); failed trials last.
-// Ties are broken by ID, lowest first.
+// last rung), then by Final, lowest first; a trial whose Final is NaN (a loss that
+// diverged, or no rung reached) after every trial with a number, however deep; failed
+// trials last. Ties are broken by ID, lowest first.
 func Rank(trials []TrialResult) []TrialResult {
 	out := slices.Clone(trials)
 	slices.SortStableFunc(out, compareTrials)
 	return out
 }
 
-// compareTrials is Rank's order.
+// compareTrials is Rank's order: a key of (failed, NaN Final, -deepest rung, Final, ID).
 func compareTrials(a, b TrialResult) int {
-	af, bf := a.State == "failed", b.State == "failed"
-	if af != bf {
-		if af {
-			return 1
-		}
-		return -1
+	key := func(t TrialResult) (failed, nan bool) {
+		return t.State == "failed", t.State != "failed" && math.IsNaN(t.Final)
 	}
-	if !af {
-		if c := cmp.Compare(deepestRung(b), deepestRung(a)); c != 0 {
-			return c
-		}
-		// cmp.Compare orders NaN first; a NaN loss ranks last.
-		if an, bn := math.IsNaN(a.Final), math.IsNaN(b.Final); an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if c := cmp.Compare(a.Final, b.Final); c != 0 {
+	af, an := key(a)
+	bf, bn := key(b)
+	if c := cmp.Or(compareBool(af, bf), compareBool(an, bn)); c != 0 {
+		return c
+	}
+	if !af && !an {
+		if c := cmp.Or(cmp.Compare(deepestRung(b), deepestRung(a)), cmp.Compare(a.Final, b.Final)); c != 0 {
 			return c
 		}
 	}
 	return cmp.Compare(a.ID, b.ID)
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // deepestRung is the iteration of the last rung t reached, 0 if none.

@@ -43,8 +43,10 @@ func PlotCurves(path string, trials []TrialResult) error {
 			last = max(last, t.Curve[len(t.Curve)-1].Iteration)
 		}
 	}
-	var shown []float64 // the losses the y axis covers
-	for i := len(ranked) - 1; i >= 0; i-- { // the best drawn last, on top
+	// The y axis covers shown, the losses after the first tenth of the iterations. The
+	// best trial is drawn last, on top.
+	var shown []float64
+	for i := len(ranked) - 1; i >= 0; i-- {
 		t := ranked[i]
 		s := plot.Series{Color: otherColor, Line: 1}
 		switch {

@@ -7,6 +7,7 @@ import (
 	"image/draw"
 	"image/png"
 	"io"
+	"slices"
 
 	"megago/internal/atomicfile"
 )
@@ -27,13 +28,13 @@ type Chart struct {
 	// into it, and the ticks are its names.
 	XCategories []string
 
-	Series []Series // drawn in order: the last is on top
+	Series []Series // drawn in order, the last on top; the legend lists them from the top
 	Refs   []Ref
 }
 
 // Series is a set of points drawn as a line joining them, as dots, or both.
 type Series struct {
-	Label string // its legend entry; "": none
+	Label string // its entry in the legend; "": none
 	X, Y  []float64
 	Color color.RGBA
 	Line  int // the width of the line joining the points, in pixels; 0: no line
@@ -104,8 +105,8 @@ func Grid(charts []Chart, cols, w, h int) *image.RGBA {
 // Draw draws the chart into the rectangle r of img, over what is there. A chart with
 // no finite point draws only its title.
 func (c *Chart) Draw(img *image.RGBA, r image.Rectangle) {
-	label(img, r, (r.Min.X+r.Max.X)/2, r.Min.Y+18, c.Title, axisColor, alignCenter)
 	area := image.Rect(r.Min.X+padLeft, r.Min.Y+padTop, r.Max.X-padRight, r.Max.Y-padBottom)
+	label(img, r, (area.Min.X+area.Max.X)/2, r.Min.Y+18, c.Title, axisColor, alignCenter)
 	xs, ys, ok := c.scales(area)
 	if !ok {
 		return
@@ -159,12 +160,13 @@ func (c *Chart) drawGrid(img *image.RGBA, r, area image.Rectangle, xs, ys scale)
 	}
 }
 
-// drawLegend lists the labelled series in a box in the corner of the plot area that
-// covers the fewest points: top right, else top left, bottom right, bottom left.
+// drawLegend lists the labelled series, the topmost (the last drawn) first, in a box
+// in the corner of the plot area that covers the fewest points: top right, else top
+// left, bottom right, bottom left.
 func (c *Chart) drawLegend(img *image.RGBA, area image.Rectangle, xs, ys scale) {
 	var entries []Series
 	width := 0
-	for _, s := range c.Series {
+	for _, s := range slices.Backward(c.Series) {
 		if s.Label != "" {
 			entries = append(entries, s)
 			width = max(width, textWidth(s.Label))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"megago/internal/plot"
 )
 
 // The colours the plots are specified to use: the best trial red, finished trials (and
@@ -30,20 +32,6 @@ func decodePNG(t *testing.T, path string) image.Image {
 	img, err := png.Decode(f)
 	require.NoError(t, err)
 	return img
-}
-
-// pixels returns the pixels of img inside r with colour c.
-func pixels(img image.Image, r image.Rectangle, c color.RGBA) []image.Point {
-	var out []image.Point
-	r = r.Intersect(img.Bounds())
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for x := r.Min.X; x < r.Max.X; x++ {
-			if color.RGBAModel.Convert(img.At(x, y)) == c {
-				out = append(out, image.Pt(x, y))
-			}
-		}
-	}
-	return out
 }
 
 // meanX is the mean x of the points.
@@ -92,10 +80,10 @@ func TestPlotCurves(t *testing.T) {
 	img := decodePNG(t, path)
 	require.Equal(t, image.Rect(0, 0, 900, 520), img.Bounds())
 	all := img.Bounds()
-	reds, blues := pixels(img, all, red), pixels(img, all, blue)
+	reds, blues := plot.Pixels(img, all, red), plot.Pixels(img, all, blue)
 	require.NotEmpty(t, reds, "the best trial's curve")
 	assert.Greater(t, lowest(t, reds), lowest(t, blues), "the red curve (trial 4, floor 3.1) ends below the blue one (trial 7, floor 3.3)")
-	assert.NotEmpty(t, pixels(img, all, grey), "the trials after the named ones")
+	assert.NotEmpty(t, plot.Pixels(img, all, grey), "the trials after the named ones")
 
 	// No trials: an empty chart, still a PNG.
 	require.NoError(t, PlotCurves(path, nil))
@@ -125,16 +113,16 @@ func TestPlotParams(t *testing.T) {
 	require.Equal(t, image.Rect(0, 0, 3*w, h), img.Bounds())
 	panel := func(i int) image.Rectangle { return image.Rect(i*w, 0, (i+1)*w, h) }
 
-	require.NotEmpty(t, pixels(img, panel(0), red), "the best trial in the categorical panel")
-	assert.NotEmpty(t, pixels(img, panel(0), grey), "the stopped trial")
+	require.NotEmpty(t, plot.Pixels(img, panel(0), red), "the best trial in the categorical panel")
+	assert.NotEmpty(t, plot.Pixels(img, panel(0), grey), "the stopped trial")
 
 	// between returns where the best's dot lies between the two finished trials' dots
 	// of panel i (0: on the left one, 1: on the right one).
 	between := func(i int) float64 {
-		reds := pixels(img, panel(i), red)
+		reds := plot.Pixels(img, panel(i), red)
 		bx := meanX(t, reds)
 		var left, right []image.Point
-		for _, p := range pixels(img, panel(i), blue) {
+		for _, p := range plot.Pixels(img, panel(i), blue) {
 			if float64(p.X) < bx {
 				left = append(left, p)
 			} else {

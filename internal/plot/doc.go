@@ -6,14 +6,17 @@
 //
 // # Reading order
 //
-//   - chart.go: Chart, one panel (title, axes with grid lines and tick labels, a legend),
-//     its Series (points joined by a line, dots, or both) and Ref (a dashed horizontal
-//     line with a label); Chart.WritePNG writes one chart, WriteGrid several side by side
-//     (small multiples).
-//   - scale.go: how data coordinates become pixels: a linear or log10 axis, the range
-//     taken from the data when a Chart does not fix it, and the round tick values.
+//   - chart.go: Chart, one panel (title, axes with grid lines and tick labels, a legend
+//     in the emptiest corner), its Series (points joined by a line, dots, or both) and
+//     Ref (a dashed horizontal line with a label); Color, a palette of ten; Chart.WritePNG
+//     writes one chart, WriteGrid several side by side (small multiples), Grid draws
+//     them into an image, Chart.Draw into a rectangle of one.
+//   - scale.go: how data coordinates become pixels: a linear, log10 or categorical axis,
+//     DataRange (the range taken from the data when a Chart does not fix it), and the
+//     round tick values.
 //   - raster.go: the pixel drawing (lines, dots, text), clipped to a rectangle.
 //   - smooth.go: Smooth, the moving average a noisy training loss is drawn with.
+//   - pixels.go: Pixels, which finds a colour in an image: how tests check a chart.
 //
 // # Invariants
 //

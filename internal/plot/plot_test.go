@@ -23,18 +23,7 @@ const (
 var testColor = color.RGBA{200, 0, 100, 255}
 
 // pixelsOf returns the pixels of img with colour c.
-func pixelsOf(img image.Image, c color.RGBA) []image.Point {
-	var out []image.Point
-	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			if color.RGBAModel.Convert(img.At(x, y)) == c {
-				out = append(out, image.Pt(x, y))
-			}
-		}
-	}
-	return out
-}
+func pixelsOf(img image.Image, c color.RGBA) []image.Point { return Pixels(img, img.Bounds(), c) }
 
 // centroid is the mean of the points, rounded.
 func centroid(t *testing.T, ps []image.Point) image.Point {

@@ -164,7 +164,7 @@ func categories(trials []TrialResult, flag string) []string {
 	numeric := true
 	for _, t := range trials {
 		if v, ok := settingValue(t.Settings, flag); ok {
-			numeric = numeric && isNumber(v)
+			numeric = numeric && isNumericValue(v)
 			if n := fmt.Sprint(v); !slices.Contains(names, n) {
 				names = append(names, n)
 			}

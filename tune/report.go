@@ -117,7 +117,7 @@ func WriteTable(w io.Writer, trials []TrialResult, axes []Axis) error {
 	}
 	for j, f := range flags {
 		for _, t := range ranked {
-			if v, ok := settingValue(t.Settings, f); ok && !isNumber(v) {
+			if v, ok := settingValue(t.Settings, f); ok && !isNumericValue(v) {
 				left[2+j] = true
 			}
 		}
@@ -170,8 +170,8 @@ func settingCell(ss []Setting, flag string) string {
 	return fmt.Sprint(v)
 }
 
-// isNumber reports whether v is one of the number types a Setting holds.
-func isNumber(v any) bool {
+// isNumericValue reports whether v is one of the number types a Setting holds.
+func isNumericValue(v any) bool {
 	switch v.(type) {
 	case float64, float32, int, int64, int32:
 		return true

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -141,18 +140,21 @@ func (p *Program) Check(ctx context.Context, s *Space, maxIters int) error {
 	}
 	var problems []string
 	for _, prm := range s.Params {
+		last := "" // the flag's previous refusal: an unknown flag is refused once
 		for _, v := range prm.Extremes() {
 			args := append(append([]string{}, base...), Args([]Setting{{Flag: prm.Flag, Value: v}})...)
-			if out, err := p.command(ctx, args).CombinedOutput(); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				problems = append(problems, fmt.Sprintf("--%s: the program refuses %s: %s", prm.Flag, FormatValue(v), firstError(out, err)))
+			out, err := p.command(ctx, args).CombinedOutput()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if why := firstError(out, err); err != nil && why != last {
+				problems = append(problems, fmt.Sprintf("--%s: the program refuses %s: %s", prm.Flag, FormatValue(v), why))
+				last = why
 			}
 		}
 	}
-	if problems != nil {
-		return fmt.Errorf("search space: %s", strings.Join(problems, "\n"))
+	if err := problemsError(problems); err != nil {
+		return fmt.Errorf("search space: %w", err)
 	}
 	return nil
 }
@@ -282,8 +284,8 @@ func ParseFixed(args []string) ([]Setting, error) {
 		}
 		out = append(out, Setting{Flag: name, Value: parseWord(val)})
 	}
-	if problems != nil {
-		return nil, errors.New(strings.Join(problems, "\n"))
+	if err := problemsError(problems); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 )
 
 // A Sampler gives each trial its settings. Trial id's settings depend only on the
@@ -109,8 +108,8 @@ func NewGrid(s *Space) (*Grid, error) {
 		}
 		g.points = append(g.points, p.gridPoints())
 	}
-	if missing != nil {
-		return nil, fmt.Errorf("search space: %s", strings.Join(missing, "\n"))
+	if err := problemsError(missing); err != nil {
+		return nil, fmt.Errorf("search space: %w", err)
 	}
 	return g, nil
 }

@@ -105,10 +105,22 @@ func ParseSpace(b []byte) (*Space, error) {
 	if len(s.Params) == 0 && len(problems) == 0 {
 		problems = append(problems, "no flags to search")
 	}
-	if len(problems) > 0 {
-		return nil, errors.New(strings.Join(problems, "\n"))
+	if err := problemsError(problems); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// problemsError returns nil for no problems, the problem for one, and for several an
+// error that lists them, one a line.
+func problemsError(problems []string) error {
+	switch len(problems) {
+	case 0:
+		return nil
+	case 1:
+		return errors.New(problems[0])
+	}
+	return fmt.Errorf("%d problems:\n\t%s", len(problems), strings.Join(problems, "\n\t"))
 }
 
 // FlagName returns a flag's name as a search records it: without leading dashes, with

@@ -268,7 +268,7 @@ func ParseFixed(args []string) ([]Setting, error) {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		name = FlagName(name)
 		if why, ok := reserved[name]; ok {
-			problems = append(problems, fmt.Sprintf("--%s %s", name, why))
+			problems = append(problems, fmt.Sprintf("--%s: %s", name, why))
 		}
 		var words []string
 		for !hasVal && i+1 < len(args) && (!strings.HasPrefix(args[i+1], "-") || isNumber(args[i+1])) {

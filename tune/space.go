@@ -45,13 +45,13 @@ type Param struct {
 // reserved are the flags a search sets on every trial, which a space or the fixed
 // flags must not set, with the reason.
 var reserved = map[string]string{
-	"train-iters":   "is set by the search (--max-iters)",
-	"exit-interval": "is set by the search (the rungs)",
-	"save":          "is set by the search (each trial's checkpoints)",
-	"load":          "is set by the search (each trial's checkpoints)",
-	"out-dir":       "is set by the search (each trial's directory)",
-	"check-only":    "is set by the search (its checks)",
-	"config":        "cannot be searched or fixed: give its settings as flags",
+	"train-iters":   "set by the search (--max-iters)",
+	"exit-interval": "set by the search (the rungs)",
+	"save":          "set by the search (each trial's checkpoints)",
+	"load":          "set by the search (each trial's checkpoints)",
+	"out-dir":       "set by the search (each trial's directory)",
+	"check-only":    "set by the search (its checks)",
+	"config":        "neither searched nor fixed: give its settings as flags",
 }
 
 // ReadSpace reads and checks the search space file at path (see Space).

@@ -88,6 +88,9 @@ func (p *Program) RunSegment(ctx context.Context, s Segment) (Outcome, error) {
 	if err := p.run(ctx, args, logPath); err != nil {
 		return Outcome{}, err
 	}
+	if ctx.Err() != nil { // stopped, perhaps after a save (--exit-signal-handler) short of To
+		return Outcome{}, ctx.Err()
+	}
 	o, err := readOutcome(filepath.Join(out, "metrics.jsonl"), p.Metric, s.From, s.To)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w (log: %s)", err, logPath)

@@ -98,7 +98,9 @@ func WriteConfig(path string, best TrialResult, fixed []Setting) error {
 }
 
 // PlotCurves draws the training curves (stub).
-func PlotCurves(path string, trials []TrialResult) error { return os.WriteFile(path, []byte("stub"), 0o644) }
+func PlotCurves(path string, trials []TrialResult) error {
+	return os.WriteFile(path, []byte("stub"), 0o644)
+}
 
 // PlotParams draws each setting against the final loss (stub).
 func PlotParams(path string, trials []TrialResult, axes []Axis) error {

@@ -4,17 +4,20 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"megago/internal/atomicfile"
+	"megago/internal/filelock"
 )
 
 // Segment is a piece of a trial's training: from the previous rung's iteration (or the
@@ -67,6 +70,9 @@ func (p *Program) RunSegment(ctx context.Context, s Segment) (Outcome, error) {
 	trial := filepath.Join(p.Dir, "trials", strconv.Itoa(s.Trial))
 	ckpt := filepath.Join(trial, "ckpt")
 	out := filepath.Join(trial, fmt.Sprintf("rung-%d", s.Rung))
+	if err := waitUnlocked(ctx, ckpt); err != nil {
+		return Outcome{}, err
+	}
 	if err := rollback(ckpt, s.From); err != nil {
 		return Outcome{}, err
 	}
@@ -108,6 +114,8 @@ func (p *Program) run(ctx context.Context, args []string, logPath string) error 
 	fmt.Fprintf(log, "%s\n", strings.Join(append(append([]string{}, p.Command...), args...), " "))
 	cmd := p.command(ctx, args)
 	cmd.Stdout, cmd.Stderr = log, log
+	runtime.LockOSThread() // the parent-death signal follows the thread that started the process
+	defer runtime.UnlockOSThread()
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -122,6 +130,7 @@ func (p *Program) command(ctx context.Context, args []string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.Command[0], append(p.Command[1:len(p.Command):len(p.Command)], args...)...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	stopWithParent(cmd) // a search killed (SIGKILL) leaves no trial running
 	cmd.WaitDelay = time.Minute
 	return cmd
 }
@@ -171,6 +180,34 @@ func firstError(out []byte, err error) string {
 		}
 	}
 	return err.Error()
+}
+
+// jobLock is the lock file an example's rank 0 holds in its --save directory while
+// it runs (checkpoint.JobLockFile).
+const jobLock = ".megago-job.lock"
+
+// waitUnlocked waits until no process holds the job lock of the checkpoint directory
+// dir: a trial's process left running by a search that was killed stops after its
+// iteration (stopWithParent), and the segment must not start before.
+func waitUnlocked(ctx context.Context, dir string) error {
+	path := filepath.Join(dir, jobLock)
+	for {
+		if _, err := os.Stat(path); err != nil {
+			return nil // no lock file: no job ever ran there
+		}
+		l, err := filelock.Acquire(path)
+		if err == nil {
+			return l.Release()
+		}
+		if !errors.Is(err, filelock.ErrLocked) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // rollback makes the checkpoint directory dir resume at iteration from: it removes

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"megago/internal/filelock"
 )
 
 // fakeProgram returns a Program running this test binary as the fake example in dir.
@@ -90,4 +92,22 @@ func TestRollback(t *testing.T) {
 	assert.ErrorContains(t, rollback(dir, 6), "the checkpoint of iteration 6 to resume")
 	require.NoError(t, rollback(dir, 0))
 	assert.NoDirExists(t, dir)
+}
+
+// TestWaitUnlocked: a segment waits while a process left by a killed search still
+// holds its checkpoint directory's job lock.
+func TestWaitUnlocked(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, waitUnlocked(context.Background(), dir), "no lock file")
+	l, err := filelock.Acquire(filepath.Join(dir, jobLock))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- waitUnlocked(context.Background(), dir) }()
+	select {
+	case err := <-done:
+		t.Fatalf("waitUnlocked returned %v while the lock was held", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, l.Release())
+	require.NoError(t, <-done)
 }

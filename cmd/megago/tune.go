@@ -120,6 +120,9 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "tune: rungs %v, results in %s\n", cfg.Rungs, f.outDir)
 	trials, err := tune.Search(ctx, cfg)
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted; run the same command again to resume: %w", err)
+	}
 	if err != nil {
 		return err
 	}

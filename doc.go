@@ -82,11 +82,18 @@
 // alone. What gpt, bert and t5 share is in examples/internal: Megatron's flags, the
 // default corpus, the training loop, progress reports, checkpointing and the ranks.
 //
+// # tune: hyperparameter search
+//
+// megago/tune searches the examples' settings: a search space of flags, random and grid
+// sampling, early stopping by successive halving (ASHA) with promoted trials resuming
+// their checkpoints, parallel trials, and a results file from which a search resumes.
+//
 // # cmd/megago
 //
 // megago/cmd/megago is the command-line tool: preprocess and inspect datasets, launch
 // ranks across processes like torchrun, convert checkpoints (resharding, Hugging Face and
-// Megatron-LM), and bench training steps beside PyTorch, one file per subcommand.
+// Megatron-LM), bench training steps beside PyTorch, and tune an example's
+// hyperparameters, one file per subcommand.
 //
 // # internal
 //

@@ -11,6 +11,7 @@
 //	inspect     print an indexed dataset's header, statistics and samples
 //	launch      start N local ranks with torchrun's environment
 //	serve       serve a trained GPT over HTTP (Megatron's /api, OpenAI's API, a web page)
+//	tune        search an example's hyperparameters, with early stopping (package tune)
 //	version     print megago's version, Go version and platform
 //
 // Each command lives in its own file (preprocess.go, inspect.go, ...).

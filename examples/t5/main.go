@@ -95,6 +95,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.StopAfterCheck(stdout) { // --check-only
+		return nil, nil
+	}
 	stdout = ranks.Output(tcp, stdout) // rank 0 reports; errors still reach stderr
 	// --save and --out-dir must be writable: found now rather than after training.
 	if err := cfg.CheckWritable(ranks.Reports(tcp)); err != nil {

@@ -205,23 +205,24 @@ func TestRunStops(t *testing.T) {
 		name        string
 		set         func(c *settings.Common, l *loop.Loop, cancel func())
 		forward     []int
+		eval        []int // iterations validated: at --eval-interval 2 and where a planned exit stops
 		save        []string
 		interrupted bool
 		exited      bool
 		line        string
 	}{
 		{"exit interval", func(c *settings.Common, _ *loop.Loop, _ func()) { c.ExitInterval = 2 },
-			[]int{0, 1}, []string{"save", "last"}, false, true, "exiting after iteration 2 (--exit-interval 2)"},
+			[]int{0, 1}, []int{2}, []string{"save", "last"}, false, true, "exiting after iteration 2 (--exit-interval 2)"},
 		{"exit duration", func(c *settings.Common, l *loop.Loop, _ func()) {
 			c.ExitDurationInMins = 1
 			l.Start = time.Now().Add(-time.Minute)
-		}, []int{0}, []string{"last"}, false, true, "exiting after iteration 1 (--exit-duration-in-mins 1)"},
+		}, []int{0}, []int{1}, []string{"last"}, false, true, "exiting after iteration 1 (--exit-duration-in-mins 1)"},
 		{"signal", func(_ *settings.Common, l *loop.Loop, cancel func()) { cancelIn(l, 1, cancel) },
-			[]int{0, 1}, []string{"save", "save"}, true, false, "interrupted: stopping after iteration 2 on every rank"},
+			[]int{0, 1}, []int{2}, []string{"save", "save"}, true, false, "interrupted: stopping after iteration 2 on every rank"},
 		{"signal with the handler", func(c *settings.Common, l *loop.Loop, cancel func()) {
 			c.ExitSignalHandler = true
 			cancelIn(l, 1, cancel)
-		}, []int{0, 1}, []string{"save", "last"}, true, false, "interrupted: stopping after iteration 2 on every rank"},
+		}, []int{0, 1}, []int{2}, []string{"save", "last"}, true, false, "interrupted: stopping after iteration 2 on every rank"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,6 +240,7 @@ func TestRunStops(t *testing.T) {
 			require.NoError(t, rep.Close())
 			assert.Equal(t, tt.forward, c.forward, "iterations stepped (0-based)")
 			assert.Equal(t, tt.save, c.save, "Save after every iteration, last when it must save")
+			assert.Equal(t, tt.eval, c.eval, "iterations validated")
 			assert.Equal(t, len(tt.forward), got.Iterations)
 			assert.Equal(t, tt.interrupted, got.Interrupted)
 			assert.Equal(t, tt.exited, got.Exited)

@@ -103,6 +103,11 @@ type Common struct {
 	ExitInterval       int
 	ExitDurationInMins float64
 
+	// CheckOnly (--check-only) parses and checks the settings, says so and exits before
+	// any work (no data, device or output directory is touched): how megago tune checks
+	// that an example accepts every setting of a search space before any trial runs.
+	CheckOnly bool
+
 	// Derived by Check: the world size, DP (world / (TP·CP·PP)), micro-batches per step
 	// and model chunks per pipeline rank.
 	World, DP, Microbatches, Chunks int
@@ -199,6 +204,7 @@ func (c *Common) Register(fs *flag.FlagSet, evalOnly string) {
 	fs.BoolVar(&c.ExitSignalHandler, "exit-signal-handler", c.ExitSignalHandler, "on SIGTERM (or Ctrl-C), save the iteration every rank stops after (with --save); under megago launch give --grace the time of an iteration and a save")
 	fs.IntVar(&c.ExitInterval, "exit-interval", c.ExitInterval, "exit after iterations that are a multiple of this, saving them with --save (0: never)")
 	fs.Float64Var(&c.ExitDurationInMins, "exit-duration-in-mins", c.ExitDurationInMins, "exit after the iteration that ends this many minutes into the run, saving it with --save (0: never)")
+	fs.BoolVar(&c.CheckOnly, "check-only", c.CheckOnly, "parse and check the settings, print \"settings ok\" and exit before any work")
 	fs.StringVar(&c.configFile, "config", "", "JSON file of settings named like the flags (flags override it)")
 }
 
@@ -343,4 +349,13 @@ func jsonValues(raw json.RawMessage) ([]string, error) {
 	}
 	s, err := scalar(v)
 	return []string{s}, err
+}
+
+// StopAfterCheck reports whether the run ends after its settings were checked
+// (--check-only), printing "settings ok" to w if so.
+func (c *Common) StopAfterCheck(w io.Writer) bool {
+	if c.CheckOnly {
+		fmt.Fprintln(w, "settings ok")
+	}
+	return c.CheckOnly
 }

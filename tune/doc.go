@@ -1,0 +1,54 @@
+// Package tune searches an example's hyperparameters: random or grid sampling over a
+// search space, early stopping by asynchronous successive halving (ASHA) on the
+// validation loss at rungs of iterations, several trials at once, and a results file
+// from which an interrupted search resumes. `megago tune` is its command line.
+//
+// In reading order:
+//
+//   - Space (space.go): the search space file, a JSON object of flags, each a range on a
+//     log or linear scale or a list of values, checked as a whole before any trial runs.
+//   - Sampler (sample.go): Random and Grid give trial id its settings, a pure function of
+//     the seed and id.
+//   - Rungs and ASHA (asha.go): the iterations at which trials are compared, and the
+//     deterministic state machine that decides which trial goes on.
+//   - Program (runner.go): runs a segment of a trial (from one rung to the next) as a
+//     process of an example, resuming the trial's checkpoint of the previous rung, and
+//     checks with the example's --check-only that it accepts every extreme of the space.
+//   - Search (search.go): the loop; the results file (journal.go); the outputs.
+//
+// # Trials and rungs
+//
+// Rungs are minIters·η^k below maxIters, then maxIters. Every trial runs with
+// --train-iters maxIters, so its learning-rate schedule is the full run's, and stops
+// at each rung (--exit-interval), where the example validates and saves. Of the trials
+// that reached rung k, the best ⌊n_k/η⌋ are promoted: each continues from its own
+// checkpoint of rung k (--load), and the examples' resume is exact, so a promoted
+// trial's losses are those of a trial run without stopping. When the trial budget is
+// spent and nothing runs, the best trial of the deepest rung is promoted until one
+// reaches the last rung. With one rung (η = 1, or minIters = maxIters) every trial runs
+// to the end: no early stopping.
+//
+// # Resuming
+//
+// Each decision (a new trial and its settings, a promotion) is appended to tune.jsonl
+// and fsynced before its segment starts, and each result (a rung's loss, a failure)
+// when it ends. Run again with the same settings, Search replays the file: decided
+// segments that did not finish run again from their previous rung's checkpoint, and
+// the search continues. With Parallel 1 the decisions depend only on the results in
+// order, so an interrupted and resumed search decides exactly what an uninterrupted one
+// does; with more, the recorded decisions are replayed and the next ones follow from
+// the results in the order they were recorded.
+//
+// # Budgets
+//
+// MaxTrials stops starting new trials (promotions go on); MaxTime stops starting any
+// segment after the time, and lets the running ones finish. Both count in this run of
+// Search.
+//
+// # Errors
+//
+// A bad search space, fixed flags the example refuses, or a results file of another
+// search are errors before any trial runs, each naming the flag. A trial that fails
+// (its process exits with an error, or writes no validation at its rung) is recorded
+// as failed and the search goes on. Caller bugs (a Config without a Space) panic.
+package tune

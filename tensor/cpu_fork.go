@@ -18,28 +18,14 @@ import (
 // through memory, with no wake-up.
 
 // helperSpin is how long a helper waits, spinning, for its next function before it
-// exits, and a fork's caller for its helpers' last items before it parks, after a short
-// function. It bounds the CPU time spinning takes from other goroutines and processes
-// after the last fork of a burst. On a 2-CPU VM with 50 µs, W1 and W2 steps (alternated
-// with the build without spinning, load ~1.5) took 682-732 against 724-766 ms and
-// 274-275 against 279-281 ms; a burst of 10 row ops of 32K floats took 163 against 321
-// µs on an idle machine, but 30-90% longer on one loaded 3-4 times over (other
-// processes then want the CPU a helper spins on). The tensor tests ran as fast.
+// exits, and a fork's caller for its helpers' last items before it parks. It bounds the
+// CPU time spinning takes from other goroutines and processes after the last fork of a
+// burst. On a 2-CPU VM with 50 µs, W1 and W2 steps (alternated with the build without
+// spinning, load ~1.5) took 682-732 against 724-766 ms and 274-275 against 279-281 ms;
+// a burst of 10 row ops of 32K floats took 163 against 321 µs on an idle machine, but
+// 30-90% longer on one loaded 3-4 times over (other processes then want the CPU a
+// helper spins on). The tensor tests ran as fast.
 const helperSpin = 50 * time.Microsecond
-
-// helperSpinMax is the longest spin, after a long function: a goroutine spins for as
-// long as the function it last ran took (its share of the fork, for a caller), between
-// helperSpin and helperSpinMax, so that spinning costs at most about as much CPU time as
-// the work it follows. Waking a parked helper (or an idle P for a new one) took a median
-// 130 µs and a tenth of the time over 3 ms in a W1 step on a 2-CPU VM (execution trace),
-// where one goroutine ran alone for 68 ms of a 720 ms step, after helpers had stopped
-// spinning across the serial stretches between forks (autograd, small ops) and the
-// tails of GEMMs; with helpers spinning up to 1 ms after GEMM bands, 14 ms.
-const helperSpinMax = time.Millisecond
-
-// spinFor returns how long to spin after work that took d: d, within [helperSpin,
-// helperSpinMax].
-func spinFor(d time.Duration) time.Duration { return min(max(d, helperSpin), helperSpinMax) }
 
 // helperState is a spinning helper's state: spinning, then taken (a function is on its
 // way) or gone (it timed out and exits).
@@ -117,22 +103,18 @@ func (p *helperPool) spin(h *helper) bool {
 // run runs fn, then each function handed to h, until one asks it not to spin or none
 // comes within helperSpin.
 func (h *helper) run(fn func() bool) {
-	for fn != nil {
-		t0 := time.Now()
-		if !fn() {
-			return
-		}
-		fn = h.next(spinFor(time.Since(t0)))
+	for fn != nil && fn() {
+		fn = h.next()
 	}
 }
 
-// next returns the next function handed to h, or nil when none came within spin (h is
-// then gone, and take skips it) or h may not spin (helperPool.spin).
-func (h *helper) next(spin time.Duration) func() bool {
+// next returns the next function handed to h, or nil when none came within helperSpin
+// (h is then gone, and take skips it) or h may not spin (helperPool.spin).
+func (h *helper) next() func() bool {
 	if !helpers.spin(h) {
 		return nil
 	}
-	for !spinUntil(func() bool { return h.fn.Load() != nil }, spin) {
+	for !spinUntil(func() bool { return h.fn.Load() != nil }) {
 		if h.state.CompareAndSwap(helperSpinning, helperGone) {
 			helpers.spinning.Add(-1)
 			return nil
@@ -142,12 +124,12 @@ func (h *helper) next(spin time.Duration) func() bool {
 	return *h.fn.Load()
 }
 
-// spinUntil reports whether cond became true within d, polling it.
-func spinUntil(cond func() bool, d time.Duration) bool {
-	if d <= 0 {
+// spinUntil reports whether cond became true within helperSpin, polling it.
+func spinUntil(cond func() bool) bool {
+	if helperSpin <= 0 {
 		return cond()
 	}
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(helperSpin)
 	for i := 1; ; i++ {
 		if cond() {
 			return true
@@ -211,11 +193,10 @@ func pullItems(n, workers int, worker func(id int) (item func(i int), done func(
 		// attention's 64×64 products ran 25% slower).
 		go func() {}()
 	}
-	t0 := time.Now()
 	loop(0)
 	// Spinning while helpers finish their last items keeps this P busy: a parked caller
 	// is readied on the P of the helper that finishes last, which then does not spin.
-	if workers > 1 && !spinUntil(func() bool { return finished.Load() == int64(n) }, spinFor(time.Since(t0))) {
+	if workers > 1 && !spinUntil(func() bool { return finished.Load() == int64(n) }) {
 		parked.Store(true)
 	}
 	wg.Wait()

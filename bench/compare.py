@@ -79,7 +79,7 @@ def last_json(out):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def step_round(megago, name, threads):
+def step_round(megago, name, threads, peer=True):
     args = WORKLOADS[name] + ["--threads", str(threads)]
     out, rss = run([megago, "bench", "gpt"] + args + MEGAGO_ONLY.get(name, []))
     ours = last_json(out)
@@ -89,6 +89,8 @@ def step_round(megago, name, threads):
         unfused = last_json(out)
         ours["unfused_ms_step_median"] = unfused["ms_step_median"]
         ours["unfused_peak_rss_mb"] = unfused.get("peak_rss_mb", round(rss, 1))
+    if not peer:
+        return ours, dict.fromkeys(ours, float("nan"))
     env = dict(openblas_env(), OMP_WAIT_POLICY="PASSIVE")
     out, rss = run(["/usr/bin/python3", os.path.join(HERE, "torch_gpt.py")] + args, env)
     peer = last_json(out)
@@ -101,13 +103,15 @@ def openblas_env():
     return {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
 
 
-def sgemm_round(threads):
+def sgemm_round(threads, peer=True):
     env = dict(os.environ, GOMAXPROCS=str(threads))
     out, _ = run(["go", "test", "-run", "^$", "-bench", "Sgemm/2048x2048x2048$", "-benchtime", "20x", "./tensor"], env)
     m = re.search(r"([\d.]+) GFLOP/s", out)
     if not m:
         sys.exit("compare.py: no GFLOP/s in the go test -bench output:\n" + out)
     ours = {"gflops": float(m.group(1))}
+    if not peer:
+        return ours, {"gflops": float("nan")}
     out, _ = run(["/usr/bin/python3", os.path.join(HERE, "gemm_peak.py"), "--lib", "numpy", "--threads",
                   str(threads), "--n", "2048"], openblas_env())
     peer = {"gflops": last_json(out)["gflops_median"]}
@@ -169,6 +173,8 @@ def main():
                     help="run only these (repeatable); default all")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of each (medians reported)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-peer", action="store_true",
+                    help="run megago's side only (W and SGEMM rows; the peer columns print nan)")
     ap.add_argument("--json", default="", help="also write every run's results to this file")
     a = ap.parse_args()
     todo = a.only or ["W2", "W1", "W3", "SGEMM", "SHAPES"]
@@ -184,9 +190,9 @@ def main():
             if name == "SHAPES":
                 ours, peer = shapes_round(a.threads)
             elif name == "SGEMM":
-                ours, peer = sgemm_round(a.threads)
+                ours, peer = sgemm_round(a.threads, not a.no_peer)
             else:
-                ours, peer = step_round(megago, name, a.threads)
+                ours, peer = step_round(megago, name, a.threads, not a.no_peer)
             runs.append({"megago": ours, "peer": peer})
             print(f"{name} round {r + 1}/{a.rounds}: megago {summary(ours)} | peer {summary(peer)}",
                   file=sys.stderr, flush=True)
@@ -221,6 +227,8 @@ def main():
 
 
 def summary(r):
+    if r.get("ms_step_median") != r.get("ms_step_median"):  # nan: no peer run
+        return "not run"
     if "ms_step_median" in r:
         return f"{r['ms_step_median']:.0f} ms/step, {r['peak_rss_mb']:.0f} MB"
     if "gflops" in r:

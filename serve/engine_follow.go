@@ -57,6 +57,7 @@ func Follow(ctx context.Context, m *nn.GPT, tp parallel.Comm) error {
 		if _, err := m.DecodeStep(p, cache, plan.ids, plan.seqs); err != nil {
 			return fmt.Errorf("serve: Follow: %w", err)
 		}
+		trimPool(m.Word.Weight.Device())
 	}
 }
 

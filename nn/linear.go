@@ -124,8 +124,8 @@ func (l *ColumnParallelLinear) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor
 // ForwardWithBias is Forward returning the bias separately when built with SkipBiasAdd
 // (nil otherwise, or without bias).
 func (l *ColumnParallelLinear) ForwardWithBias(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
-	x = l.region.toColumn(p, x)                         // [B, T, I]
-	y = tensor.MatMulT(x, l.Weight.Tensor, false, true) // [B, T, O/tp]
+	x = l.region.toColumn(p, x)              // [B, T, I]
+	y = p.Packed.MatMulT(x, l.Weight.Tensor) // [B, T, O/tp], x·Wᵀ
 	y, bias = l.bias(y, l.Bias)
 	return l.gather(p.Ctx, l.region.tp, y), bias // [B, T, O] with GatherOutput
 }
@@ -184,8 +184,8 @@ func (l *RowParallelLinear) Forward(p *Pass, x *tensor.Tensor) *tensor.Tensor {
 // ForwardWithBias is Forward returning the bias separately when built with SkipBiasAdd
 // (nil otherwise, or without bias).
 func (l *RowParallelLinear) ForwardWithBias(p *Pass, x *tensor.Tensor) (y, bias *tensor.Tensor) {
-	x = l.scatter(p.Ctx, l.region.tp, x)                // [B, T, I/tp]
-	y = tensor.MatMulT(x, l.Weight.Tensor, false, true) // [B, T, O], partial sum
-	y = l.region.fromRow(p, y)                          // [B, T, O] ([B, T/tp, O] under SP)
+	x = l.scatter(p.Ctx, l.region.tp, x)     // [B, T, I/tp]
+	y = p.Packed.MatMulT(x, l.Weight.Tensor) // [B, T, O], x·Wᵀ, partial sum
+	y = l.region.fromRow(p, y)               // [B, T, O] ([B, T/tp, O] under SP)
 	return l.bias(y, l.Bias)
 }

@@ -151,6 +151,10 @@ type Pass struct {
 	// Trace, if not nil, records the context-parallel ring's steps (parallel.EventCPRing
 	// transfers and EventCPAttention computation), to show that they overlap.
 	Trace *parallel.Trace
+	// Packed, if not nil, keeps the linear layers' weights packed for the CPU's matrix
+	// multiply while gradients are off (inference: serve's engine), the same results
+	// faster, for as much memory again as the weights (tensor.PackedWeights).
+	Packed *tensor.PackedWeights
 
 	// replaying marks the copy of a Pass that activation recomputation reruns a layer
 	// with (replay): layers compute the same, but record statistics only once.

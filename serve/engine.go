@@ -158,7 +158,10 @@ type Engine struct {
 // ranks; models[i] on rank i of its TP group, see LocalTP). Each model must be a whole
 // model (not a pipeline stage) built without sequence parallelism, on its own device when
 // there are several. It allocates the KV cache of every rank (CacheBytes each) and returns
-// an error for an invalid configuration or a cache over cfg.MemoryBudget. Close stops it.
+// an error for an invalid configuration or a cache over cfg.MemoryBudget. On the CPU
+// each rank keeps its weights packed for the matrix multiplies (tensor.PackedWeights, as
+// much memory again as the weights), packed by a first step on one token before
+// NewEngine returns. Close stops it.
 func NewEngine(models []*nn.GPT, cfg EngineConfig) (*Engine, error) {
 	return newEngine(models, cfg, nil)
 }
@@ -187,6 +190,9 @@ func newEngine(models []*nn.GPT, cfg EngineConfig, leader parallel.Comm) (*Engin
 	e.cancel = cancel
 	for _, m := range models {
 		e.ranks = append(e.ranks, startRank(ctx, m, cfg, leader))
+	}
+	for _, r := range e.ranks { // the models are the engine's from here on
+		<-r.ready
 	}
 	go e.loop()
 	return e, nil

@@ -42,6 +42,10 @@ func Follow(ctx context.Context, m *nn.GPT, tp parallel.Comm) error {
 	cache := nn.NewSlotCache(m, int(size[0]), int(size[1]))
 	defer cache.Release()
 	p := nn.Eval(ctx)
+	p.Packed = tensor.NewPackedWeights()
+	if err := warmUp(p, m, cache); err != nil {
+		return fmt.Errorf("serve: Follow: %w", err)
+	}
 	for {
 		msg, err := receiveInts(ctx, tp, m)
 		if err != nil || len(msg) == 0 {
@@ -57,6 +61,7 @@ func Follow(ctx context.Context, m *nn.GPT, tp parallel.Comm) error {
 		if _, err := m.DecodeStep(p, cache, plan.ids, plan.seqs); err != nil {
 			return fmt.Errorf("serve: Follow: %w", err)
 		}
+		trimPool(m.Word.Weight.Device())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"megago/nn"
 	"megago/parallel"
+	"megago/tensor"
 )
 
 // rank runs one TP rank's model on its own goroutine: each plan it receives becomes one
@@ -18,6 +19,7 @@ type rank struct {
 	plans   chan stepPlan
 	results chan stepResult
 	ended   chan struct{} // closed when the goroutine has released the cache
+	ready   chan struct{} // closed when the goroutine has warmed up (warmUp)
 }
 
 // stepResult is a rank's answer to a plan.
@@ -29,18 +31,24 @@ type stepResult struct {
 // startRank allocates m's cache and starts its goroutine, which runs under ctx (cancelled
 // when a rank fails, so the others leave their collectives). With leader (rank 0 of
 // process ranks) it first sends the cache's size to the followers and, when stopped,
-// tells them to stop.
+// tells them to stop. The goroutine then warms up (warmUp) and closes r.ready.
 func startRank(ctx context.Context, m *nn.GPT, cfg EngineConfig, leader parallel.Comm) *rank {
 	r := &rank{m: m, cache: nn.NewSlotCache(m, cfg.MaxRequests, cfg.MaxSeqLen), leader: leader,
-		plans: make(chan stepPlan), results: make(chan stepResult), ended: make(chan struct{})}
+		plans: make(chan stepPlan), results: make(chan stepResult), ended: make(chan struct{}),
+		ready: make(chan struct{})}
 	go func() {
 		defer close(r.ended)
 		defer r.cache.Release()
 		p := nn.Eval(ctx)
+		p.Packed = tensor.NewPackedWeights()
 		var err error // a failed broadcast: the followers are gone, the steps fail
 		if leader != nil {
 			err = broadcastInts(ctx, leader, m, []int32{int32(cfg.MaxRequests), int32(cfg.MaxSeqLen)})
 		}
+		if err == nil {
+			err = warmUp(p, m, r.cache)
+		}
+		close(r.ready)
 		for plan := range r.plans {
 			if err == nil && leader != nil {
 				err = broadcastInts(ctx, leader, m, encodePlan(plan))
@@ -69,7 +77,33 @@ func (r *rank) step(p *nn.Pass, plan stepPlan) (res stepResult) {
 		}
 	}()
 	rows, err := r.m.DecodeStep(p, r.cache, plan.ids, plan.seqs)
+	trimPool(r.m.Word.Weight.Device())
 	return stepResult{rows, err}
+}
+
+// warmUp runs one step of one token in slot 0 (whose positions a request overwrites
+// before reading them), so that p.Packed packs m's weights before the first request
+// instead of during it. Every TP rank runs it at the same point: its collectives match.
+func warmUp(p *nn.Pass, m *nn.GPT, c *nn.SlotCache) error {
+	_, err := m.DecodeStep(p, c, []int32{0}, []nn.DecodeSeq{{Slot: 0, N: 1, Logits: 1}})
+	trimPool(m.Word.Weight.Device())
+	return err
+}
+
+// poolSlack is the most unused storage, in bytes, that a rank's device may keep cached
+// between steps. The device's pool reuses a buffer only for a tensor of the same size,
+// and a step's sizes follow its token count, which changes from step to step: kept, the
+// buffers of every count ever seen would grow the heap by gigabytes, each fresh one
+// faulting its pages in on first write (a third of the CPU time of 32 clients). Emptied
+// past this bound, the storage returns to the garbage collector, which recycles its
+// pages for the next sizes.
+const poolSlack = 256 << 20
+
+// trimPool empties dev's pool when it caches more than poolSlack unused bytes.
+func trimPool(dev *tensor.Device) {
+	if st := dev.Stats(); st.Reserved-st.InUse > poolSlack {
+		dev.EmptyCache()
+	}
 }
 
 // run runs plan on every rank and returns rank 0's logits rows (every rank has the same).

@@ -166,12 +166,13 @@ func (a *cpAccum) add(o, l *tensor.Tensor) {
 	}
 	pair := tensor.Concat(3, a.lse.Unsqueeze(3), l.Unsqueeze(3)) // [B, NH/tp, n, 2]
 	logw := tensor.LogSoftmax(pair, tensor.SoftmaxOptions{})     // log e^(lse−L), log e^(l−L)
-	w := tensor.Split(tensor.Exp(logw), 3, 1, 1)                 // 2 × [B, NH/tp, n, 1]
+	ew := tensor.Exp(logw)                                       // the weights
+	w := tensor.Split(ew, 3, 1, 1)                               // 2 × [B, NH/tp, n, 1]
 	lw0 := logw.Narrow(3, 0, 1)                                  // [B, NH/tp, n, 1]
 	lse := tensor.Sub(a.lse, lw0.Reshape(a.lse.Shape()...))      // L = lse − (lse − L)
 	prev, next := tensor.Mul(a.out, w[0]), tensor.Mul(oc, w[1])  // [B, NH/tp, n, HS]
 	out := tensor.Add(prev, next)
-	releaseAll([]*tensor.Tensor{a.out, a.lse, oc, l, pair, logw, w[0], w[1], lw0, prev, next})
+	releaseAll([]*tensor.Tensor{a.out, a.lse, oc, l, pair, logw, ew, w[0], w[1], lw0, prev, next})
 	a.out, a.lse = out, lse
 }
 

@@ -149,7 +149,8 @@ type Pass struct {
 	// balancing) scale their gradients by it, as Megatron's MoEAuxLossAutoScaler does.
 	LossScale float64
 	// Trace, if not nil, records the context-parallel ring's steps (parallel.EventCPRing
-	// transfers and EventCPAttention computation), to show that they overlap.
+	// transfers and EventCPAttention computation; in backward EventCPRingBackward and
+	// EventCPAttentionBackward), to show that they overlap.
 	Trace *parallel.Trace
 
 	// replaying marks the copy of a Pass that activation recomputation reruns a layer

@@ -3,10 +3,8 @@ package nn
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"megago/parallel"
 	"megago/tensor"
@@ -60,44 +58,4 @@ func TestCPRingMemoryScales(t *testing.T) {
 		}
 	}
 	assert.LessOrEqual(t, peaks[8], peaks[4]/2+peakSlack, "peak bytes per rank at cp 8 against cp 4")
-}
-
-// TestCPRingBackwardTrace: the p2p core's backward records each ring step's gradient
-// computation and transfers (a key/value block per step but the last, and the block's
-// accumulated gradients at every step): the transfer of block i+1 starts before block
-// i's gradients are computed and has ended before block i+1's are, so it runs alongside.
-func TestCPRingBackwardTrace(t *testing.T) {
-	const cp, bsz, tlen, c = 4, 1, 16, 8
-	cfg := TransformerConfig{NumLayers: 1, Hidden: c, Heads: 2, Vocab: 10, Position: NoPositions}
-	epoch := time.Now()
-	traces := onRanks(t, cp, func(g parallel.Comm, dev *tensor.Device) (*parallel.Trace, error) {
-		b := rankBuilder(parallel.Self(), dev)
-		b.CP = g
-		a := NewSelfAttention(b, "attn", cfg)
-		tr := parallel.NewTrace(g.Rank(), epoch)
-		p := &Pass{Ctx: context.Background(), Trace: tr}
-		x := tensor.FromSlice(dev, seqValues(bsz*tlen/cp*c, g.Rank()), bsz, tlen/cp, c)
-		tensor.Sum(a.Forward(p, x, AttentionMask{Causal: true}, nil)).Backward()
-		return tr, nil
-	})
-	for r, tr := range traces {
-		attn, ring, transfers := map[int]parallel.Event{}, map[int]parallel.Event{}, 0
-		for _, e := range tr.Events() {
-			switch e.Kind {
-			case parallel.EventCPAttentionBackward:
-				attn[e.Micro] = e
-			case parallel.EventCPRingBackward:
-				transfers++
-				if f, ok := ring[e.Micro]; !ok || e.Start < f.Start {
-					ring[e.Micro] = e // the step's first transfer: the next block's
-				}
-			}
-		}
-		require.Len(t, attn, cp, "rank %d: one gradient event per ring step", r)
-		require.Equal(t, 2*cp-1, transfers, "rank %d: cp−1 blocks and cp gradient sums passed on", r)
-		for i := range cp - 1 {
-			assert.LessOrEqual(t, ring[i].Start, attn[i].Start, "rank %d step %d: transfer started before the gradients", r, i)
-			assert.LessOrEqual(t, ring[i].End, attn[i+1].Start, "rank %d step %d: block received before its gradients", r, i+1)
-		}
-	}
 }

@@ -66,7 +66,11 @@ func TestAttentionBackwardPanics(t *testing.T) {
 	k := tensor.Zeros(dev, tensor.F32, 1, 2, 6, 8)
 	out, lse := tensor.Zeros(dev, tensor.F32, 1, 2, 4, 8), tensor.Zeros(dev, tensor.F32, 1, 2, 4)
 	require.PanicsWithValue(t, "tensor: AttentionBackward: lse float32 [1 2 5] on cpu for q float32 [1 2 4 8]: want float32 [1 2 4] on q's device",
-		func() { tensor.AttentionBackward(q, k, k, out, tensor.Zeros(dev, tensor.F32, 1, 2, 5), out, tensor.AttentionOptions{}) })
+		func() {
+			tensor.AttentionBackward(q, k, k, out, tensor.Zeros(dev, tensor.F32, 1, 2, 5), out, tensor.AttentionOptions{})
+		})
 	require.PanicsWithValue(t, "tensor: AttentionBackward: dout float64 [1 2 4 8] on cpu for q float32 [1 2 4 8]: want float32 [1 2 4 8] on q's device",
-		func() { tensor.AttentionBackward(q, k, k, out, lse, tensor.Zeros(dev, tensor.F64, 1, 2, 4, 8), tensor.AttentionOptions{}) })
+		func() {
+			tensor.AttentionBackward(q, k, k, out, lse, tensor.Zeros(dev, tensor.F64, 1, 2, 4, 8), tensor.AttentionOptions{})
+		})
 }

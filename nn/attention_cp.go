@@ -157,45 +157,17 @@ func cpChunks(cp, r int) [2]int { return [2]int{r, 2*cp - 1 - r} }
 // and values k, v [B, G/tp, Tk, HS] starting at ks, with the causal rule of tensor.Attention
 // when causal, and returns out [B, NH/tp, Tq, HS] and its log-sum-exp [B, NH/tp, Tq].
 func cpAttendBlock(p *Pass, q, k, v *tensor.Tensor, o cpAttnOptions, qs, ks int, causal bool) (out, lse *tensor.Tensor) {
+	return tensor.Attention(q, k, v, cpBlockOptions(p, o, qs, ks, causal))
+}
+
+// cpBlockOptions returns the tensor.AttentionOptions of cpAttendBlock's block.
+func cpBlockOptions(p *Pass, o cpAttnOptions, qs, ks int, causal bool) tensor.AttentionOptions {
 	ao := tensor.AttentionOptions{Scale: o.Scale, Causal: causal}
 	if o.Dropout > 0 {
 		ao.Dropout, ao.RNG, ao.DropoutFull = o.Dropout, p.RNG.Named(o.Key), o.Full
 		ao.DropoutStart = []int{o.Start[0], o.Start[1], o.Start[2] + qs, o.Start[3] + ks}
 	}
-	return tensor.Attention(q, k, v, ao)
-}
-
-// cpPartial is one key block's attention of a query chunk.
-type cpPartial struct {
-	out, lse *tensor.Tensor // [B, NH/tp, n, HS], [B, NH/tp, n]
-}
-
-// combineLSE returns the attention over the union of the partials' key blocks:
-// Σᵢ e^(lseᵢ − L)·outᵢ with L = log Σᵢ e^(lseᵢ) (the weights are a softmax of the lses),
-// computed in the lse's dtype, [B, NH/tp, n, HS] in the outputs' dtype. Gradients flow to
-// every output and lse.
-func combineLSE(parts []cpPartial) *tensor.Tensor {
-	if len(parts) == 1 {
-		return parts[0].out
-	}
-	dt := parts[0].out.DType()
-	ls := make([]*tensor.Tensor, len(parts))
-	ones := make([]int, len(parts))
-	for i, pt := range parts {
-		ls[i], ones[i] = pt.lse.Unsqueeze(3), 1 // [B, NH/tp, n, 1]
-	}
-	w := tensor.Softmax(tensor.Concat(3, ls...), tensor.SoftmaxOptions{}) // [B, NH/tp, n, m]
-	ws := tensor.Split(w, 3, ones...)
-	var out *tensor.Tensor
-	for i, pt := range parts {
-		term := tensor.Mul(pt.out.Cast(w.DType()), ws[i]) // [B, NH/tp, n, HS]
-		if out == nil {
-			out = term
-		} else {
-			out = tensor.Add(out, term)
-		}
-	}
-	return out.Cast(dt)
+	return ao
 }
 
 // cpAllGather is the "all_gather" core: every rank's keys and values are gathered once

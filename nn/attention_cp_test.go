@@ -143,7 +143,9 @@ func TestGPTUnderCPRefusesBadSequences(t *testing.T) {
 
 // TestCPRingTrace: with Pass.Trace the p2p core records each ring step's transfer and
 // attention; block i+1's transfer is started before block i's attention and has ended
-// before block i+1's attention starts, so it runs alongside block i's.
+// before block i+1's attention starts, so it runs alongside block i's. In backward the
+// same holds for the blocks' transfers and gradient computations (with one more transfer
+// per step: the block's accumulated gradients, passed on after its computation).
 func TestCPRingTrace(t *testing.T) {
 	const cp, bsz, tlen, c = 4, 1, 16, 8
 	cfg := TransformerConfig{NumLayers: 1, Hidden: c, Heads: 2, Vocab: 10, Position: NoPositions}
@@ -155,24 +157,36 @@ func TestCPRingTrace(t *testing.T) {
 		tr := parallel.NewTrace(g.Rank(), epoch)
 		p := &Pass{Ctx: context.Background(), Trace: tr}
 		x := tensor.FromSlice(dev, seqValues(bsz*tlen/cp*c, g.Rank()), bsz, tlen/cp, c)
-		a.Forward(p, x, AttentionMask{Causal: true}, nil)
+		tensor.Sum(a.Forward(p, x, AttentionMask{Causal: true}, nil)).Backward()
 		return tr, nil
 	})
 	for r, tr := range traces {
-		ring, attn := map[int]parallel.Event{}, map[int]parallel.Event{}
-		for _, e := range tr.Events() {
-			switch e.Kind {
-			case parallel.EventCPRing:
-				ring[e.Micro] = e
-			case parallel.EventCPAttention:
-				attn[e.Micro] = e
+		for _, phase := range []struct {
+			name            string
+			ring, attn      parallel.EventKind
+			transfersPerRun int // all ring steps together
+		}{
+			{"forward", parallel.EventCPRing, parallel.EventCPAttention, cp - 1},
+			{"backward", parallel.EventCPRingBackward, parallel.EventCPAttentionBackward, 2*cp - 1},
+		} {
+			ring, attn, transfers := map[int]parallel.Event{}, map[int]parallel.Event{}, 0
+			for _, e := range tr.Events() {
+				switch e.Kind {
+				case phase.ring:
+					transfers++
+					if f, ok := ring[e.Micro]; !ok || e.Start < f.Start {
+						ring[e.Micro] = e // the step's first transfer: the next block's
+					}
+				case phase.attn:
+					attn[e.Micro] = e
+				}
 			}
-		}
-		require.Len(t, attn, cp, "rank %d: one attention event per ring step", r)
-		require.Len(t, ring, cp-1, "rank %d: one transfer per ring step but the last", r)
-		for i := range cp - 1 {
-			assert.LessOrEqual(t, ring[i].Start, attn[i].Start, "rank %d step %d: transfer started before the attention", r, i)
-			assert.LessOrEqual(t, ring[i].End, attn[i+1].Start, "rank %d step %d: block received before its attention", r, i+1)
+			require.Len(t, attn, cp, "rank %d %s: one attention event per ring step", r, phase.name)
+			require.Equal(t, phase.transfersPerRun, transfers, "rank %d %s: transfers", r, phase.name)
+			for i := range cp - 1 {
+				assert.LessOrEqual(t, ring[i].Start, attn[i].Start, "rank %d %s step %d: transfer started before the attention", r, phase.name, i)
+				assert.LessOrEqual(t, ring[i].End, attn[i+1].Start, "rank %d %s step %d: block received before its attention", r, phase.name, i+1)
+			}
 		}
 	}
 }

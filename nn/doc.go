@@ -174,9 +174,10 @@
 // is per position: learned positions and RoPE use the global positions, hidden dropout
 // draws at them (tpRegion.byRuns). SelfAttention built under CP runs a context-parallel
 // core (attention_cp*.go) chosen per layer by CPCommType: p2p (ring attention: keys and
-// values passed around the CP group by parallel.StartRingShift, block i+1's transfer
-// overlapping block i's attention, partial outputs combined by their log-sum-exp, the
-// received blocks' gradients sent back to their owners in backward) or all_gather (keys
+// values passed around the CP group by a parallel.Ring, block i+1's transfer
+// overlapping block i's attention, partial outputs combined by their log-sum-exp; in
+// backward the blocks travel again with their accumulating gradients, which a last shift
+// returns to their owners) or all_gather (keys
 // and values gathered once, reduce-scattered in backward), a2a (Ulysses: an all-to-all
 // trades the rank's positions of every head for every position of its cp-th of the
 // heads, attention runs on the whole sequence, and the inverse all-to-all returns it;
@@ -186,8 +187,10 @@
 // visible, diagonal or skipped) and draw attention dropout at each block's global query
 // and key offsets, so outputs, masks and gradients are CP=1's within rounding
 // (attention_cp_test.go; train's cp_equivalence_test.go for a trained GPT). The p2p core
-// keeps the received key and value blocks for backward (the whole sequence's keys and
-// values per layer; the scores are never stored); selective recomputation does not
+// is one differentiable function (cpRing, as Transformer Engine's AttnFuncWithCPAndKVP2P)
+// whose forward keeps only q, the rank's own k and v, the combined output and the global
+// log-sum-exp, so a layer's activations are 1/cp of CP=1's (attention_cp_p2p_test.go);
+// selective recomputation does not
 // apply to the CP core (full recomputation replays the ring). GPT.Loss under CP is the
 // mean over the tokens of the whole sequences, its sum crossing the CP group by an
 // all-reduce whose backward is an all-reduce, so each rank's gradient is cp times its

@@ -149,7 +149,8 @@ type Pass struct {
 	// balancing) scale their gradients by it, as Megatron's MoEAuxLossAutoScaler does.
 	LossScale float64
 	// Trace, if not nil, records the context-parallel ring's steps (parallel.EventCPRing
-	// transfers and EventCPAttention computation), to show that they overlap.
+	// transfers and EventCPAttention computation; in backward EventCPRingBackward and
+	// EventCPAttentionBackward), to show that they overlap.
 	Trace *parallel.Trace
 	// Packed, if not nil, keeps the linear layers' weights packed for the CPU's matrix
 	// multiply while gradients are off (inference: serve's engine), the same results

@@ -19,6 +19,10 @@ const (
 	EventGather                           // a distributed optimizer's parameter all-gather of one bucket (Micro: the bucket)
 	EventCPRing                           // a context-parallel ring transfer of key/value blocks (Micro: the ring step)
 	EventCPAttention                      // one ring step's attention blocks (Micro: the ring step)
+	// EventCPRingBackward is a context-parallel ring transfer in backward, of key/value
+	// blocks or of their accumulated gradients (Micro: the ring step).
+	EventCPRingBackward
+	EventCPAttentionBackward // one ring step's attention gradients (Micro: the ring step)
 )
 
 func (k EventKind) String() string {
@@ -39,6 +43,10 @@ func (k EventKind) String() string {
 		return "cp-ring"
 	case EventCPAttention:
 		return "cp-attention"
+	case EventCPRingBackward:
+		return "cp-ring-backward"
+	case EventCPAttentionBackward:
+		return "cp-attention-backward"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -62,7 +70,7 @@ func (e Event) String() string {
 	switch {
 	case e.Micro >= 0 && (e.Kind == EventReduce || e.Kind == EventGather):
 		s += fmt.Sprintf(" bucket %d", e.Micro)
-	case e.Micro >= 0 && (e.Kind == EventCPRing || e.Kind == EventCPAttention):
+	case e.Micro >= 0 && e.Kind >= EventCPRing && e.Kind <= EventCPAttentionBackward:
 		s += fmt.Sprintf(" step %d", e.Micro)
 	case e.Micro >= 0:
 		s += fmt.Sprintf(" mb %d chunk %d", e.Micro, e.Chunk)

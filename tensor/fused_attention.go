@@ -133,26 +133,64 @@ func Attention(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 	a := attentionArgs(q, k, v, o, out, lse)
 	dev.backend.Attention(a, p)
 	record("Attention", []*Tensor{out, lse}, []*Tensor{q, k, v, o.Bias}, func(gys []*Tensor) []*Tensor {
-		a := attentionArgs(q, k, v, o, out, lse)
-		g := AttentionGrads{DOut: gys[0].Span(), DLSE: gys[1].Span()}
-		dq, dk, dv := empty(dev, q.dtype, q.shape), empty(dev, k.dtype, k.shape), empty(dev, v.dtype, v.shape)
-		g.DQ, g.DK, g.DV = dq.Span(), dk.Span(), dv.Span()
-		var db *Tensor
-		if needsGrad(o.Bias) {
-			db = empty(dev, o.Bias.dtype, o.Bias.shape)
-			g.DBias = db.Span()
-		}
-		if s, ok := dev.backend.(AttentionScratcher); ok {
-			if n := s.AttentionBackwardScratch(a, g, p); n > 0 {
-				scratch := empty(dev, q.dtype.Compute(), Shape{n})
-				defer scratch.Release()
-				g.Scratch = scratch.Span()
-			}
-		}
-		dev.backend.AttentionBackward(a, g, p)
+		dq, dk, dv, db := attentionGrads(q, k, v, o, p, out, lse, gys[0], gys[1])
 		return []*Tensor{dq, dk, dv, db}
 	})
 	return out, lse
+}
+
+// AttentionBackward returns the gradients of q, k and v [B, NH, Tq, HS], [B, G, Tk, HS]
+// for the output gradient dout [B, NH, Tq, HS] of the attention whose output and
+// log-sum-exp are out [B, NH, Tq, HS] and lse [B, NH, Tq] (lse in q's compute dtype): the
+// backward of Attention(q, k, v, o) when out and lse are that call's, run by the fused
+// kernel without recording anything. out and lse may instead be those of a larger
+// attention whose keys include k's (ring attention's combined output and global
+// log-sum-exp): the probabilities recomputed from lse are then the larger attention's
+// restricted to k's keys, and the results the contributions of k and v to its gradients
+// (and q's through them). o.Bias, if any, gets no gradient.
+//
+// It panics where Attention does, or if out, lse or dout does not have its shape on q's
+// device.
+func AttentionBackward(q, k, v, out, lse, dout *Tensor, o AttentionOptions) (dq, dk, dv *Tensor) {
+	p := checkAttention("AttentionBackward", q, k, v, o)
+	for _, x := range []struct {
+		name  string
+		t     *Tensor
+		dt    DType
+		shape Shape
+	}{{"out", out, q.dtype, q.shape}, {"lse", lse, q.dtype.Compute(), q.shape[:3]}, {"dout", dout, q.dtype, q.shape}} {
+		if x.t.Device() != q.Device() || x.t.dtype != x.dt || !x.t.shape.Equal(x.shape) {
+			panic(fmt.Sprintf("tensor: AttentionBackward: %s %v %v on %v for q %v %v: want %v %v on q's device",
+				x.name, x.t.dtype, x.t.shape, x.t.Device(), q.dtype, q.shape, x.dt, x.shape))
+		}
+	}
+	o.Bias = nil
+	dq, dk, dv, _ = attentionGrads(q, k, v, o, p, out, lse, dout, nil)
+	return dq, dk, dv
+}
+
+// attentionGrads runs the attention backward kernel: the gradients of q, k, v and, when
+// it requires grad, o.Bias, for dout and dlse (nil: zeros), given the forward's out and
+// lse.
+func attentionGrads(q, k, v *Tensor, o AttentionOptions, p AttentionParams, out, lse, dout, dlse *Tensor) (dq, dk, dv, db *Tensor) {
+	dev := q.Device()
+	a := attentionArgs(q, k, v, o, out, lse)
+	g := AttentionGrads{DOut: dout.Span(), DLSE: spanOrEmpty(dlse)}
+	dq, dk, dv = empty(dev, q.dtype, q.shape), empty(dev, k.dtype, k.shape), empty(dev, v.dtype, v.shape)
+	g.DQ, g.DK, g.DV = dq.Span(), dk.Span(), dv.Span()
+	if needsGrad(o.Bias) {
+		db = empty(dev, o.Bias.dtype, o.Bias.shape)
+		g.DBias = db.Span()
+	}
+	if s, ok := dev.backend.(AttentionScratcher); ok {
+		if n := s.AttentionBackwardScratch(a, g, p); n > 0 {
+			scratch := empty(dev, q.dtype.Compute(), Shape{n})
+			defer scratch.Release()
+			g.Scratch = scratch.Span()
+		}
+	}
+	dev.backend.AttentionBackward(a, g, p)
+	return dq, dk, dv, db
 }
 
 // attentionArgs returns the kernels' tensors of Attention's operands and results.

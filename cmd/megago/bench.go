@@ -69,8 +69,16 @@ or Llama-style:
     --disable-bias-linear
 
 Megatron's context-parallel flags (--context-parallel-size, --cp-comm-type,
---hierarchical-context-parallel-sizes) are accepted at size 1 only: bench gpt
-runs on one rank; context parallelism runs in the gpt example.
+--hierarchical-context-parallel-sizes) split each sequence over CP goroutine
+ranks of this one process (the in-process transport; each rank its own device,
+the random tokens cut into its 2 load-balanced chunks, gradients averaged over
+the CP group by the optimizer). The JSON line is then rank 0's, with "system"
+ending in -cpN: the ms are per training step of the whole CP group (every rank
+steps together), tokens_per_step and the FLOPs count the group's tokens, and
+peak_rss_mb is the whole process's, all CP ranks together:
+
+  megago bench gpt --layers 2 --dim 64 --heads 4 --vocab 8192 --seq 4096 --batch 1 \
+    --context-parallel-size 4 --cp-comm-type p2p
 
 The workloads of BENCHMARKS.md:
 
@@ -100,7 +108,7 @@ type benchConfig struct {
 	// --untie-embeddings-and-output-weights.
 	Arch    modelflags.Arch
 	MoE     modelflags.MoE // Megatron's mixture-of-experts flags (--num-experts, --moe-router-topk, ...), on one rank
-	CP      modelflags.CP  // Megatron's context-parallel flags, accepted at one rank (--context-parallel-size 1)
+	CP      modelflags.CP  // Megatron's context-parallel flags: CP goroutine ranks (bench_cp.go)
 	FFN     int
 	InitStd float64
 	Untied  bool
@@ -202,11 +210,7 @@ func (c benchConfig) validate() error {
 	if c.MoE.EP > 1 || c.MoE.ETP > 1 {
 		errs = append(errs, fmt.Sprintf("--expert-model-parallel-size %d, --expert-tensor-parallel-size %d: bench gpt runs on one rank (both 1)", c.MoE.EP, c.MoE.ETP))
 	}
-	if c.CP.Size > 1 {
-		errs = append(errs, fmt.Sprintf("--context-parallel-size %d: bench gpt runs on one rank (1); time context parallelism with the gpt example under megago launch", c.CP.Size))
-	} else {
-		errs = append(errs, c.CP.Check(c.model().TransformerConfig, 1, c.Seq, false)...)
-	}
+	errs = append(errs, c.CP.Check(c.model().TransformerConfig, 1, c.Seq, false)...)
 	if len(errs) > 0 {
 		return fmt.Errorf("gpt: %s", strings.Join(errs, "; "))
 	}
@@ -228,6 +232,7 @@ func (c benchConfig) model() nn.GPTConfig {
 		Untied: c.Untied, VocabMultiple: c.PadVocab}
 	c.Arch.Apply(&cfg.TransformerConfig)
 	c.MoE.Apply(&cfg.TransformerConfig)
+	c.CP.Apply(&cfg.TransformerConfig)
 	return cfg
 }
 
@@ -265,8 +270,9 @@ type benchResult struct {
 	PeakRSSMB       float64 `json:"peak_rss_mb"`
 }
 
-// benchGPT builds the model and runs c.Warmup+c.Steps timed steps.
-func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchResult, error) {
+// benchRank builds the model on CP rank cp.Rank() of cp (parallel.Self() for one rank)
+// and runs c.Warmup+c.Steps timed steps.
+func benchRank(ctx context.Context, c benchConfig, cp parallel.Comm, progress io.Writer) (*benchResult, error) {
 	cfg := c.model()
 	block := cfg.MaxPosition
 	dev, err := device.Open(c.Device) // a missing GPU said in at most three lines
@@ -281,12 +287,16 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 		system += "-unfused"
 	}
 	b := &nn.Builder{Dev: dev, DType: dt, RNG: tensor.NewRNG(c.Seed).Named("init"), TP: parallel.Self(), Unfused: c.Unfused}
+	if cp.Size() > 1 {
+		b.CP, system = cp, fmt.Sprintf("%s-cp%d", system, cp.Size())
+	}
 	model, err := nn.NewGPT(b, cfg, nn.WholeModel(c.Layers))
 	if err != nil {
 		return nil, err
 	}
+	// The gradients are averaged over the CP group, as over DP×CP in Megatron.
 	opt, err := optim.New(model.Params(), optim.Config{Rule: optim.AdamW{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
-		LR: c.LR, WeightDecay: c.WD})
+		LR: c.LR, WeightDecay: c.WD, Groups: optim.Groups{DP: cp}})
 	if err != nil {
 		return nil, err
 	}
@@ -318,9 +328,9 @@ func benchGPT(ctx context.Context, c benchConfig, progress io.Writer) (*benchRes
 			defer stop()
 		}
 		scope := dev.NewScope()
-		x := tensor.FromSlice(dev, ids[s], c.Batch, c.Seq)
-		y := tensor.FromSlice(dev, labels[s], c.Batch, c.Seq)
-		dev.Sync() // time the phases by their work, not by their launches
+		x := nn.CPSlice(tensor.FromSlice(dev, ids[s], c.Batch, c.Seq), cp.Size(), cp.Rank())    // [B, T/cp]
+		y := nn.CPSlice(tensor.FromSlice(dev, labels[s], c.Batch, c.Seq), cp.Size(), cp.Rank()) // [B, T/cp]
+		dev.Sync()                                                                              // time the phases by their work, not by their launches
 		t0 := time.Now()
 		var loss *tensor.Tensor
 		phase(ctx, "forward", func(ctx context.Context) {

@@ -99,8 +99,8 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
-// TestBenchContextParallel: bench gpt runs on one rank, so it takes the
-// context-parallel flags at size 1 (Megatron's scripts pass them) and refuses more.
+// TestBenchContextParallel: bench gpt takes Megatron's context-parallel flags at size 1
+// (Megatron's scripts pass them) and refuses a sequence the CP size does not split.
 func TestBenchContextParallel(t *testing.T) {
 	tiny := []string{"bench", "gpt", "--layers", "1", "--dim", "8", "--heads", "2", "--vocab", "16", "--seq", "4",
 		"--batch", "1", "--steps", "1", "--warmup", "0"}
@@ -109,7 +109,7 @@ func TestBenchContextParallel(t *testing.T) {
 		want string // "" for success
 	}{
 		{[]string{"--context-parallel-size", "1", "--cp-comm-type", "p2p"}, ""},
-		{[]string{"--context-parallel-size", "2"}, "--context-parallel-size 2: bench gpt runs on one rank"},
+		{[]string{"--context-parallel-size", "4"}, "is not divisible by 2 × --context-parallel-size 4"},
 		{[]string{"--cp-comm-type", "a2a", "ring"}, `--cp-comm-type "ring"`},
 	} {
 		_, _, err := run(t, append(tiny, tc.args...)...)
@@ -118,6 +118,45 @@ func TestBenchContextParallel(t *testing.T) {
 			t.Errorf("megago %v: %v", tc.args, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("megago %v: error %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestBenchContextParallelLoss: bench gpt on CP goroutine ranks, for each comm type,
+// trains to the losses of one rank (first and after two updates), on the same tokens.
+func TestBenchContextParallelLoss(t *testing.T) {
+	// float32: CP reorders the attention's sums (log-sum-exp combination, or the
+	// all-to-all's heads) and the gradient's average over the group; the losses are
+	// printed to 4 decimals, so they may differ in the last.
+	const tol = 2e-4
+	tiny := []string{"bench", "gpt", "--layers", "2", "--dim", "16", "--heads", "2", "--vocab", "50", "--seq", "16",
+		"--batch", "2", "--steps", "2", "--warmup", "1", "--lr", "1e-2"}
+	losses := func(t *testing.T, args ...string) map[string]any {
+		t.Helper()
+		stdout, stderr, err := run(t, append(tiny, args...)...)
+		if err != nil {
+			t.Fatalf("megago bench gpt %v: %v\n%s", args, err, stderr)
+		}
+		var res map[string]any
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatalf("output is not one JSON object: %v\n%s", err, stdout)
+		}
+		return res
+	}
+	want := losses(t)
+	for _, args := range [][]string{
+		{"--context-parallel-size", "2"},
+		{"--context-parallel-size", "2", "--cp-comm-type", "all_gather"},
+		{"--context-parallel-size", "4", "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2", "2"},
+	} {
+		got := losses(t, args...)
+		if s := got["system"].(string); !strings.HasSuffix(s, "-cp"+args[1]) {
+			t.Errorf("%v: system %q, want it to end in -cp%s", args, s, args[1])
+		}
+		for _, k := range []string{"first_loss", "last_loss"} {
+			if g, w := got[k].(float64), want[k].(float64); math.Abs(g-w) > tol {
+				t.Errorf("%v: %s %v, want CP=1's %v", args, k, g, w)
+			}
 		}
 	}
 }

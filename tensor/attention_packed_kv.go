@@ -33,11 +33,8 @@ func NewPackedKV(dev *Device, dt DType, maxLen, g, hs int) *PackedKV {
 	}
 	tiles := (maxLen + attnKTile - 1) / attnKTile
 	slot := roundUp(attnKTile, kern.nr) * roundUp(hs, kern.nr)
-	buf := make([]float32, g*tiles*2*slot)
-	for i := 0; i < len(buf); i += 1024 { // fault the pages in now, not in decoding steps
-		buf[i] = 0
-	}
-	return &PackedKV{kern: kern, maxLen: maxLen, g: g, hs: hs, slot: slot, tiles: tiles, buf: buf}
+	return &PackedKV{kern: kern, maxLen: maxLen, g: g, hs: hs, slot: slot, tiles: tiles,
+		buf: make([]float32, g*tiles*2*slot)}
 }
 
 // PackedKVBytes returns the memory NewPackedKV(dev, dt, maxLen, g, hs) takes: 0 where it

@@ -71,27 +71,18 @@ func (c *PackedKV) Write(k, v *Tensor, past, n int) {
 		panic(fmt.Sprintf("tensor: PackedKV.Write: k %v %v, v %v %v, positions [%d, %d): want F32 %v", k.dtype, k.shape, v.dtype, v.shape, past, past+n, want))
 	}
 	ks, vs := raw[float32](k.Span()), raw[float32](v.Span())
-	hs, nr, ld := c.hs, c.kern.nr, c.g*c.hs
-	for j0 := past; j0 < past+n; { // a run of positions within one nr-wide panel of Kᵀ
-		kt, jj0 := j0/attnKTile, j0%attnKTile
-		j1 := min(past+n, j0-jj0%nr+nr, (kt+1)*attnKTile)
+	hs, nr := c.hs, c.kern.nr
+	for j := past; j < past+n; j++ {
+		jj := j % attnKTile
 		for g := range c.g {
-			kT, vp := c.tile(g, kt)
-			kp := kT[(jj0/nr)*nr*hs:]
-			for d := range hs { // Kᵀ: row d of the panel, columns j0…j1−1
-				row := kp[d*nr : d*nr+nr]
-				for j := j0; j < j1; j++ {
-					row[(j-j0+jj0)%nr] = ks[j*ld+g*hs+d]
-				}
-			}
-			for j := j0; j < j1; j++ { // V: position j's row, nr elements per panel
-				src, jj := vs[j*ld+g*hs:j*ld+g*hs+hs], j%attnKTile
-				for d0 := 0; d0 < hs; d0 += nr {
-					copy(vp[(d0/nr)*nr*attnKTile+jj*nr:], src[d0:min(hs, d0+nr)])
-				}
+			kT, vp := c.tile(g, j/attnKTile)
+			src := (j*c.g + g) * hs
+			kcol := kT[(jj/nr)*nr*hs+jj%nr:]
+			for d, x := range ks[src : src+hs] {
+				kcol[d*nr] = x
+				vp[(d/nr)*nr*attnKTile+jj*nr+d%nr] = vs[src+d]
 			}
 		}
-		j0 = j1
 	}
 }
 

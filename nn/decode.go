@@ -24,25 +24,16 @@ type SlotCache struct {
 	K, V   [][]*tensor.Tensor // [layer][slot] [1, MaxLen, G/tp, HS]
 	MaxLen int                // positions per slot
 
-	// packed mirrors K and V [layer][slot] in the CPU attention kernel's panels
-	// (tensor.PackedKV), so that decoding steps do not re-pack each slot's history; nil
-	// where the backend does not read them.
-	packed [][]*tensor.PackedKV
-
 	logits []float64 // DecodeStep's result rows, reused from step to step
 	host   []float32 // the padded F32 logits read from the device, reused likewise
 }
 
 // SlotCacheBytes returns the memory a SlotCache of slots × maxLen positions takes for m
-// on its rank: 2 (keys and values) · L · slots · G/tp · maxLen · HS elements of m's dtype,
-// and on the CPU in float32 as much again (a little more: whole key tiles) for the
-// packed copy the attention kernel reads (tensor.PackedKV).
+// on its rank: 2 (keys and values) · L · slots · G/tp · maxLen · HS elements of m's dtype.
 func (m *GPT) SlotCacheBytes(slots, maxLen int) int64 {
 	c := m.Config.TransformerConfig
-	g := c.KVHeads / m.region.tp.Size()
-	per := int64(g) * int64(maxLen) * int64(c.HeadSize)
-	per = 2*per*int64(m.Word.Weight.DType().Size()) + tensor.PackedKVBytes(m.Word.Weight.Device(), m.Word.Weight.DType(), maxLen, g, c.HeadSize)
-	return int64(len(m.Block.Layers)) * int64(slots) * per
+	per := int64(c.KVHeads/m.region.tp.Size()) * int64(maxLen) * int64(c.HeadSize)
+	return 2 * int64(len(m.Block.Layers)) * int64(slots) * per * int64(m.Word.Weight.DType().Size())
 }
 
 // NewSlotCache allocates, zeroed, a SlotCache of slots slots of maxLen positions for m
@@ -54,17 +45,13 @@ func NewSlotCache(m *GPT, slots, maxLen int) *SlotCache {
 	c := m.Config.TransformerConfig
 	dev, dt := m.Word.Weight.Device(), m.Word.Weight.DType()
 	sc := &SlotCache{MaxLen: maxLen}
-	g := c.KVHeads / m.region.tp.Size()
-	for _, l := range m.Block.Layers {
-		k, v, pk := make([]*tensor.Tensor, slots), make([]*tensor.Tensor, slots), make([]*tensor.PackedKV, slots)
+	for range m.Block.Layers {
+		k, v := make([]*tensor.Tensor, slots), make([]*tensor.Tensor, slots)
 		for s := range k {
-			k[s] = tensor.Zeros(dev, dt, 1, maxLen, g, c.HeadSize).Keep()
-			v[s] = tensor.Zeros(dev, dt, 1, maxLen, g, c.HeadSize).Keep()
-			if !l.Attn.spec.unfused {
-				pk[s] = tensor.NewPackedKV(dev, dt, maxLen, g, c.HeadSize)
-			}
+			k[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
+			v[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
 		}
-		sc.K, sc.V, sc.packed = append(sc.K, k), append(sc.V, v), append(sc.packed, pk)
+		sc.K, sc.V = append(sc.K, k), append(sc.V, v)
 	}
 	return sc
 }
@@ -77,7 +64,7 @@ func (c *SlotCache) Release() {
 			c.V[i][s].Release()
 		}
 	}
-	c.K, c.V, c.packed = nil, nil, nil
+	c.K, c.V = nil, nil
 }
 
 // DecodeSeq is one sequence's part of a DecodeStep: its N new tokens take positions
@@ -115,7 +102,7 @@ func (m *GPT) DecodeStep(p *Pass, c *SlotCache, ids []int32, seqs []DecodeSeq) (
 		x := m.embedAt(p, ids, pos) // [1, N, C]
 		for i, l := range m.Block.Layers {
 			beforeForward(l)
-			x = l.decode(p, x, pos, seqs, c.K[i], c.V[i], c.packed[i])
+			x = l.decode(p, x, pos, seqs, c.K[i], c.V[i])
 		}
 		rows = m.decodeLogits(p, c, x, seqs)
 	})
@@ -169,12 +156,12 @@ func maxInt(x []int) int {
 
 // decode is Forward for DecodeStep: x [1, N, C] → [1, N, C], keys and values of layer's
 // slots k, v [slot] [1, MaxLen, G/tp, HS].
-func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, k, v []*tensor.Tensor, pk []*tensor.PackedKV) *tensor.Tensor {
+func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, k, v []*tensor.Tensor) *tensor.Tensor {
 	if l.Cross != nil {
 		panic(fmt.Sprintf("nn: %s: DecodeStep of a decoder layer with cross-attention", l.name))
 	}
 	x = l.subBlock(p, x, l.Norm1, "attn", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
-		return l.Attn.decode(p, h, pos, seqs, k, v, pk)
+		return l.Attn.decode(p, h, pos, seqs, k, v)
 	})
 	return l.subBlock(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
 		return l.ffn.forward(p, h)
@@ -182,10 +169,9 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 }
 
 // decode is forward for DecodeStep: it projects x [1, N, C], stores each sequence's keys
-// and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and of their packed copies
-// pk (entries nil where there are none) and attends each sequence's queries to its slot's
-// positions [0, Past+N), causally within the new tokens.
-func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor, pk []*tensor.PackedKV) (y, bias *tensor.Tensor) {
+// and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and attends each
+// sequence's queries to its slot's positions [0, Past+N), causally within the new tokens.
+func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
 	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
 	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)          // [1, N, G/tp, HS]
 	outs := make([]*tensor.Tensor, len(seqs))
@@ -193,25 +179,22 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 	for i, s := range seqs {
 		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
 		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
-		if pk[s.Slot] != nil {
-			pk[s.Slot].Write(ck[s.Slot], cv[s.Slot], s.Past, s.N)
-		}
 		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
 		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N)
 		qs := q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
-		outs[i] = a.decodeCore(p, qs, ks, vs, pk[s.Slot])
+		outs[i] = a.decodeCore(p, qs, ks, vs)
 		off += s.N
 	}
 	return a.Proj.ForwardWithBias(p, concat(1, outs)) // [1, N, C]
 }
 
 // decodeCore is a.core for DecodeStep: q [1, NH/tp, n, HS] attends, causally, to a slot's
-// keys and values k, v [1, Past+n, G/tp, HS] (packed in pk, when not nil); it returns
-// [1, n, NH·HS/tp]. The fused core reads the slot in place (tensor.AttentionPacked,
-// Attention's values bit for bit); the unfused one takes the permuted copies.
-func (a *SelfAttention) decodeCore(p *Pass, q, k, v *tensor.Tensor, pk *tensor.PackedKV) *tensor.Tensor {
+// keys and values k, v [1, Past+n, G/tp, HS]; it returns [1, n, NH·HS/tp]. The fused core
+// reads the slot in place (tensor.AttentionCached, Attention's values bit for bit); the
+// unfused one takes the permuted copies.
+func (a *SelfAttention) decodeCore(p *Pass, q, k, v *tensor.Tensor) *tensor.Tensor {
 	if !a.spec.unfused {
-		return mergeHeads(tensor.AttentionPacked(q, k, v, pk, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}))
+		return mergeHeads(tensor.AttentionCached(q, k, v, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}))
 	}
 	return a.core(p, q, k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3), AttentionMask{Causal: true}, a.spec)
 }

@@ -25,17 +25,11 @@ type CachedAttentionKernels interface {
 // It panics if q is not [B, NH, Tq, HS] and k, v [B, Tk, G, HS] of one float dtype on
 // one device with NH a multiple of G, or if o sets anything but Scale and Causal.
 func AttentionCached(q, k, v *Tensor, o AttentionOptions) *Tensor {
-	return attentionCached("AttentionCached", q, k, v, nil, o)
-}
-
-// attentionCached is AttentionCached, op's, reading the key tiles from pk where not nil
-// and the CPU backend runs it.
-func attentionCached(op string, q, k, v *Tensor, pk *PackedKV, o AttentionOptions) *Tensor {
 	if o.Mask != nil || o.Bias != nil || o.Segments != nil || o.Dropout != 0 || o.DropoutFull != nil || o.DropoutStart != nil {
-		panic("tensor: " + op + ": options other than Scale and Causal")
+		panic("tensor: AttentionCached: options other than Scale and Causal")
 	}
 	if k.Rank() != 4 || v.Rank() != 4 {
-		panic(fmt.Sprintf("tensor: %s: k %v, v %v: want [B, Tk, G, HS]", op, k.shape, v.shape))
+		panic(fmt.Sprintf("tensor: AttentionCached: k %v, v %v: want [B, Tk, G, HS]", k.shape, v.shape))
 	}
 	dev := q.Device()
 	ck, ok := dev.backend.(CachedAttentionKernels)
@@ -45,16 +39,11 @@ func attentionCached(op string, q, k, v *Tensor, pk *PackedKV, o AttentionOption
 		return out
 	}
 	hm := Shape{k.shape[0], k.shape[2], k.shape[1], k.shape[3]} // [B, G, Tk, HS]
-	p := checkAttention(op, q, k.view(0, hm), v.view(0, hm), o)
+	p := checkAttention("AttentionCached", q, k.view(0, hm), v.view(0, hm), o)
 	dev.countFused(FusedAttention)
 	out := empty(dev, q.dtype, q.shape)
 	lse := empty(dev, q.dtype.Compute(), q.shape[:3])
 	defer lse.Release()
-	a := AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: out.Span(), LSE: lse.Span()}
-	if cpu, ok := ck.(cpuBackend); ok && pk != nil {
-		cpu.attentionPacked(a, p, pk)
-	} else {
-		ck.AttentionCached(a, p)
-	}
+	ck.AttentionCached(AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: out.Span(), LSE: lse.Span()}, p)
 	return out
 }

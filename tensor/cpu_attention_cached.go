@@ -23,32 +23,6 @@ func (cpuBackend) AttentionCached(a AttentionArgs, p AttentionParams) {
 	}
 }
 
-// attentionPacked is AttentionCached reading the key tiles' packed Kᵀ and V from pk where
-// the call takes the SIMD path with pk's kernel (float32, one sequence), else packing
-// them as AttentionCached does.
-func (b cpuBackend) attentionPacked(a AttentionArgs, p AttentionParams, pk *PackedKV) {
-	if computeIs64(a.Q.DType) {
-		b.AttentionCached(a, p)
-		return
-	}
-	s := a.K.Shape // [1, Tk, G, HS]
-	hm := Shape{s[0], s[2], s[1], s[3]}
-	a.K.Shape, a.V.Shape = hm, hm
-	c := newAttnCall[float32](a, p)
-	c.posMajor = true
-	if c.fast && c.kern == pk.kern && c.b == 1 {
-		c.pk = pk
-	}
-	c.forward()
-}
-
-// packedKeyTile returns keyTile's operands for key tile kt of key/value head g as c.pk
-// holds them.
-func (c *attnCall[T]) packedKeyTile(g, kt, wk int) (kT, v attnB[T]) {
-	kp, vp := c.pk.tile(g, kt)
-	return c.packed(kp, c.hs, wk), attnB[T]{packed: vp[:roundUp(c.hs, c.kern.nr)*attnKTile], kb: attnKTile}
-}
-
 // kvRows returns the keys and values of positions [j0, j0+wk) of key/value head kvh
 // (b·G + g) as [wk, HS] matrices whose rows are ld elements apart.
 func (c *attnCall[T]) kvRows(kvh, j0, wk int) (k, v []T, ld int) {

@@ -20,43 +20,21 @@ import (
 // [1, MaxLen, G/tp, HS], allocated once outside any scope. Position-major, so that a
 // sequence's new positions and its valid positions [0, Past+N) are views of its slot. A slot holds one sequence's
 // positions [0, Past); which positions are valid is the caller's bookkeeping (DecodeSeq).
-// Where the fused attention runs on the CPU in float32, a layer's slots are instead kept
-// in the layout its kernel reads (tensor.PackedKV; K and V hold nil there), so that
-// decoding steps do not re-pack each sequence's history.
 type SlotCache struct {
-	K, V   [][]*tensor.Tensor // [layer][slot] [1, MaxLen, G/tp, HS], or nil where packed
+	K, V   [][]*tensor.Tensor // [layer][slot] [1, MaxLen, G/tp, HS]
 	MaxLen int                // positions per slot
-
-	packed [][]*tensor.PackedKV // [layer][slot], or nil where K and V hold the slot
 
 	logits []float64 // DecodeStep's result rows, reused from step to step
 	host   []float32 // the padded F32 logits read from the device, reused likewise
 }
 
 // SlotCacheBytes returns the memory a SlotCache of slots × maxLen positions takes for m
-// on its rank: 2 (keys and values) · L · slots · G/tp · maxLen · HS elements of m's dtype,
-// for packed layers (SlotCache) tensor.PackedKVBytes (maxLen rounded up to whole key
-// tiles).
+// on its rank: 2 (keys and values) · L · slots · G/tp · maxLen · HS elements of m's dtype.
 func (m *GPT) SlotCacheBytes(slots, maxLen int) int64 {
 	c := m.Config.TransformerConfig
-	g := c.KVHeads / m.region.tp.Size()
-	dev, dt := m.Word.Weight.Device(), m.Word.Weight.DType()
-	var n int64
-	for _, l := range m.Block.Layers {
-		per := 2 * int64(g) * int64(maxLen) * int64(c.HeadSize) * int64(dt.Size())
-		if l.Attn.packsKV() {
-			if b := tensor.PackedKVBytes(dev, dt, maxLen, g, c.HeadSize); b > 0 {
-				per = b
-			}
-		}
-		n += int64(slots) * per
-	}
-	return n
+	per := int64(c.KVHeads/m.region.tp.Size()) * int64(maxLen) * int64(c.HeadSize)
+	return 2 * int64(len(m.Block.Layers)) * int64(slots) * per * int64(m.Word.Weight.DType().Size())
 }
-
-// packsKV reports whether a's slots of a SlotCache may be packed (its fused core reads
-// them; the unfused one takes position-major tensors).
-func (a *SelfAttention) packsKV() bool { return !a.spec.unfused }
 
 // NewSlotCache allocates, zeroed, a SlotCache of slots slots of maxLen positions for m
 // (SlotCacheBytes). It panics if slots or maxLen is < 1.
@@ -67,19 +45,13 @@ func NewSlotCache(m *GPT, slots, maxLen int) *SlotCache {
 	c := m.Config.TransformerConfig
 	dev, dt := m.Word.Weight.Device(), m.Word.Weight.DType()
 	sc := &SlotCache{MaxLen: maxLen}
-	g := c.KVHeads / m.region.tp.Size()
-	for _, l := range m.Block.Layers {
-		k, v, pk := make([]*tensor.Tensor, slots), make([]*tensor.Tensor, slots), make([]*tensor.PackedKV, slots)
+	for range m.Block.Layers {
+		k, v := make([]*tensor.Tensor, slots), make([]*tensor.Tensor, slots)
 		for s := range k {
-			if l.Attn.packsKV() {
-				pk[s] = tensor.NewPackedKV(dev, dt, maxLen, g, c.HeadSize)
-			}
-			if pk[s] == nil {
-				k[s] = tensor.Zeros(dev, dt, 1, maxLen, g, c.HeadSize).Keep()
-				v[s] = tensor.Zeros(dev, dt, 1, maxLen, g, c.HeadSize).Keep()
-			}
+			k[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
+			v[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
 		}
-		sc.K, sc.V, sc.packed = append(sc.K, k), append(sc.V, v), append(sc.packed, pk)
+		sc.K, sc.V = append(sc.K, k), append(sc.V, v)
 	}
 	return sc
 }
@@ -88,13 +60,11 @@ func NewSlotCache(m *GPT, slots, maxLen int) *SlotCache {
 func (c *SlotCache) Release() {
 	for i := range c.K {
 		for s := range c.K[i] {
-			if c.K[i][s] != nil {
-				c.K[i][s].Release()
-				c.V[i][s].Release()
-			}
+			c.K[i][s].Release()
+			c.V[i][s].Release()
 		}
 	}
-	c.K, c.V, c.packed = nil, nil, nil
+	c.K, c.V = nil, nil
 }
 
 // DecodeSeq is one sequence's part of a DecodeStep: its N new tokens take positions
@@ -132,7 +102,7 @@ func (m *GPT) DecodeStep(p *Pass, c *SlotCache, ids []int32, seqs []DecodeSeq) (
 		x := m.embedAt(p, ids, pos) // [1, N, C]
 		for i, l := range m.Block.Layers {
 			beforeForward(l)
-			x = l.decode(p, x, pos, seqs, c.K[i], c.V[i], c.packed[i])
+			x = l.decode(p, x, pos, seqs, c.K[i], c.V[i])
 		}
 		rows = m.decodeLogits(p, c, x, seqs)
 	})
@@ -186,12 +156,12 @@ func maxInt(x []int) int {
 
 // decode is Forward for DecodeStep: x [1, N, C] → [1, N, C], keys and values of layer's
 // slots k, v [slot] [1, MaxLen, G/tp, HS].
-func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, k, v []*tensor.Tensor, pk []*tensor.PackedKV) *tensor.Tensor {
+func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, k, v []*tensor.Tensor) *tensor.Tensor {
 	if l.Cross != nil {
 		panic(fmt.Sprintf("nn: %s: DecodeStep of a decoder layer with cross-attention", l.name))
 	}
 	x = l.subBlock(p, x, l.Norm1, "attn", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
-		return l.Attn.decode(p, h, pos, seqs, k, v, pk)
+		return l.Attn.decode(p, h, pos, seqs, k, v)
 	})
 	return l.subBlock(p, x, l.Norm2, "mlp", func(h *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
 		return l.ffn.forward(p, h)
@@ -199,27 +169,19 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 }
 
 // decode is forward for DecodeStep: it projects x [1, N, C], stores each sequence's keys
-// and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]), or of pk where that
-// is not nil, and attends each sequence's queries to its slot's positions [0, Past+N),
-// causally within the new tokens.
-func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor, pk []*tensor.PackedKV) (y, bias *tensor.Tensor) {
+// and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and attends each
+// sequence's queries to its slot's positions [0, Past+N), causally within the new tokens.
+func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
 	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
 	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)          // [1, N, G/tp, HS]
 	outs := make([]*tensor.Tensor, len(seqs))
 	off := 0
 	for i, s := range seqs {
-		qs := q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
-		if c := pk[s.Slot]; c != nil {
-			c.Write(k.Narrow(1, off, s.N), v.Narrow(1, off, s.N), s.Past)
-			o := tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}
-			outs[i] = mergeHeads(tensor.AttentionPacked(qs, c, s.Past+s.N, o))
-			off += s.N
-			continue
-		}
 		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
 		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
 		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
 		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N)
+		qs := q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
 		outs[i] = a.decodeCore(p, qs, ks, vs)
 		off += s.N
 	}

@@ -101,7 +101,6 @@ type attnCall[T float] struct {
 	segs     *attnSegs   // Segments, or nil
 	kern     *gemmKernel // float32's SGEMM kernel, or nil
 	fast     bool        // tile products on the SIMD path (cpu_attention_gemm.go)
-	pk       *PackedKV   // the key tiles packed (AttentionPacked), or nil
 }
 
 func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
@@ -393,9 +392,6 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 // query tiles (of the query heads sharing kvh) it computes one after another.
 func (c *attnCall[T]) keyTile(t *attnTiles[T], kvh, j0 int) (kT, v attnB[T]) {
 	hs, wk, kt := c.hs, min(attnKTile, c.tk-j0), j0/attnKTile
-	if c.pk != nil {
-		return c.packedKeyTile(kvh, kt, wk)
-	}
 	k, vv, ld := c.kvRows(kvh, j0, wk) // [wk, HS], rows ld apart
 	if !c.fast {
 		if ld != hs {

@@ -23,13 +23,6 @@ func (cpuBackend) AttentionCached(a AttentionArgs, p AttentionParams) {
 	}
 }
 
-// packedKeyTile returns keyTile's operands for key tile kt of key/value head g as c.pk
-// holds them.
-func (c *attnCall[T]) packedKeyTile(g, kt, wk int) (kT, v attnB[T]) {
-	kp, vp := c.pk.tile(g, kt)
-	return c.packed(kp, c.hs, wk), attnB[T]{packed: vp[:roundUp(c.hs, c.kern.nr)*attnKTile], kb: attnKTile}
-}
-
 // kvRows returns the keys and values of positions [j0, j0+wk) of key/value head kvh
 // (b·G + g) as [wk, HS] matrices whose rows are ld elements apart.
 func (c *attnCall[T]) kvRows(kvh, j0, wk int) (k, v []T, ld int) {

@@ -33,9 +33,13 @@ type jsonValue struct {
 	list  bool
 }
 
+// jsonSpace is the whitespace JSON allows around a value (RFC 8259; Python's json.loads,
+// which Megatron's preprocessor uses, allows the same): not \v, \f or Unicode spaces.
+const jsonSpace = " \t\n\r"
+
 // parseLine decodes one JSON-lines record and returns the value of each of keys.
 func parseLine(line []byte, keys []string) ([]jsonValue, error) {
-	line = bytes.TrimSpace(line)
+	line = bytes.Trim(line, jsonSpace)
 	if len(line) == 0 {
 		return nil, errors.New("empty line")
 	}

@@ -248,19 +248,19 @@ func writeAligned(w io.Writer, rows [][]string, left []bool) error {
 // WriteConfig writes the --config JSON file an example takes (examples/internal/settings:
 // keys named like the flags, values JSON strings, numbers or booleans): the fixed
 // settings, then best's settings, each flag once; best's value wins over a fixed one,
-// and a later setting over an earlier one of the same flag. A Flag may be written with
-// its leading dashes. The file is written atomically (internal/atomicfile). It returns
+// and a later setting over an earlier one of the same flag. Flags are named as FlagName
+// gives them (a Flag may be written with leading dashes or underscores). The file is written atomically (internal/atomicfile). It returns
 // an error for a value JSON cannot hold or a flag cannot take: NaN, an infinity, or a
 // type that is not a number, string or bool.
 func WriteConfig(path string, best TrialResult, fixed []Setting) error {
 	won := map[string]bool{}
 	for _, s := range best.Settings {
-		won[strings.TrimLeft(s.Flag, "-")] = true
+		won[FlagName(s.Flag)] = true
 	}
 	var keys []string
 	vals := map[string][]byte{}
 	for i, s := range slices.Concat(fixed, best.Settings) {
-		key := strings.TrimLeft(s.Flag, "-")
+		key := FlagName(s.Flag)
 		if i < len(fixed) && won[key] {
 			continue
 		}

@@ -8,26 +8,34 @@ import (
 )
 
 // A Sampler gives each trial its settings. Trial id's settings depend only on the
-// sampler and id, never on the order trials are asked for, so a resumed search draws
-// what an uninterrupted one would.
+// sampler, id and history: the results of the trials before id as the search knows
+// them when it starts trial id (by id; each with the rungs it reached so far). Random
+// and Grid ignore history; TPE learns from it. A search records every trial's settings
+// when it starts the trial and replays them on resume, never asking again; with
+// Parallel 1 the history at each new trial is the same in an interrupted and resumed
+// search as in an uninterrupted one, so it draws what an uninterrupted one would.
 type Sampler interface {
 	// Settings returns trial id's settings (id ≥ 0) in the space's flag order, and
-	// false when there is no trial id (a grid has fewer points).
-	Settings(id int) ([]Setting, bool)
+	// false when there is no trial id (a grid has fewer points). history holds trials
+	// 0 to id-1; a sampler must not modify it.
+	Settings(id int, history []TrialResult) ([]Setting, bool)
 	// Size returns how many trials the sampler has: a grid's points, or 0 for
 	// unlimited.
 	Size() int
 }
 
-// NewSampler returns the sampler called name ("random" or "grid") over s.
+// NewSampler returns the sampler called name ("random", "grid" or "tpe", with
+// DefaultStartupTrials) over s.
 func NewSampler(name string, s *Space, seed uint64) (Sampler, error) {
 	switch name {
 	case "random":
 		return NewRandom(s, seed), nil
 	case "grid":
 		return NewGrid(s)
+	case "tpe":
+		return NewTPE(s, seed, DefaultStartupTrials), nil
 	}
-	return nil, fmt.Errorf("unknown sampler %q (random or grid)", name)
+	return nil, fmt.Errorf("unknown sampler %q (random, grid or tpe)", name)
 }
 
 // Random draws each setting independently: uniformly on a range's scale (log or
@@ -45,25 +53,32 @@ func NewRandom(s *Space, seed uint64) *Random { return &Random{space: s, seed: s
 // Size returns 0: a random sampler has no end.
 func (r *Random) Size() int { return 0 }
 
-// Settings returns trial id's draws.
-func (r *Random) Settings(id int) ([]Setting, bool) {
+// Settings returns trial id's draws; history is not used.
+func (r *Random) Settings(id int, _ []TrialResult) ([]Setting, bool) {
 	rng := rand.New(rand.NewPCG(r.seed, uint64(id)))
 	out := make([]Setting, len(r.space.Params))
 	for i, p := range r.space.Params {
 		var v any
-		switch {
-		case p.Values != nil:
+		if p.Values != nil {
 			v = p.Values[rng.IntN(len(p.Values))]
-		case p.Int:
-			hi := p.Max + 1 // draw over [min, max+1) and floor: every integer equally wide on the scale
-			x := math.Floor(p.at(rng.Float64(), p.Min, hi))
-			v = int64(min(max(x, p.Min), p.Max))
-		default:
-			v = round4(p.at(rng.Float64(), p.Min, p.Max))
+		} else {
+			v = p.rangeValue(rng.Float64())
 		}
 		out[i] = Setting{Flag: p.Flag, Value: v}
 	}
 	return out, true
+}
+
+// rangeValue returns the setting of a range at the fraction u ∈ [0, 1) of its scale:
+// an int range's integers are equally wide there (the scale runs from min to max+1,
+// floored), a float is rounded to 4 significant digits.
+func (p Param) rangeValue(u float64) any {
+	if p.Int {
+		hi := p.Max + 1 // draw over [min, max+1) and floor: every integer equally wide on the scale
+		x := math.Floor(p.at(u, p.Min, hi))
+		return int64(min(max(x, p.Min), p.Max))
+	}
+	return round4(p.at(u, p.Min, p.Max))
 }
 
 // at returns the point a fraction u ∈ [0, 1] of the way from lo to hi on p's scale.
@@ -139,8 +154,8 @@ func (g *Grid) Size() int {
 	return n
 }
 
-// Settings returns grid point id.
-func (g *Grid) Settings(id int) ([]Setting, bool) {
+// Settings returns grid point id; history is not used.
+func (g *Grid) Settings(id int, _ []TrialResult) ([]Setting, bool) {
 	if id < 0 || id >= g.Size() {
 		return nil, false
 	}

@@ -27,11 +27,11 @@ func TestGrid(t *testing.T) {
 		{17, []Setting{{"lr", 1e-2}, {"lr-warmup-iters", int64(30)}, {"lr-decay-style", "linear"}}},
 	}
 	for _, tt := range tests {
-		got, ok := g.Settings(tt.id)
+		got, ok := g.Settings(tt.id, nil)
 		require.True(t, ok)
 		assert.Equal(t, tt.want, got, "grid point %d", tt.id)
 	}
-	_, ok := g.Settings(18)
+	_, ok := g.Settings(18, nil)
 	assert.False(t, ok, "past the grid")
 }
 
@@ -80,9 +80,9 @@ func TestRandom(t *testing.T) {
 	lowLR, lowWD := 0, 0
 	counts := map[int64]int{}
 	for id := n - 1; id >= 0; id-- { // in reverse: the order does not matter
-		got, ok := r.Settings(id)
+		got, ok := r.Settings(id, nil)
 		require.True(t, ok)
-		again, _ := NewRandom(s, 7).Settings(id)
+		again, _ := NewRandom(s, 7).Settings(id, nil)
 		require.Equal(t, got, again)
 		lr, wd, k := got[0].Value.(float64), got[1].Value.(float64), got[2].Value.(int64)
 		require.True(t, lr >= 1e-4 && lr <= 1e-2 && wd >= 0 && wd <= 1 && k >= 1 && k <= 3, "%v", got)
@@ -101,7 +101,7 @@ func TestRandom(t *testing.T) {
 	for k := int64(1); k <= 3; k++ {
 		assert.InDelta(t, 1.0/3, float64(counts[k])/n, 0.04, "int %d", k)
 	}
-	other, _ := NewRandom(s, 8).Settings(0)
-	first, _ := r.Settings(0)
+	other, _ := NewRandom(s, 8).Settings(0, nil)
+	first, _ := r.Settings(0, nil)
 	assert.NotEqual(t, first, other, "another seed draws otherwise")
 }

@@ -250,7 +250,7 @@ func (s *search) decide() (Segment, bool, error) {
 	}
 	limit := cmp.Or(s.cfg.MaxTrials, s.cfg.Sampler.Size())
 	if limit == 0 || len(s.trials) < limit {
-		if settings, ok := s.cfg.Sampler.Settings(len(s.trials)); ok {
+		if settings, ok := s.cfg.Sampler.Settings(len(s.trials), s.results()); ok {
 			id := len(s.trials)
 			if err := s.j.append(record{Event: eventTrial, ID: id, Settings: encodeSettings(settings)}); err != nil {
 				return Segment{}, false, err

@@ -99,13 +99,24 @@ func table(t *testing.T, trials []TrialResult) string {
 // segment, for several k, and runs it again: the segments finished before are not run
 // again, and the decisions, results and outputs equal an uninterrupted search's.
 func TestSearchResumes(t *testing.T) {
+	testResumes(t, func(t *testing.T, dir string, r SegmentRunner) Config { return testConfig(t, dir, r) },
+		func(segments int) []int { return []int{1, 4, 9, segments} })
+}
+
+// testResumes runs the search config gives uninterrupted, then, for each k of cuts
+// (given the number of segments of the uninterrupted search), interrupted in the
+// middle of its k-th segment and run again; it checks that the resumed search runs
+// only the interrupted segment and those after it, and that its decisions, results
+// and table equal the uninterrupted search's.
+func testResumes(t *testing.T, config func(t *testing.T, dir string, r SegmentRunner) Config, cuts func(segments int) []int) {
+	t.Helper()
 	whole := t.TempDir()
 	ref := &formula{}
-	want, err := Search(context.Background(), testConfig(t, whole, ref))
+	want, err := Search(context.Background(), config(t, whole, ref))
 	require.NoError(t, err)
-	require.Len(t, want, 9)
+	require.Len(t, want, config(t, whole, ref).MaxTrials)
 	wantTable := table(t, want)
-	for _, k := range []int{1, 4, 9, len(ref.ran)} {
+	for _, k := range cuts(len(ref.ran)) {
 		t.Run(fmt.Sprint("interrupted in segment ", k), func(t *testing.T) {
 			dir := t.TempDir()
 			ctx, cancel := context.WithCancel(context.Background())
@@ -115,12 +126,12 @@ func TestSearchResumes(t *testing.T) {
 				}
 				return n == k
 			}}
-			_, err := Search(ctx, testConfig(t, dir, first))
+			_, err := Search(ctx, config(t, dir, first))
 			require.ErrorIs(t, err, context.Canceled)
 			cut := len(decisions(t, dir))
 
 			again := &formula{}
-			got, err := Search(context.Background(), testConfig(t, dir, again))
+			got, err := Search(context.Background(), config(t, dir, again))
 			require.NoError(t, err)
 			assert.Equal(t, withoutTimes(want), withoutTimes(got))
 			assert.Equal(t, decisions(t, whole), decisions(t, dir))

@@ -1,5 +1,5 @@
-// Package tune searches an example's hyperparameters: random or grid sampling over a
-// search space, early stopping by asynchronous successive halving (ASHA) on the
+// Package tune searches an example's hyperparameters: random, grid or model-based
+// (TPE) sampling over a search space, early stopping by asynchronous successive halving (ASHA) on the
 // validation loss at rungs of iterations, several trials at once, and a results file
 // from which an interrupted search resumes. `megago tune` is its command line.
 //
@@ -8,7 +8,8 @@
 //   - Space (space.go): the search space file, a JSON object of flags, each a range on a
 //     log or linear scale or a list of values, checked as a whole before any trial runs.
 //   - Sampler (sample.go): Random and Grid give trial id its settings, a pure function of
-//     the seed and id.
+//     the seed and id; TPE (tpe.go, with its Parzen estimator in parzen.go) a function
+//     of the seed, id and the rung results of the trials before it.
 //   - Rungs and ASHA (asha.go): the iterations at which trials are compared, and the
 //     deterministic state machine that decides which trial goes on.
 //   - Program (runner.go): runs a segment of a trial (from one rung to the next) as a
@@ -28,6 +29,20 @@
 // reaches the last rung. With one rung (η = 1, or minIters = maxIters) every trial runs
 // to the end: no early stopping.
 //
+// # TPE
+//
+// TPE is a multivariate Tree-structured Parzen Estimator with Optuna's TPESampler
+// defaults (its doc comment gives each rule): 10 startup trials drawn as Random draws
+// them (Optuna's n_startup_trials; BOHB starts modelling after d+1 results and draws a
+// third of its trials at random throughout, which a search of 30 trials cannot
+// afford); observations ranked as Optuna ranks pruned trials, the deepest rung first,
+// so that the good group holds the trials ASHA judged best at the deepest rung they
+// reached; the best ⌈n/10⌉ (at most 25, at least 1, at most n-1) good (Optuna's gamma;
+// BOHB's 15% is close); product kernels with a prior component, Scott's-rule bandwidth
+// 0.2·n^(-1/(d+4)) clipped as Optuna clips it; 24 candidates. Optuna's defaults, not
+// BOHB's, because BOHB fits a model per budget and needs d+1 results at a rung before
+// it models it, which a search of tens of trials reaches only at the first rung.
+//
 // # Resuming
 //
 // Each decision (a new trial and its settings, a promotion) is appended to tune.jsonl
@@ -36,7 +51,9 @@
 // segments that did not finish run again from their previous rung's checkpoint, and
 // the search continues. With Parallel 1 the decisions depend only on the results in
 // order, so an interrupted and resumed search decides exactly what an uninterrupted one
-// does; with more, the recorded decisions are replayed and the next ones follow from
+// does (a TPE trial's settings too: they depend on the results recorded before the
+// trial started, which are the same); with more, the recorded decisions, every trial's
+// settings among them, are replayed, never drawn again, and the next ones follow from
 // the results in the order they were recorded.
 //
 // # Budgets

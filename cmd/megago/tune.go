@@ -22,8 +22,8 @@ func init() {
 		summary: "search an example's hyperparameters, with early stopping",
 		usage: `megago tune --example gpt|bert|t5 (or --program PATH) --space FILE --max-iters R [flags] [-- EXAMPLE FLAGS...]
 
-Tune searches the settings of an example: random or grid sampling over a search
-space, early stopping by asynchronous successive halving (ASHA) on the
+Tune searches the settings of an example: random, grid or model-based (TPE)
+sampling over a search space, early stopping by asynchronous successive halving (ASHA) on the
 validation loss, several trials at once, resumable. The flags after -- are the
 example's, shared by every trial (the model size, the data, --eval-iters).
 
@@ -38,6 +38,18 @@ a list of values:
 
 "scale" is "linear" (the default) or "log", "type" "float" (the default) or
 "int"; "points" is the number of grid points of a range (for --sampler grid).
+
+--sampler random draws each setting independently (uniformly on its scale,
+from a list); grid runs every combination of the ranges' points and the
+lists' values; tpe (a Tree-structured Parzen Estimator, multivariate, with
+Optuna's TPESampler defaults) draws its first --startup-trials trials as
+random does, then learns from the rung results: it ranks the trials that
+reached a rung (the deepest rung first, then the loss there), models the
+best 10% and the others as two densities l and g over the space, and draws
+each new trial as the best l/g of 24 candidates from l. A trial's settings
+depend on the seed and the results recorded before it started, so with
+--parallel 1 a resumed tpe search still decides what an uninterrupted one
+does; every trial's settings are recorded when it starts and replayed.
 Every problem of the space, and every extreme of it the example refuses
 (checked with the example's --check-only), is reported before any trial runs.
 
@@ -67,13 +79,15 @@ stops the running segments (each after its iteration); run again to resume.
 --launch M runs each trial as M processes under megago launch (with
 GOMAXPROCS = cores/(N·M)).
 
-A 36-point grid of 150 iterations, without early stopping, and a random
-search of 24 trials with rungs at 17, 50 and 150 iterations:
+A 36-point grid of 150 iterations, without early stopping, a random search
+of 24 trials with rungs at 17, 51 and 150 iterations, and the same with TPE:
 
 	megago tune --example gpt --space space.json --sampler grid --max-iters 150 \
 		--reduction-factor 1 --out-dir grid -- --eval-iters 10
 	megago tune --example gpt --space space.json --max-trials 24 --max-iters 150 \
-		--min-iters 17 --reduction-factor 3 --out-dir asha -- --eval-iters 10`,
+		--min-iters 17 --reduction-factor 3 --out-dir asha -- --eval-iters 10
+	megago tune --example gpt --space space.json --sampler tpe --max-trials 24 \
+		--max-iters 150 --min-iters 17 --reduction-factor 3 --out-dir tpe -- --eval-iters 10`,
 		run: runTune,
 	})
 }
@@ -82,7 +96,7 @@ search of 24 trials with rungs at 17, 50 and 150 iterations:
 type tuneFlags struct {
 	example, program, space, outDir, sampler, metric string
 	seed                                             uint64
-	maxTrials, parallel, launch                      int
+	maxTrials, parallel, launch, startup             int
 	maxTime                                          time.Duration
 	minIters, maxIters                               int
 	eta                                              float64
@@ -95,9 +109,10 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&f.program, "program", "", "a program that takes the examples' flags and writes metrics.jsonl, instead of --example")
 	fs.StringVar(&f.space, "space", "", "the search space file (JSON)")
 	fs.StringVar(&f.outDir, "out-dir", "tune.out", "where the results, the table, best.json, the plots and the trials go")
-	fs.StringVar(&f.sampler, "sampler", "random", "random or grid")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random sampler")
-	fs.IntVar(&f.maxTrials, "max-trials", 0, "trials to start at most (0: a grid's size; random sampling needs this or --max-time)")
+	fs.StringVar(&f.sampler, "sampler", "random", "random, grid or tpe")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random and tpe samplers")
+	fs.IntVar(&f.startup, "startup-trials", tune.DefaultStartupTrials, "tpe: trials drawn at random before the model")
+	fs.IntVar(&f.maxTrials, "max-trials", 0, "trials to start at most (0: a grid's size; random and tpe sampling need this or --max-time)")
 	fs.DurationVar(&f.maxTime, "max-time", 0, "start no segment after this time, e.g. 30m (0: no limit)")
 	fs.IntVar(&f.parallel, "parallel", 1, "segments that run at once")
 	fs.IntVar(&f.minIters, "min-iters", 0, "the first rung r (0: --max-iters/η², at least 1)")
@@ -148,8 +163,8 @@ func (f *tuneFlags) config(fixed []string, log io.Writer) (tune.Config, *tune.Pr
 		return usage("--min-iters must be between 0 and --max-iters %d, got %d", f.maxIters, f.minIters)
 	case f.eta < 1:
 		return usage("--reduction-factor must be at least 1, got %g", f.eta)
-	case f.parallel < 1 || f.launch < 1 || f.maxTrials < 0 || f.maxTime < 0:
-		return usage("--parallel and --launch must be at least 1, --max-trials and --max-time not negative")
+	case f.parallel < 1 || f.launch < 1 || f.maxTrials < 0 || f.maxTime < 0 || f.startup < 0:
+		return usage("--parallel and --launch must be at least 1, --max-trials, --max-time and --startup-trials not negative")
 	}
 	if f.minIters == 0 {
 		f.minIters = max(1, int(float64(f.maxIters)/(f.eta*f.eta)))
@@ -161,6 +176,9 @@ func (f *tuneFlags) config(fixed []string, log io.Writer) (tune.Config, *tune.Pr
 	sampler, err := tune.NewSampler(f.sampler, space, f.seed)
 	if err != nil {
 		return usage("--sampler: %v", err)
+	}
+	if f.sampler == "tpe" {
+		sampler = tune.NewTPE(space, f.seed, f.startup)
 	}
 	fixedSettings, err := tune.ParseFixed(fixed)
 	if err != nil {
@@ -176,10 +194,13 @@ func (f *tuneFlags) config(fixed []string, log io.Writer) (tune.Config, *tune.Pr
 	prog := &tune.Program{Command: []string{f.program}, Fixed: fixed, Dir: f.outDir, Metric: f.metric,
 		Env: []string{"GOMAXPROCS=" + strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/(f.parallel*f.launch)))}}
 	rungs := tune.Rungs(f.minIters, f.maxIters, f.eta)
+	record := map[string]any{"example": f.example, "program": f.program, "space": space.Params, "sampler": f.sampler,
+		"seed": f.seed, "rungs": rungs, "reduction_factor": f.eta, "metric": f.metric, "launch": f.launch, "fixed": fixed}
+	if f.sampler == "tpe" { // only there: the results files of random and grid searches stay resumable
+		record["startup_trials"] = f.startup
+	}
 	cfg := tune.Config{Space: space, Sampler: sampler, Rungs: rungs, Eta: f.eta, MaxTrials: f.maxTrials,
-		MaxTime: f.maxTime, Parallel: f.parallel, Dir: f.outDir, Runner: prog, Fixed: fixedSettings, Log: log,
-		Record: map[string]any{"example": f.example, "program": f.program, "space": space.Params, "sampler": f.sampler,
-			"seed": f.seed, "rungs": rungs, "reduction_factor": f.eta, "metric": f.metric, "launch": f.launch, "fixed": fixed}}
+		MaxTime: f.maxTime, Parallel: f.parallel, Dir: f.outDir, Runner: prog, Fixed: fixedSettings, Log: log, Record: record}
 	return cfg, prog, nil
 }
 

@@ -31,6 +31,7 @@ func TestTuneRefuses(t *testing.T) {
 		{"min above max", []string{"--example", "gpt", "--space", space, "--max-iters", "8", "--min-iters", "9"}, "--min-iters must be between 0 and --max-iters 8"},
 		{"η below 1", []string{"--example", "gpt", "--space", space, "--max-iters", "8", "--reduction-factor", "0.5"}, "--reduction-factor must be at least 1"},
 		{"bad sampler", []string{"--example", "gpt", "--space", space, "--max-iters", "8", "--sampler", "bayes"}, `unknown sampler "bayes"`},
+		{"negative startup trials", []string{"--example", "gpt", "--space", space, "--max-iters", "8", "--sampler", "tpe", "--startup-trials", "-1"}, "--startup-trials not negative"},
 		{"grid without points", []string{"--example", "gpt", "--space", space, "--max-iters", "8", "--sampler", "grid"}, `--lr: grid sampling needs "points"`},
 		{"bad space", []string{"--example", "gpt", "--space", badSpace, "--max-iters", "8"}, "2 problems:\n\t--lr: a log scale needs min > 0, got 0\n\t--wd: \"values\" is empty"},
 		{"searched and fixed", []string{"--example", "gpt", "--space", space, "--max-iters", "8", "--", "--lr", "0.1"}, "--lr is both searched and fixed"},

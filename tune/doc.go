@@ -40,8 +40,9 @@
 // reached; the best ⌈n/10⌉ (at most 25, at least 1, at most n-1) good (Optuna's gamma;
 // BOHB's 15% is close); product kernels with a prior component, Scott's-rule bandwidth
 // 0.2·n^(-1/(d+4)) clipped as Optuna clips it; 24 candidates. Optuna's defaults, not
-// BOHB's, because BOHB fits a model per budget and needs d+1 results at a rung before
-// it models it, which a search of tens of trials reaches only at the first rung.
+// BOHB's, because BOHB fits one model per budget from that budget's results alone,
+// with at least d+1 trials in each group, which leaves few results per model in a
+// search of tens of trials; ranking across rungs, as Optuna does, uses every result.
 //
 // # Resuming
 //

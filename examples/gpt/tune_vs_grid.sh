@@ -2,16 +2,17 @@
 # Issue 24's by-hand demonstration of megago tune on the gpt example's default corpus:
 #   1. a dense grid of 36 runs of 150 iterations (6 learning rates on a log scale 1e-4..3e-2,
 #      warmup fraction 0/0.1/0.2 of the 150 iterations, weight decay 0/0.2), no early stopping;
-#   2. a random search with ASHA (rungs 17, 51, 150 or 50, 150; η = 3) over the same space (continuous
+#   2. a random (or SAMPLER) search with ASHA (rungs 17, 51, 150 or 50, 150; η = 3) over the same space (continuous
 #      ranges) at ≤ 1/3 of the grid's training iterations; its best validation loss is compared
 #      with the grid's best;
 #   3. the same ASHA search interrupted (SIGTERM while a trial trains) and resumed: its
 #      decisions and results equal the uninterrupted search's;
 #   4. the example's defaults against the tuned config over the same 150 iterations, seeds 1-3.
-# Usage: [MODEL="--hidden-size 256"] [RESUME=0] bash examples/gpt/tune_vs_grid.sh [OUT]
+# Usage: [MODEL="--hidden-size 256"] [RESUME=0] [SAMPLER=tpe] bash examples/gpt/tune_vs_grid.sh [OUT]
 # (from the repository root; OUT default /tmp/tune-vs-grid). MODEL: the example's model flags,
 # fixed for every run (the example's defaults when empty); RESUME=0 skips part 3; MIN_ITERS
-# (default 17) and TRIALS (default 30) set the ASHA search's first rung and trial budget.
+# (default 17) and TRIALS (default 30) set the ASHA search's first rung and trial budget; SAMPLER
+# (default random) its sampler: random or tpe.
 # Output: examples/gpt/results/tune-vs-grid.txt holds this script's stdout.
 set -euo pipefail
 out=${1:-/tmp/tune-vs-grid}
@@ -26,6 +27,7 @@ fixed=(-- --gen-tokens 0 "${model[@]}")
 echo "megago tune vs a grid, started $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "machine: $(nproc) cores, $(go version | cut -d' ' -f3-), commit $(git rev-parse --short HEAD)"
 echo "model flags: ${MODEL:-none: the example defaults}"
+echo "ASHA search's sampler: ${SAMPLER:-random}"
 echo "space ($space):"; sed 's/^/  /' "$space"
 
 iters() { # training iterations spent by a search: each trial's deepest rung
@@ -44,7 +46,7 @@ cat "$out/grid/table.txt"
 read -r gi gn < <(iters "$out/grid/tune.jsonl")
 echo "grid: $gn trials, $gi training iterations"
 
-asha=(--program "$out/gpt" --space "$space" --sampler random --max-trials "${TRIALS:-30}" --min-iters "${MIN_ITERS:-17}" --reduction-factor 3 "${common[@]}")
+asha=(--program "$out/gpt" --space "$space" --sampler "${SAMPLER:-random}" --max-trials "${TRIALS:-30}" --min-iters "${MIN_ITERS:-17}" --reduction-factor 3 "${common[@]}")
 echo; echo "== 2. ASHA: $out/megago tune ${asha[*]} --out-dir $out/asha ${fixed[*]}"
 "$out/megago" tune "${asha[@]}" --out-dir "$out/asha" "${fixed[@]}" >"$out/asha.log" 2>&1
 cat "$out/asha/table.txt"

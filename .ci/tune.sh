@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# .ci/tune.sh: megago tune end to end. A 4-trial random search with successive halving
-# (rungs at 4, 8 and 16 iterations, η = 2) over a tiny gpt model's learning rate and
-# warmup finishes and writes its table, plots and best.json; the example then takes
+# .ci/tune.sh: megago tune end to end. A 4-trial TPE search (2 random startup trials, then
+# 2 from the model of the rung results) with successive halving (rungs at 4, 8 and 16
+# iterations, η = 2) over a tiny gpt model's learning rate and warmup finishes and writes its table, plots and best.json; the example then takes
 # best.json with --config and trains a few iterations. Run again, the search finds
 # nothing left to do: every trial is finished or stopped. Run by .ci/run from the
 # repository root; about 30 s on 2 cores.
@@ -20,7 +20,7 @@ EOF_SPACE
 tiny=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2
 	--global-batch-size 4 --eval-iters 2 --log-interval 4 --gen-tokens 0 --cache-dir "$dir/cache")
 tune=(tune --example gpt --space "$dir/space.json" --max-trials 4 --min-iters 4 --reduction-factor 2
-	--max-iters 16 --parallel 2 --seed 1 --out-dir "$dir/out")
+	--max-iters 16 --parallel 2 --seed 1 --sampler tpe --startup-trials 2 --out-dir "$dir/out")
 "$dir/megago" "${tune[@]}" -- "${tiny[@]}" | tee "$dir/first.txt"
 for f in tune.jsonl table.txt best.json curves.png params.png; do
 	if [[ ! -s "$dir/out/$f" ]]; then

@@ -3,9 +3,8 @@
 # 2 from the model of the rung results) with successive halving (rungs at 4, 8 and 16
 # iterations, η = 2) over a tiny gpt model's learning rate and warmup finishes and writes
 # its table, plots and best.json; the example then takes best.json with --config and
-# trains a few iterations. Run again, the search finds
-# nothing left to do: every trial is finished or stopped. Run by .ci/run from the
-# repository root; about 30 s on 2 cores.
+# trains a few iterations. Run again, the search finds nothing left to do: every trial
+# is finished or stopped. Run by .ci/run from the repository root; about 30 s on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="$(mktemp -d)"

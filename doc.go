@@ -84,8 +84,8 @@
 //
 // # tune: hyperparameter search
 //
-// megago/tune searches the examples' settings: a search space of flags, random and grid
-// sampling, early stopping by successive halving (ASHA) with promoted trials resuming
+// megago/tune searches the examples' settings: a search space of flags, random, grid and
+// TPE (Tree-structured Parzen Estimator) sampling, early stopping by successive halving (ASHA) with promoted trials resuming
 // their checkpoints, parallel trials, and a results file from which a search resumes.
 //
 // # cmd/megago

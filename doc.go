@@ -85,8 +85,9 @@
 // # tune: hyperparameter search
 //
 // megago/tune searches the examples' settings: a search space of flags, random, grid and
-// TPE (Tree-structured Parzen Estimator) sampling, early stopping by successive halving (ASHA) with promoted trials resuming
-// their checkpoints, parallel trials, and a results file from which a search resumes.
+// TPE (Tree-structured Parzen Estimator) sampling, early stopping by successive halving
+// (ASHA) with promoted trials resuming their checkpoints, parallel trials, and a results
+// file from which a search resumes.
 //
 // # cmd/megago
 //

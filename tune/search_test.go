@@ -192,25 +192,9 @@ func TestSearchNoEarlyStopping(t *testing.T) {
 // one result, and every trial that is not stopped reaches the last rung.
 func TestSearchParallel(t *testing.T) {
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(1, 2))
-	var mu sync.Mutex
-	delay := func(Segment) time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		return time.Duration(rng.IntN(3)) * time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	first := &formula{delay: delay, hook: func(n int, _ Segment) bool {
-		if n == 7 {
-			cancel()
-		}
-		return n >= 7
-	}}
-	cfg := testConfig(t, dir, first)
+	cfg := testConfig(t, dir, nil)
 	cfg.Parallel = 3
-	_, err := Search(ctx, cfg)
-	require.ErrorIs(t, err, context.Canceled)
-	before := decisions(t, dir)
+	before, delay := runInterrupted(t, cfg, 7)
 
 	cfg.Runner = &formula{delay: delay}
 	trials, err := Search(context.Background(), cfg)
@@ -235,6 +219,31 @@ func TestSearchParallel(t *testing.T) {
 	}
 	assert.Len(t, trials, 9)
 	assert.GreaterOrEqual(t, finished, 1)
+}
+
+// runInterrupted runs cfg's search with a formula runner whose segments take 0 to 2
+// ms, drawn from a seeded stream, interrupting it in its segment at (that segment and
+// any begun after it fail): it returns the decisions recorded and the delays, which
+// go on from there for the search run again.
+func runInterrupted(t *testing.T, cfg Config, at int) ([]record, func(Segment) time.Duration) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var mu sync.Mutex
+	delay := func(Segment) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Duration(rng.IntN(3)) * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.Runner = &formula{delay: delay, hook: func(n int, _ Segment) bool {
+		if n == at {
+			cancel()
+		}
+		return n >= at
+	}}
+	_, err := Search(ctx, cfg)
+	require.ErrorIs(t, err, context.Canceled)
+	return decisions(t, cfg.Dir), delay
 }
 
 func TestSearchFailedTrial(t *testing.T) {

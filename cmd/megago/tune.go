@@ -23,9 +23,10 @@ func init() {
 		usage: `megago tune --example gpt|bert|t5 (or --program PATH) --space FILE --max-iters R [flags] [-- EXAMPLE FLAGS...]
 
 Tune searches the settings of an example: random, grid or model-based (TPE)
-sampling over a search space, early stopping by asynchronous successive halving (ASHA) on the
-validation loss, several trials at once, resumable. The flags after -- are the
-example's, shared by every trial (the model size, the data, --eval-iters).
+sampling over a search space, early stopping by asynchronous successive
+halving (ASHA) on the validation loss, several trials at once, resumable.
+The flags after -- are the example's, shared by every trial (the model size,
+the data, --eval-iters).
 
 The search space file is a JSON object of the example's flags, each a range or
 a list of values:
@@ -38,6 +39,8 @@ a list of values:
 
 "scale" is "linear" (the default) or "log", "type" "float" (the default) or
 "int"; "points" is the number of grid points of a range (for --sampler grid).
+Every problem of the space, and every extreme of it the example refuses
+(checked with the example's --check-only), is reported before any trial runs.
 
 --sampler random draws each setting independently (uniformly on its scale,
 from a list); grid runs every combination of the ranges' points and the
@@ -50,8 +53,6 @@ each new trial as the best l/g of 24 candidates from l. A trial's settings
 depend on the seed and the results recorded before it started, so with
 --parallel 1 a resumed tpe search still decides what an uninterrupted one
 does; every trial's settings are recorded when it starts and replayed.
-Every problem of the space, and every extreme of it the example refuses
-(checked with the example's --check-only), is reported before any trial runs.
 
 Every trial trains with --train-iters R (--max-iters), so its learning-rate
 schedule is the full run's, and stops at the rungs r, rη, rη², ... < R and R

@@ -72,6 +72,8 @@ done:
 // 4 in order, as sumSquares's s_j does. A float32's square is exact in float64, so the
 // fused multiply-add rounds as sumSquares's multiply then add: the lanes are bit for bit
 // its accumulators; the four independent blocks are what hide the add's latency.
+// Prefetching each block 2 KiB ahead ran BenchmarkSumSquares at 15.0 against 12.3 GB/s
+// (2-CPU VM, alternated; 1 KiB ahead 13.7, 4 KiB 12.9).
 TEXT ·sumSquares4F32AVX512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ b+8(FP), DI
@@ -84,6 +86,53 @@ TEXT ·sumSquares4F32AVX512(SB), NOSPLIT, $0-48
 	VXORPD Y2, Y2, Y2
 	VXORPD Y3, Y3, Y3
 	XORQ DX, DX
+	MOVQ CX, BX
+	ANDQ $-16, BX // the elements the unrolled loop takes
+
+sumsq4loop16:
+	// Four steps of sumsq4loop, 64 bytes of each block, with each block's line 2 KiB
+	// ahead prefetched: the hardware prefetcher stops at every 4 KiB page of each of the
+	// four streams.
+	CMPQ DX, BX
+	JGE  sumsq4loop
+	PREFETCHT0 2048(SI)(DX*4)
+	PREFETCHT0 2048(DI)(DX*4)
+	PREFETCHT0 2048(R8)(DX*4)
+	PREFETCHT0 2048(R9)(DX*4)
+	VCVTPS2PD (SI)(DX*4), Y4
+	VCVTPS2PD (DI)(DX*4), Y5
+	VCVTPS2PD (R8)(DX*4), Y6
+	VCVTPS2PD (R9)(DX*4), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	VCVTPS2PD 16(SI)(DX*4), Y4
+	VCVTPS2PD 16(DI)(DX*4), Y5
+	VCVTPS2PD 16(R8)(DX*4), Y6
+	VCVTPS2PD 16(R9)(DX*4), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	VCVTPS2PD 32(SI)(DX*4), Y4
+	VCVTPS2PD 32(DI)(DX*4), Y5
+	VCVTPS2PD 32(R8)(DX*4), Y6
+	VCVTPS2PD 32(R9)(DX*4), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	VCVTPS2PD 48(SI)(DX*4), Y4
+	VCVTPS2PD 48(DI)(DX*4), Y5
+	VCVTPS2PD 48(R8)(DX*4), Y6
+	VCVTPS2PD 48(R9)(DX*4), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	ADDQ $16, DX
+	JMP  sumsq4loop16
 
 sumsq4loop:
 	CMPQ DX, CX

@@ -102,11 +102,25 @@ func (m *GPT) DecodeStep(p *Pass, c *SlotCache, ids []int32, seqs []DecodeSeq) (
 		x := m.embedAt(p, ids, pos) // [1, N, C]
 		for i, l := range m.Block.Layers {
 			beforeForward(l)
-			x = l.decode(p, x, pos, seqs, c.K[i], c.V[i])
+			y := scoped(dev, func() *tensor.Tensor { return l.decode(p, x, pos, seqs, c.K[i], c.V[i]) })
+			releaseDead(x, y)
+			x = y
 		}
 		rows = m.decodeLogits(p, c, x, seqs)
 	})
 	return rows, err
+}
+
+// scoped runs f in a scope of its own and returns its result, kept in the enclosing
+// scope: f's temporaries go back to the device's pool when it returns. DecodeStep runs
+// each layer so, and the next layer reuses the buffers of the same sizes: a step's
+// working memory is one layer's rather than all of them (at hundreds of tokens a step,
+// hundreds of megabytes that, dropped between steps of different sizes, were faulted in
+// afresh by every step).
+func scoped(dev *tensor.Device, f func() *tensor.Tensor) *tensor.Tensor {
+	s := dev.NewScope()
+	defer s.Close()
+	return f().Keep()
 }
 
 // checkDecode panics if DecodeStep cannot run on its arguments.

@@ -185,7 +185,12 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 // decode is forward for DecodeStep: it projects x [1, N, C], stores each sequence's keys
 // and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and attends each
 // sequence's queries to its slot's positions [0, Past+N), causally within the new tokens.
+// Without query/key norms and rotary embeddings, and with the fused core, it takes the
+// heads straight from the projection (decodeDirect); else through project.
 func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
+	if a.QNorm == nil && a.cfg.Position != RoPE && !a.spec.unfused {
+		return a.decodeDirect(p, x, seqs, ck, cv)
+	}
 	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
 	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)          // [1, N, G/tp, HS]
 	outs := make([]*tensor.Tensor, len(seqs))

@@ -1,0 +1,41 @@
+package nn
+
+import "megago/tensor"
+
+// decodeDirect is SelfAttention.decode for a layer whose queries and keys go into the
+// attention as projected (no QKNorm, no RoPE) with the fused core: it cuts the fused
+// projection [1, N, G/tp·(NH/G+2)·HS] into its queries and keys and values once, position
+// major as the slots and AttentionCached read them, instead of permuting it to heads
+// first. A sequence of one new token (a decode step's) then attends with a view of its
+// query row and its output row is a view of the attention's; a longer one's queries are
+// permuted to heads. The same values as the projected path's: only copies differ.
+func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
+	c := a.cfg
+	qkv := a.QKV.Forward(p, x) // [1, N, G/tp·(NH/G+2)·HS]
+	n, gl, per, hs := qkv.Dim(1), c.KVHeads/a.tp.Size(), c.Heads/c.KVHeads, c.HeadSize
+	heads := qkv.Reshape(1, n, gl, per+2, hs)
+	q := heads.Narrow(3, 0, per).Reshape(1, n, gl*per, hs) // [1, N, NH/tp, HS]
+	k := heads.Narrow(3, per, 1).Reshape(1, n, gl, hs)     // [1, N, G/tp, HS]
+	v := heads.Narrow(3, per+1, 1).Reshape(1, n, gl, hs)
+	qkv.Release() // consumed: q, k and v are copies
+	outs := make([]*tensor.Tensor, len(seqs))
+	off := 0
+	opt := tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}
+	for i, s := range seqs {
+		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
+		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
+		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
+		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N)
+		qs := q.Narrow(1, off, s.N) // [1, n, NH/tp, HS], a view
+		if s.N == 1 {
+			// [1, NH/tp, 1, HS] is [1, 1, NH/tp, HS]'s layout: views both ways.
+			outs[i] = tensor.AttentionCached(qs.Reshape(1, gl*per, 1, hs), ks, vs, opt).Reshape(1, 1, gl*per*hs)
+		} else {
+			outs[i] = mergeHeads(tensor.AttentionCached(qs.Permute(0, 2, 1, 3), ks, vs, opt)) // [1, n, NH·HS/tp]
+		}
+		off += s.N
+	}
+	k.Release()
+	v.Release()
+	return a.Proj.ForwardWithBias(p, concat(1, outs)) // [1, N, C]
+}

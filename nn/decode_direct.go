@@ -8,7 +8,8 @@ import "megago/tensor"
 // major as the slots and AttentionCached read them, instead of permuting it to heads
 // first. A sequence of one new token (a decode step's) then attends with a view of its
 // query row and its output row is a view of the attention's; a longer one's queries are
-// permuted to heads. The same values as the projected path's: only copies differ.
+// permuted to heads. All the sequences attend in one tensor.AttentionCachedBatch. The
+// same values as the projected path's: only copies differ.
 func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
 	c := a.cfg
 	qkv := a.QKV.Forward(p, x) // [1, N, G/tp·(NH/G+2)·HS]
@@ -18,22 +19,29 @@ func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq
 	k := heads.Narrow(3, per, 1).Reshape(1, n, gl, hs)     // [1, N, G/tp, HS]
 	v := heads.Narrow(3, per+1, 1).Reshape(1, n, gl, hs)
 	qkv.Release() // consumed: q, k and v are copies
-	outs := make([]*tensor.Tensor, len(seqs))
+	qs, ks, vs := make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs))
 	off := 0
-	opt := tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}
 	for i, s := range seqs {
 		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
 		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
-		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
-		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N)
-		qs := q.Narrow(1, off, s.N) // [1, n, NH/tp, HS], a view
+		ks[i] = ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
+		vs[i] = cv[s.Slot].Narrow(1, 0, s.Past+s.N)
+		qs[i] = q.Narrow(1, off, s.N) // [1, n, NH/tp, HS], a view
 		if s.N == 1 {
-			// [1, NH/tp, 1, HS] is [1, 1, NH/tp, HS]'s layout: views both ways.
-			outs[i] = tensor.AttentionCached(qs.Reshape(1, gl*per, 1, hs), ks, vs, opt).Reshape(1, 1, gl*per*hs)
+			qs[i] = qs[i].Reshape(1, gl*per, 1, hs) // [1, NH/tp, 1, HS] is [1, 1, NH/tp, HS]'s layout
 		} else {
-			outs[i] = mergeHeads(tensor.AttentionCached(qs.Permute(0, 2, 1, 3), ks, vs, opt)) // [1, n, NH·HS/tp]
+			qs[i] = qs[i].Permute(0, 2, 1, 3) // [1, NH/tp, n, HS]
 		}
 		off += s.N
+	}
+	// One pass over every sequence's heads (not a parallel region per sequence).
+	outs := tensor.AttentionCachedBatch(qs, ks, vs, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true})
+	for i, s := range seqs {
+		if s.N == 1 {
+			outs[i] = outs[i].Reshape(1, 1, gl*per*hs) // a view, as the query was
+		} else {
+			outs[i] = mergeHeads(outs[i]) // [1, n, NH·HS/tp]
+		}
 	}
 	k.Release()
 	v.Release()

@@ -193,29 +193,42 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 	}
 	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
 	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)          // [1, N, G/tp, HS]
-	outs := make([]*tensor.Tensor, len(seqs))
+	ks, vs := storeKV(seqs, k, v, ck, cv)
+	qs := make([]*tensor.Tensor, len(seqs))
 	off := 0
 	for i, s := range seqs {
-		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
-		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
-		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
-		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N)
-		qs := q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
-		outs[i] = a.decodeCore(p, qs, ks, vs)
+		qs[i] = q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
 		off += s.N
+	}
+	var outs []*tensor.Tensor
+	if a.spec.unfused { // the unfused core takes the slots' permuted copies
+		outs = make([]*tensor.Tensor, len(seqs))
+		for i := range seqs {
+			outs[i] = a.core(p, qs[i], ks[i].Permute(0, 2, 1, 3), vs[i].Permute(0, 2, 1, 3), AttentionMask{Causal: true}, a.spec)
+		}
+	} else { // the fused one reads the slots in place, Attention's values bit for bit
+		outs = tensor.AttentionCachedBatch(qs, ks, vs, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true})
+		for i := range outs {
+			outs[i] = mergeHeads(outs[i]) // [1, n, NH·HS/tp]
+		}
 	}
 	return a.Proj.ForwardWithBias(p, concat(1, outs)) // [1, N, C]
 }
 
-// decodeCore is a.core for DecodeStep: q [1, NH/tp, n, HS] attends, causally, to a slot's
-// keys and values k, v [1, Past+n, G/tp, HS]; it returns [1, n, NH·HS/tp]. The fused core
-// reads the slot in place (tensor.AttentionCached, Attention's values bit for bit); the
-// unfused one takes the permuted copies.
-func (a *SelfAttention) decodeCore(p *Pass, q, k, v *tensor.Tensor) *tensor.Tensor {
-	if !a.spec.unfused {
-		return mergeHeads(tensor.AttentionCached(q, k, v, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}))
+// storeKV writes each sequence's new keys and values, from k, v [1, N, G/tp, HS]
+// (sequences in order), into its slot of ck, cv, and returns each slot's positions
+// [0, Past+n) as views, ks, vs [seq] [1, Past+n, G/tp, HS] (slots are position-major).
+func storeKV(seqs []DecodeSeq, k, v *tensor.Tensor, ck, cv []*tensor.Tensor) (ks, vs []*tensor.Tensor) {
+	ks, vs = make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs))
+	off := 0
+	for i, s := range seqs {
+		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N))
+		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
+		ks[i] = ck[s.Slot].Narrow(1, 0, s.Past+s.N)
+		vs[i] = cv[s.Slot].Narrow(1, 0, s.Past+s.N)
+		off += s.N
 	}
-	return a.core(p, q, k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3), AttentionMask{Causal: true}, a.spec)
+	return ks, vs
 }
 
 // concat is tensor.Concat that returns a single tensor as it is.

@@ -19,13 +19,10 @@ func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq
 	k := heads.Narrow(3, per, 1).Reshape(1, n, gl, hs)     // [1, N, G/tp, HS]
 	v := heads.Narrow(3, per+1, 1).Reshape(1, n, gl, hs)
 	qkv.Release() // consumed: q, k and v are copies
-	qs, ks, vs := make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs))
+	ks, vs := storeKV(seqs, k, v, ck, cv)
+	qs := make([]*tensor.Tensor, len(seqs))
 	off := 0
 	for i, s := range seqs {
-		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
-		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
-		ks[i] = ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
-		vs[i] = cv[s.Slot].Narrow(1, 0, s.Past+s.N)
 		qs[i] = q.Narrow(1, off, s.N) // [1, n, NH/tp, HS], a view
 		if s.N == 1 {
 			qs[i] = qs[i].Reshape(1, gl*per, 1, hs) // [1, NH/tp, 1, HS] is [1, 1, NH/tp, HS]'s layout

@@ -43,7 +43,7 @@ type attnSpec struct {
 	key string
 	tp  parallel.Comm
 	// unfused: the core is the unfused composition (Builder.Unfused), which DecodeStep
-	// also uses (SelfAttention.decodeCore).
+	// also uses (SelfAttention.decode).
 	unfused bool
 }
 

@@ -102,11 +102,25 @@ func (m *GPT) DecodeStep(p *Pass, c *SlotCache, ids []int32, seqs []DecodeSeq) (
 		x := m.embedAt(p, ids, pos) // [1, N, C]
 		for i, l := range m.Block.Layers {
 			beforeForward(l)
-			x = l.decode(p, x, pos, seqs, c.K[i], c.V[i])
+			y := scoped(dev, func() *tensor.Tensor { return l.decode(p, x, pos, seqs, c.K[i], c.V[i]) })
+			releaseDead(x, y)
+			x = y
 		}
 		rows = m.decodeLogits(p, c, x, seqs)
 	})
 	return rows, err
+}
+
+// scoped runs f in a scope of its own and returns its result, kept in the enclosing
+// scope: f's temporaries go back to the device's pool when it returns. DecodeStep runs
+// each layer so, and the next layer reuses the buffers of the same sizes: a step's
+// working memory is one layer's rather than all of them (at hundreds of tokens a step,
+// hundreds of megabytes that, dropped between steps of different sizes, were faulted in
+// afresh by every step).
+func scoped(dev *tensor.Device, f func() *tensor.Tensor) *tensor.Tensor {
+	s := dev.NewScope()
+	defer s.Close()
+	return f().Keep()
 }
 
 // checkDecode panics if DecodeStep cannot run on its arguments.
@@ -171,32 +185,50 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 // decode is forward for DecodeStep: it projects x [1, N, C], stores each sequence's keys
 // and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and attends each
 // sequence's queries to its slot's positions [0, Past+N), causally within the new tokens.
+// Without query/key norms and rotary embeddings, and with the fused core, it takes the
+// heads straight from the projection (decodeDirect); else through project.
 func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
+	if a.QNorm == nil && a.cfg.Position != RoPE && !a.spec.unfused {
+		return a.decodeDirect(p, x, seqs, ck, cv)
+	}
 	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
 	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)          // [1, N, G/tp, HS]
-	outs := make([]*tensor.Tensor, len(seqs))
+	ks, vs := storeKV(seqs, k, v, ck, cv)
+	qs := make([]*tensor.Tensor, len(seqs))
 	off := 0
 	for i, s := range seqs {
-		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N)) // views: slots are position-major
-		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
-		ks := ck[s.Slot].Narrow(1, 0, s.Past+s.N) // [1, Past+n, G/tp, HS], read in place
-		vs := cv[s.Slot].Narrow(1, 0, s.Past+s.N)
-		qs := q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
-		outs[i] = a.decodeCore(p, qs, ks, vs)
+		qs[i] = q.Narrow(2, off, s.N) // [1, NH/tp, n, HS]
 		off += s.N
+	}
+	var outs []*tensor.Tensor
+	if a.spec.unfused { // the unfused core takes the slots' permuted copies
+		outs = make([]*tensor.Tensor, len(seqs))
+		for i := range seqs {
+			outs[i] = a.core(p, qs[i], ks[i].Permute(0, 2, 1, 3), vs[i].Permute(0, 2, 1, 3), AttentionMask{Causal: true}, a.spec)
+		}
+	} else { // the fused one reads the slots in place, Attention's values bit for bit
+		outs = tensor.AttentionCachedBatch(qs, ks, vs, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true})
+		for i := range outs {
+			outs[i] = mergeHeads(outs[i]) // [1, n, NH·HS/tp]
+		}
 	}
 	return a.Proj.ForwardWithBias(p, concat(1, outs)) // [1, N, C]
 }
 
-// decodeCore is a.core for DecodeStep: q [1, NH/tp, n, HS] attends, causally, to a slot's
-// keys and values k, v [1, Past+n, G/tp, HS]; it returns [1, n, NH·HS/tp]. The fused core
-// reads the slot in place (tensor.AttentionCached, Attention's values bit for bit); the
-// unfused one takes the permuted copies.
-func (a *SelfAttention) decodeCore(p *Pass, q, k, v *tensor.Tensor) *tensor.Tensor {
-	if !a.spec.unfused {
-		return mergeHeads(tensor.AttentionCached(q, k, v, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}))
+// storeKV writes each sequence's new keys and values, from k, v [1, N, G/tp, HS]
+// (sequences in order), into its slot of ck, cv, and returns each slot's positions
+// [0, Past+n) as views, ks, vs [seq] [1, Past+n, G/tp, HS] (slots are position-major).
+func storeKV(seqs []DecodeSeq, k, v *tensor.Tensor, ck, cv []*tensor.Tensor) (ks, vs []*tensor.Tensor) {
+	ks, vs = make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs))
+	off := 0
+	for i, s := range seqs {
+		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N))
+		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
+		ks[i] = ck[s.Slot].Narrow(1, 0, s.Past+s.N)
+		vs[i] = cv[s.Slot].Narrow(1, 0, s.Past+s.N)
+		off += s.N
 	}
-	return a.core(p, q, k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3), AttentionMask{Causal: true}, a.spec)
+	return ks, vs
 }
 
 // concat is tensor.Concat that returns a single tensor as it is.

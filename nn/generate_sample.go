@@ -69,17 +69,26 @@ func (o GenerateOptions) uniform(step, row int) float64 {
 
 // checkLogits returns an error if logits [V] contain NaN or +Inf or are all −Inf.
 func checkLogits(logits []float64) error {
-	m := math.Inf(-1)
+	_, err := checkedArgmax(logits)
+	return err
+}
+
+// checkedArgmax returns argmax(logits) for logits [V] that checkLogits accepts, else
+// checkLogits's error: one pass for both.
+func checkedArgmax(logits []float64) (int, error) {
+	best, m := 0, math.Inf(-1)
 	for j, x := range logits {
-		if math.IsNaN(x) || math.IsInf(x, 1) {
-			return fmt.Errorf("logit of token %d is %v", j, x)
+		if !(x < math.Inf(1)) { // NaN or +Inf
+			return 0, fmt.Errorf("logit of token %d is %v", j, x)
 		}
-		m = max(m, x)
+		if x > m {
+			best, m = j, x
+		}
 	}
 	if math.IsInf(m, -1) {
-		return fmt.Errorf("every logit is -Inf")
+		return 0, fmt.Errorf("every logit is -Inf")
 	}
-	return nil
+	return best, nil
 }
 
 // argmax returns the index of the first largest value.

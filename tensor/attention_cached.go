@@ -25,12 +25,7 @@ type CachedAttentionKernels interface {
 // It panics if q is not [B, NH, Tq, HS] and k, v [B, Tk, G, HS] of one float dtype on
 // one device with NH a multiple of G, or if o sets anything but Scale and Causal.
 func AttentionCached(q, k, v *Tensor, o AttentionOptions) *Tensor {
-	if o.Mask != nil || o.Bias != nil || o.Segments != nil || o.Dropout != 0 || o.DropoutFull != nil || o.DropoutStart != nil {
-		panic("tensor: AttentionCached: options other than Scale and Causal")
-	}
-	if k.Rank() != 4 || v.Rank() != 4 {
-		panic(fmt.Sprintf("tensor: AttentionCached: k %v, v %v: want [B, Tk, G, HS]", k.shape, v.shape))
-	}
+	checkCached("AttentionCached", k, v, o)
 	dev := q.Device()
 	ck, ok := dev.backend.(CachedAttentionKernels)
 	if !ok {
@@ -46,4 +41,15 @@ func AttentionCached(q, k, v *Tensor, o AttentionOptions) *Tensor {
 	defer lse.Release()
 	ck.AttentionCached(AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: out.Span(), LSE: lse.Span()}, p)
 	return out
+}
+
+// checkCached panics, naming op, if o sets anything but Scale and Causal or if k or v
+// is not of rank 4 ([B, Tk, G, HS]).
+func checkCached(op string, k, v *Tensor, o AttentionOptions) {
+	if o.Mask != nil || o.Bias != nil || o.Segments != nil || o.Dropout != 0 || o.DropoutFull != nil || o.DropoutStart != nil {
+		panic(fmt.Sprintf("tensor: %s: options other than Scale and Causal", op))
+	}
+	if k.Rank() != 4 || v.Rank() != 4 {
+		panic(fmt.Sprintf("tensor: %s: k %v, v %v: want [B, Tk, G, HS]", op, k.shape, v.shape))
+	}
 }

@@ -208,6 +208,7 @@ type attnTiles[T float] struct {
 	qdoPacked, dqDone []bool    // per query tile of the head: Q and dO packed; dQ rows written
 	kv                []float32 // the forward's packed Kᵀ and V of key/value head kvHead (keyTile)
 	kvHead            int
+	kvCall            int         // with AttentionCachedBatch, the call whose head kvHead is
 	kvPacked          []bool      // per key tile: packed
 	gw                *gemmWorker // whose buffers the float32 ones are (newTiles)
 }

@@ -70,7 +70,11 @@
 //
 // MaxTrials stops starting new trials (promotions go on); MaxTime stops starting any
 // segment after the time, and lets the running ones finish. Both count in this run of
-// Search.
+// Search. MaxIterations (--max-total-iters) bounds the training iterations of the
+// whole search, the replayed segments included, as a grid's compute is counted: a new
+// trial or a promotion is decided only if it fits with every segment decided before
+// it (run, running or failed), so a search can be held to a fraction of a grid. The
+// count leaves out validation, which each rung adds.
 //
 // # Errors
 //

@@ -33,6 +33,12 @@ type Config struct {
 	// MaxTime bounds the wall time of this run of Search (0: none): after it no new
 	// segment starts, and the running ones finish.
 	MaxTime time.Duration
+	// MaxIterations bounds the training iterations of all trials together (0: none),
+	// as a grid's compute is counted: a segment (a new trial's first, a promotion) is
+	// decided only if it fits with every segment decided before it, run or not, failed
+	// or not. When the best trial's way to the last rung does not fit, the search ends
+	// with its best below the last rung.
+	MaxIterations int
 	// Parallel is the number of segments that run at once (0: 1).
 	Parallel int
 	// Dir is the output directory: tune.jsonl (the results file), table.txt,
@@ -93,6 +99,7 @@ type search struct {
 	j       *journal
 	trials  []*TrialResult // by id
 	pending []Segment      // decided, not finished: run first, in order
+	iters   int            // training iterations of every segment decided
 	stopped map[int]int    // trials recorded as stopped, at their rung count
 	running map[int]bool
 	done    chan segmentDone
@@ -113,8 +120,10 @@ func newSearch(cfg Config) (*search, error) {
 	switch {
 	case cfg.Space == nil || cfg.Sampler == nil || cfg.Runner == nil || len(cfg.Rungs) == 0:
 		panic("tune: Search: Config needs a Space, a Sampler, a Runner and Rungs")
-	case cfg.MaxTrials == 0 && cfg.Sampler.Size() == 0 && cfg.MaxTime == 0:
-		return nil, errors.New("random sampling needs a budget: a maximum number of trials or a maximum time")
+	case cfg.MaxIterations < 0:
+		panic(fmt.Sprintf("tune: Search: MaxIterations %d", cfg.MaxIterations))
+	case cfg.MaxTrials == 0 && cfg.Sampler.Size() == 0 && cfg.MaxTime == 0 && cfg.MaxIterations == 0:
+		return nil, errors.New("random sampling needs a budget: a maximum number of trials, of iterations or a maximum time")
 	}
 	cfg.Parallel = max(cfg.Parallel, 1)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
@@ -158,7 +167,7 @@ func (s *search) replay(past []record) (err error) {
 			s.newTrial(settings)
 		case eventPromote:
 			s.asha.Promote(r.ID)
-			s.pending = append(s.pending, s.segment(r.ID))
+			s.decided(s.segment(r.ID))
 		case eventRung:
 			s.asha.Report(r.ID, r.Rung, lossOf(r.ValidLoss))
 			s.reached(r.ID, r.Rung, lossOf(r.ValidLoss), curveOf(r.Curve), r.Seconds)
@@ -177,7 +186,23 @@ func (s *search) newTrial(settings []Setting) {
 	id := len(s.trials)
 	s.trials = append(s.trials, &TrialResult{ID: id, Settings: settings, State: "running", Final: math.NaN()})
 	s.asha.Start(id)
-	s.pending = append(s.pending, s.segment(id))
+	s.decided(s.segment(id))
+}
+
+// decided adds seg, just decided, to pending and its iterations to those decided.
+func (s *search) decided(seg Segment) {
+	s.pending = append(s.pending, seg)
+	s.iters += seg.To - seg.From
+}
+
+// fits reports whether a segment from rung k-1 to rung k (from 0 for k = 0) fits in
+// what MaxIterations leaves.
+func (s *search) fits(k int) bool {
+	from := 0
+	if k > 0 {
+		from = s.cfg.Rungs[k-1]
+	}
+	return s.cfg.MaxIterations == 0 || s.iters+s.cfg.Rungs[k]-from <= s.cfg.MaxIterations
 }
 
 // segment returns trial id's next segment.
@@ -245,11 +270,11 @@ func (s *search) decide() (Segment, bool, error) {
 	if i := slices.IndexFunc(s.pending, func(g Segment) bool { return !s.running[g.Trial] }); i >= 0 {
 		return s.pending[i], true, nil
 	}
-	if id, ok := s.asha.Next(); ok {
+	if id, ok := s.asha.Next(); ok && s.fits(s.asha.Reached(id)) {
 		return s.promote(id)
 	}
 	limit := cmp.Or(s.cfg.MaxTrials, s.cfg.Sampler.Size())
-	if limit == 0 || len(s.trials) < limit {
+	if (limit == 0 || len(s.trials) < limit) && s.fits(0) {
 		if settings, ok := s.cfg.Sampler.Settings(len(s.trials), s.results()); ok {
 			id := len(s.trials)
 			if err := s.j.append(record{Event: eventTrial, ID: id, Settings: encodeSettings(settings)}); err != nil {
@@ -261,7 +286,7 @@ func (s *search) decide() (Segment, bool, error) {
 		}
 	}
 	if len(s.running) == 0 {
-		if id, ok := s.asha.Drain(); ok {
+		if id, ok := s.asha.Drain(); ok && s.fits(s.asha.Reached(id)) {
 			return s.promote(id)
 		}
 	}
@@ -276,7 +301,7 @@ func (s *search) promote(id int) (Segment, bool, error) {
 	}
 	s.asha.Promote(id)
 	seg := s.segment(id)
-	s.pending = append(s.pending, seg)
+	s.decided(seg)
 	fmt.Fprintf(s.log, "trial %d: promoted to rung %d (iteration %d)\n", id, k, seg.To)
 	return seg, true, nil
 }

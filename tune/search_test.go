@@ -53,6 +53,15 @@ func (f *formula) RunSegment(ctx context.Context, s Segment) (Outcome, error) {
 	return Outcome{ValidLoss: formulaLoss(s.Settings, s.To), Curve: curve}, nil
 }
 
+// iterations returns the training iterations of the segments f ran.
+func (f *formula) iterations() int {
+	n := 0
+	for _, g := range f.ran {
+		n += g.To - g.From
+	}
+	return n
+}
+
 const testSpace = `{"lr": {"min": 1e-4, "max": 1e-1, "scale": "log", "points": 3}, "wd": {"min": 0, "max": 1, "points": 2}}`
 
 // testConfig returns a random search of 9 trials with rungs 2, 4, 8 (η = 2) in dir.
@@ -101,6 +110,23 @@ func table(t *testing.T, trials []TrialResult) string {
 func TestSearchResumes(t *testing.T) {
 	testResumes(t, func(t *testing.T, dir string, r SegmentRunner) Config { return testConfig(t, dir, r) },
 		func(segments int) []int { return []int{1, 4, 9, segments} })
+}
+
+// TestSearchResumesWithinABudget: as TestSearchResumes, with an iteration budget that
+// binds: 22 iterations, of the more that the same 6 trials use without it.
+func TestSearchResumesWithinABudget(t *testing.T) {
+	free := &formula{}
+	cfg := testConfig(t, t.TempDir(), free)
+	cfg.MaxTrials = 6
+	_, err := Search(context.Background(), cfg)
+	require.NoError(t, err)
+	used := free.iterations()
+	require.Greater(t, used, 22, "the budget binds")
+	testResumes(t, func(t *testing.T, dir string, r SegmentRunner) Config {
+		cfg := testConfig(t, dir, r)
+		cfg.MaxTrials, cfg.MaxIterations = 6, 22
+		return cfg
+	}, func(segments int) []int { return []int{3, 10, segments} })
 }
 
 // testResumes runs the search config gives uninterrupted, then, for each k of cuts
@@ -269,6 +295,32 @@ func TestSearchBudgets(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, trials, 3)
 		assert.Equal(t, "finished", Rank(trials)[0].State, "the best of the 3 is brought to the last rung")
+	})
+	t.Run("max total iterations", func(t *testing.T) {
+		// Rungs 2, 4, 8: a new trial costs 2 iterations, a promotion 2 or 4. Random
+		// sampling with only the iteration budget: trials start while 2 more fit.
+		for _, budget := range []int{2, 7, 30} {
+			r := &formula{}
+			cfg := testConfig(t, t.TempDir(), r)
+			cfg.MaxTrials, cfg.MaxIterations = 0, budget
+			_, err := Search(context.Background(), cfg)
+			require.NoError(t, err)
+			used := r.iterations()
+			assert.LessOrEqual(t, used, budget, "budget %d", budget)
+			assert.Greater(t, used, budget-2, "budget %d: a new trial would still have fit", budget)
+		}
+	})
+	t.Run("a budget that does not bind changes nothing", func(t *testing.T) {
+		whole, wide := t.TempDir(), t.TempDir()
+		r := &formula{}
+		_, err := Search(context.Background(), testConfig(t, whole, r))
+		require.NoError(t, err)
+		used := r.iterations()
+		cfg := testConfig(t, wide, &formula{})
+		cfg.MaxIterations = used
+		_, err = Search(context.Background(), cfg)
+		require.NoError(t, err)
+		assert.Equal(t, decisions(t, whole), decisions(t, wide))
 	})
 	t.Run("max time", func(t *testing.T) {
 		r := &formula{delay: func(Segment) time.Duration { return 30 * time.Millisecond }}

@@ -73,6 +73,9 @@ interrupted search: finished segments are not run again, and with --parallel 1
 the decisions are those of an uninterrupted search.
 
 Budgets: --max-trials stops starting new trials (promotions go on);
+--max-total-iters bounds the training iterations of all trials together (a
+new trial or a promotion starts only if it fits with everything decided
+before it, so a search can be held to a fraction of a grid's compute);
 --max-time stops starting any segment and lets the running ones finish. Ctrl-C
 stops the running segments (each after its iteration); run again to resume.
 
@@ -97,7 +100,7 @@ of 24 trials with rungs at 17, 51 and 150 iterations, and the same with TPE:
 type tuneFlags struct {
 	example, program, space, outDir, sampler, metric string
 	seed                                             uint64
-	maxTrials, parallel, launch, startup             int
+	maxTrials, maxTotal, parallel, launch, startup   int
 	maxTime                                          time.Duration
 	minIters, maxIters                               int
 	eta                                              float64
@@ -113,7 +116,8 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&f.sampler, "sampler", "random", "random, grid or tpe")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random and tpe samplers")
 	fs.IntVar(&f.startup, "startup-trials", tune.DefaultStartupTrials, "tpe: trials drawn at random before the model")
-	fs.IntVar(&f.maxTrials, "max-trials", 0, "trials to start at most (0: a grid's size; random and tpe sampling need this or --max-time)")
+	fs.IntVar(&f.maxTrials, "max-trials", 0, "trials to start at most (0: a grid's size; random and tpe sampling need this, --max-total-iters or --max-time)")
+	fs.IntVar(&f.maxTotal, "max-total-iters", 0, "training iterations of all trials together at most (0: no limit)")
 	fs.DurationVar(&f.maxTime, "max-time", 0, "start no segment after this time, e.g. 30m (0: no limit)")
 	fs.IntVar(&f.parallel, "parallel", 1, "segments that run at once")
 	fs.IntVar(&f.minIters, "min-iters", 0, "the first rung r (0: --max-iters/η², at least 1)")
@@ -164,8 +168,8 @@ func (f *tuneFlags) config(fixed []string, log io.Writer) (tune.Config, *tune.Pr
 		return usage("--min-iters must be between 0 and --max-iters %d, got %d", f.maxIters, f.minIters)
 	case f.eta < 1:
 		return usage("--reduction-factor must be at least 1, got %g", f.eta)
-	case f.parallel < 1 || f.launch < 1 || f.maxTrials < 0 || f.maxTime < 0 || f.startup < 0:
-		return usage("--parallel and --launch must be at least 1, --max-trials, --max-time and --startup-trials not negative")
+	case f.parallel < 1 || f.launch < 1 || f.maxTrials < 0 || f.maxTotal < 0 || f.maxTime < 0 || f.startup < 0:
+		return usage("--parallel and --launch must be at least 1, --max-trials, --max-total-iters, --max-time and --startup-trials not negative")
 	}
 	if f.minIters == 0 {
 		f.minIters = max(1, int(float64(f.maxIters)/(f.eta*f.eta)))
@@ -200,7 +204,7 @@ func (f *tuneFlags) config(fixed []string, log io.Writer) (tune.Config, *tune.Pr
 	if f.sampler == "tpe" { // only there: the results files of random and grid searches stay resumable
 		record["startup_trials"] = f.startup
 	}
-	cfg := tune.Config{Space: space, Sampler: sampler, Rungs: rungs, Eta: f.eta, MaxTrials: f.maxTrials,
+	cfg := tune.Config{Space: space, Sampler: sampler, Rungs: rungs, Eta: f.eta, MaxTrials: f.maxTrials, MaxIterations: f.maxTotal,
 		MaxTime: f.maxTime, Parallel: f.parallel, Dir: f.outDir, Runner: prog, Fixed: fixedSettings, Log: log, Record: record}
 	return cfg, prog, nil
 }

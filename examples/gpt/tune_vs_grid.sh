@@ -8,11 +8,11 @@
 #   3. the same ASHA search interrupted (SIGTERM while a trial trains) and resumed: its
 #      decisions and results equal the uninterrupted search's;
 #   4. the example's defaults against the tuned config over the same 150 iterations, seeds 1-3.
-# Usage: [MODEL="--hidden-size 256"] [RESUME=0] [SAMPLER=tpe] bash examples/gpt/tune_vs_grid.sh [OUT]
+# Usage: [MODEL="--hidden-size 256"] [RESUME=0] [SAMPLER=tpe] [BUDGET=1800] bash examples/gpt/tune_vs_grid.sh [OUT]
 # (from the repository root; OUT default /tmp/tune-vs-grid). MODEL: the example's model flags,
 # fixed for every run (the example's defaults when empty); RESUME=0 skips part 3; MIN_ITERS
 # (default 17) and TRIALS (default 30) set the ASHA search's first rung and trial budget; SAMPLER
-# (default random) its sampler: random or tpe.
+# (default random) its sampler: random or tpe; BUDGET (default none) its --max-total-iters.
 # Output: examples/gpt/results/tune-vs-grid.txt holds this script's stdout.
 set -euo pipefail
 out=${1:-/tmp/tune-vs-grid}
@@ -47,6 +47,7 @@ read -r gi gn < <(iters "$out/grid/tune.jsonl")
 echo "grid: $gn trials, $gi training iterations"
 
 asha=(--program "$out/gpt" --space "$space" --sampler "${SAMPLER:-random}" --max-trials "${TRIALS:-30}" --min-iters "${MIN_ITERS:-17}" --reduction-factor 3 "${common[@]}")
+if [ -n "${BUDGET:-}" ]; then asha+=(--max-total-iters "$BUDGET"); fi
 echo; echo "== 2. ASHA: $out/megago tune ${asha[*]} --out-dir $out/asha ${fixed[*]}"
 "$out/megago" tune "${asha[@]}" --out-dir "$out/asha" "${fixed[@]}" >"$out/asha.log" 2>&1
 cat "$out/asha/table.txt"

@@ -3,9 +3,7 @@ package tune
 import (
 	"image"
 	"image/color"
-	"image/png"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -26,10 +24,7 @@ var (
 // decodePNG reads the PNG file at path.
 func decodePNG(t *testing.T, path string) image.Image {
 	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := plot.ReadPNG(path)
 	require.NoError(t, err)
 	return img
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"image/png"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -10,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"megago/examples/internal/report"
+	"megago/internal/plot"
 )
 
 // TestRunWritesTensorBoard: a run's event file holds Megatron's scalars for every
@@ -37,10 +36,7 @@ func TestRunWritesTensorBoard(t *testing.T) {
 	assert.NotEmpty(t, byTag["lm loss validation"])
 	assert.NotEmpty(t, byTag["lm loss validation ppl"])
 
-	f, err := os.Open(filepath.Join(out, "loss.png"))
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := plot.ReadPNG(filepath.Join(out, "loss.png"))
 	require.NoError(t, err)
 	assert.Equal(t, report.PlotW, img.Bounds().Dx())
 }

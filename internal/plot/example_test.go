@@ -2,7 +2,6 @@ package plot_test
 
 import (
 	"fmt"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -36,13 +35,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := plot.ReadPNG(path)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -3,9 +3,7 @@ package plot
 import (
 	"image"
 	"image/color"
-	"image/png"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -226,10 +224,7 @@ func TestWritePNG(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.png")
 	c := Chart{Series: []Series{{X: []float64{0, 1}, Y: []float64{0, 1}, Color: testColor, Line: 2}}}
 	require.NoError(t, c.WritePNG(path, testW, testH))
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := ReadPNG(path)
 	require.NoError(t, err)
 	assert.Equal(t, image.Rect(0, 0, testW, testH), img.Bounds())
 	assert.NotEmpty(t, pixelsOf(img, testColor))

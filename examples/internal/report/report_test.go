@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"image/png"
 	"io"
 	"math"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"megago/internal/plot"
 	"megago/optim"
 	"megago/train"
 )
@@ -68,10 +68,7 @@ func TestReportFiles(t *testing.T) {
 	assert.Equal(t, map[string]int{"total loss": 3, "learning-rate": 3, "grad-norm": 3, "loss-scale": 3, "throughput": 3,
 		"lm loss validation": 1}, tags)
 
-	f, err := os.Open(filepath.Join(dir, "loss.png"))
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := plot.ReadPNG(filepath.Join(dir, "loss.png"))
 	require.NoError(t, err)
 	assert.Equal(t, PlotW, img.Bounds().Dx())
 	assert.True(t, strings.HasSuffix(r.Dir(), filepath.Base(dir)))

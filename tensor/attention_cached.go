@@ -33,14 +33,23 @@ func AttentionCached(q, k, v *Tensor, o AttentionOptions) *Tensor {
 		dev.NoGrad(func() { out, _ = Attention(q, k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3), o) })
 		return out
 	}
-	hm := Shape{k.shape[0], k.shape[2], k.shape[1], k.shape[3]} // [B, G, Tk, HS]
-	p := checkAttention("AttentionCached", q, k.view(0, hm), v.view(0, hm), o)
-	dev.countFused(FusedAttention)
-	out := empty(dev, q.dtype, q.shape)
-	lse := empty(dev, q.dtype.Compute(), q.shape[:3])
+	a, p, out, lse := cachedCall("AttentionCached", q, k, v, o)
 	defer lse.Release()
-	ck.AttentionCached(AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: out.Span(), LSE: lse.Span()}, p)
+	ck.AttentionCached(a, p)
 	return out
+}
+
+// cachedCall checks a fused call of AttentionCached (or AttentionCachedBatch, op) on
+// q, k, v and o, counts it, and returns its arguments and parameters with its new
+// outputs out [B, NH, Tq, HS] and lse [B, NH, Tq].
+func cachedCall(op string, q, k, v *Tensor, o AttentionOptions) (a AttentionArgs, p AttentionParams, out, lse *Tensor) {
+	dev := q.Device()
+	hm := Shape{k.shape[0], k.shape[2], k.shape[1], k.shape[3]} // [B, G, Tk, HS]
+	p = checkAttention(op, q, k.view(0, hm), v.view(0, hm), o)
+	dev.countFused(FusedAttention)
+	out = empty(dev, q.dtype, q.shape)
+	lse = empty(dev, q.dtype.Compute(), q.shape[:3])
+	return AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: out.Span(), LSE: lse.Span()}, p, out, lse
 }
 
 // checkCached panics, naming op, if o sets anything but Scale and Causal or if k or v

@@ -44,12 +44,7 @@ func AttentionCachedBatch(qs, ks, vs []*Tensor, o AttentionOptions) []*Tensor {
 		if q.Device() != dev || q.dtype != dt || q.shape[len(q.shape)-1] != hs {
 			panic(fmt.Sprintf("tensor: AttentionCachedBatch: q %d %v %v on %v after q 0 %v [.., %d] on %v", i, q.dtype, q.shape, q.Device(), dt, hs, dev))
 		}
-		hm := Shape{k.shape[0], k.shape[2], k.shape[1], k.shape[3]} // [B, G, Tk, HS]
-		ps[i] = checkAttention("AttentionCachedBatch", q, k.view(0, hm), v.view(0, hm), o)
-		dev.countFused(FusedAttention)
-		outs[i] = empty(dev, q.dtype, q.shape)
-		lses[i] = empty(dev, q.dtype.Compute(), q.shape[:3])
-		args[i] = AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: outs[i].Span(), LSE: lses[i].Span()}
+		args[i], ps[i], outs[i], lses[i] = cachedCall("AttentionCachedBatch", q, k, v, o)
 	}
 	bk.AttentionCachedBatch(args, ps)
 	for _, l := range lses {

@@ -9,18 +9,22 @@ package tensor
 
 // AttentionCached implements CachedAttentionKernels.
 func (cpuBackend) AttentionCached(a AttentionArgs, p AttentionParams) {
+	if computeIs64(a.Q.DType) {
+		newCachedAttnCall[float64](a, p).forward()
+	} else {
+		newCachedAttnCall[float32](a, p).forward()
+	}
+}
+
+// newCachedAttnCall returns the attention call of a, whose keys and values are
+// position-major [B, Tk, G, HS].
+func newCachedAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
 	s := a.K.Shape // [B, Tk, G, HS]
 	hm := Shape{s[0], s[2], s[1], s[3]}
 	a.K.Shape, a.V.Shape = hm, hm // the geometry's [B, G, Tk, HS]
-	if computeIs64(a.Q.DType) {
-		c := newAttnCall[float64](a, p)
-		c.posMajor = true
-		c.forward()
-	} else {
-		c := newAttnCall[float32](a, p)
-		c.posMajor = true
-		c.forward()
-	}
+	c := newAttnCall[T](a, p)
+	c.posMajor = true
+	return c
 }
 
 // kvRows returns the keys and values of positions [j0, j0+wk) of key/value head kvh

@@ -20,11 +20,7 @@ func attnCachedBatch[T float](as []AttentionArgs, ps []AttentionParams) {
 	first := make([]int, len(as)+1) // the items (heads) of calls[i]: [first[i], first[i+1])
 	big := 0                        // the call with the most key tiles
 	for i, a := range as {
-		s := a.K.Shape // [B, Tk, G, HS]
-		hm := Shape{s[0], s[2], s[1], s[3]}
-		a.K.Shape, a.V.Shape = hm, hm // the geometry's [B, G, Tk, HS]
-		c := newAttnCall[T](a, ps[i])
-		c.posMajor = true
+		c := newCachedAttnCall[T](a, ps[i])
 		c.out, c.lse = output[T](c.a.Out), output[T](c.a.LSE)
 		calls[i], first[i+1] = c, first[i]+c.b*c.nh
 		if c.nkt > calls[big].nkt {

@@ -134,11 +134,11 @@ func (g *generator) run() (err error) {
 				if ended[i] {
 					continue // keep feeding its last token
 				}
-				if e := checkLogits(logits[i]); e != nil {
+				tok, e := nextToken(logits[i], g.o, g.o.uniform(step, r))
+				if e != nil {
 					err = fmt.Errorf("nn: Generate: prompt %d step %d: %w", r, step, e)
 					return
 				}
-				tok := nextToken(logits[i], g.o, g.o.uniform(step, r))
 				g.out[r] = append(g.out[r], tok)
 				ids[i] = tok
 				ended[i] = isEOD(tok, g.o.EOD)

@@ -173,9 +173,15 @@ func pick(p []float64, u float64) int {
 }
 
 // nextToken chooses the next token from logits [V] with options o and uniform number u.
-func nextToken(logits []float64, o GenerateOptions, u float64) int32 {
+// It returns checkLogits's error for logits it refuses; greedy, the check and the
+// argmax are one pass.
+func nextToken(logits []float64, o GenerateOptions, u float64) (int32, error) {
 	if o.greedy() {
-		return int32(argmax(logits))
+		id, err := checkedArgmax(logits)
+		return int32(id), err
 	}
-	return int32(pick(probabilities(logits, o), u))
+	if err := checkLogits(logits); err != nil {
+		return 0, err
+	}
+	return int32(pick(probabilities(logits, o), u)), nil
 }

@@ -211,10 +211,11 @@ func GenerateT5(ctx context.Context, m *T5, inputs [][]int32, o T5GenerateOption
 			if ended[i] {
 				continue // keeps feeding its last token
 			}
-			if err := checkLogits(logits[i]); err != nil {
+			id, err := nextToken(logits[i], o.GenerateOptions, o.uniform(step, i))
+			if err != nil {
 				return nil, fmt.Errorf("nn: GenerateT5: input %d step %d: %w", i, step, err)
 			}
-			ids[i] = nextToken(logits[i], o.GenerateOptions, o.uniform(step, i))
+			ids[i] = id
 			out[i] = append(out[i], ids[i])
 			ended[i] = isEOD(ids[i], o.EOD)
 			live = live || !ended[i]

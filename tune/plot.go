@@ -50,9 +50,9 @@ func PlotCurves(path string, trials []TrialResult) error {
 		t := ranked[i]
 		s := plot.Series{Color: otherColor, Line: 1}
 		switch {
-		case i == 0 && t.State != "failed":
+		case i == 0 && t.State != StateFailed:
 			s = plot.Series{Label: curveLabel("best: ", t), Color: bestColor, Line: 3}
-		case i <= namedCurves && t.State != "failed":
+		case i <= namedCurves && t.State != StateFailed:
 			s = plot.Series{Label: curveLabel("", t), Color: plot.Color(namedColor(i)), Line: 2}
 		}
 		loss := make([]float64, len(t.Curve))
@@ -128,7 +128,7 @@ func paramChart(ranked []TrialResult, a Axis, legend bool) plot.Chart {
 	var best plot.Series
 	for i, t := range ranked {
 		v, ok := settingValue(t.Settings, a.Flag)
-		if !ok || t.State == "failed" || math.IsNaN(t.Final) {
+		if !ok || t.State == StateFailed || math.IsNaN(t.Final) {
 			continue
 		}
 		x, ok := axisValue(v, c.XCategories)
@@ -141,7 +141,7 @@ func paramChart(ranked []TrialResult, a Axis, legend bool) plot.Chart {
 			if legend {
 				best.Label = fmt.Sprintf("best: trial %d", t.ID)
 			}
-		case t.State == "finished":
+		case t.State == StateFinished:
 			finished.X, finished.Y = append(finished.X, x), append(finished.Y, t.Final)
 		default:
 			stopped.X, stopped.Y = append(stopped.X, x), append(stopped.Y, t.Final)

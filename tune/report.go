@@ -28,7 +28,7 @@ func Rank(trials []TrialResult) []TrialResult {
 // compareTrials is Rank's order: a key of (failed, NaN Final, -deepest rung, Final, ID).
 func compareTrials(a, b TrialResult) int {
 	key := func(t TrialResult) (failed, nan bool) {
-		return t.State == "failed", t.State != "failed" && math.IsNaN(t.Final)
+		return t.State == StateFailed, t.State != StateFailed && math.IsNaN(t.Final)
 	}
 	af, an := key(a)
 	bf, bn := key(b)
@@ -90,7 +90,7 @@ func WriteTable(w io.Writer, trials []TrialResult, axes []Axis) error {
 	anyFailed := false
 	for i, t := range ranked {
 		rank := strconv.Itoa(i + 1)
-		if t.State == "failed" {
+		if t.State == StateFailed {
 			rank, anyFailed = "-", true
 		}
 		row := []string{rank, strconv.Itoa(t.ID)}
@@ -101,7 +101,7 @@ func WriteTable(w io.Writer, trials []TrialResult, axes []Axis) error {
 			row = append(row, rungCell(t.Rungs, it))
 		}
 		row = append(row, t.State, durationCell(t.Seconds))
-		if t.State == "failed" {
+		if t.State == StateFailed {
 			row = append(row, shortError(t.Err, 80))
 		}
 		rows = append(rows, row)

@@ -24,16 +24,16 @@ type Sampler interface {
 	Size() int
 }
 
-// NewSampler returns the sampler called name ("random", "grid" or "tpe", with
-// DefaultStartupTrials) over s.
-func NewSampler(name string, s *Space, seed uint64) (Sampler, error) {
+// NewSampler returns the sampler called name ("random", "grid" or "tpe", whose first
+// startup trials are random: see NewTPE) over s.
+func NewSampler(name string, s *Space, seed uint64, startup int) (Sampler, error) {
 	switch name {
 	case "random":
 		return NewRandom(s, seed), nil
 	case "grid":
 		return NewGrid(s)
 	case "tpe":
-		return NewTPE(s, seed, DefaultStartupTrials), nil
+		return NewTPE(s, seed, startup), nil
 	}
 	return nil, fmt.Errorf("unknown sampler %q (random, grid or tpe)", name)
 }

@@ -166,13 +166,10 @@ func (s *search) replay(past []record) (err error) {
 			}
 			s.newTrial(settings)
 		case eventPromote:
-			s.asha.Promote(r.ID)
-			s.decided(s.segment(r.ID))
+			s.promoted(r.ID)
 		case eventRung:
-			s.asha.Report(r.ID, r.Rung, lossOf(r.ValidLoss))
 			s.reached(r.ID, r.Rung, lossOf(r.ValidLoss), curveOf(r.Curve), r.Seconds)
 		case eventFailed:
-			s.asha.Fail(r.ID)
 			s.failed(r.ID, r.Error)
 		case eventStopped:
 			s.stopped[r.ID] = r.Rung
@@ -184,9 +181,17 @@ func (s *search) replay(past []record) (err error) {
 // newTrial adds a trial with settings and its first segment to pending.
 func (s *search) newTrial(settings []Setting) {
 	id := len(s.trials)
-	s.trials = append(s.trials, &TrialResult{ID: id, Settings: settings, State: "running", Final: math.NaN()})
+	s.trials = append(s.trials, &TrialResult{ID: id, Settings: settings, Final: math.NaN()}) // its State: results
 	s.asha.Start(id)
 	s.decided(s.segment(id))
+}
+
+// promoted applies the promotion of trial id: its next segment is decided.
+func (s *search) promoted(id int) Segment {
+	s.asha.Promote(id)
+	seg := s.segment(id)
+	s.decided(seg)
+	return seg
 }
 
 // decided adds seg, just decided, to pending and its iterations to those decided.
@@ -195,28 +200,28 @@ func (s *search) decided(seg Segment) {
 	s.iters += seg.To - seg.From
 }
 
-// fits reports whether a segment from rung k-1 to rung k (from 0 for k = 0) fits in
-// what MaxIterations leaves.
-func (s *search) fits(k int) bool {
-	from := 0
-	if k > 0 {
-		from = s.cfg.Rungs[k-1]
+// rungFrom returns the iteration a segment towards rung k starts from.
+func (s *search) rungFrom(k int) int {
+	if k == 0 {
+		return 0
 	}
-	return s.cfg.MaxIterations == 0 || s.iters+s.cfg.Rungs[k]-from <= s.cfg.MaxIterations
+	return s.cfg.Rungs[k-1]
+}
+
+// fits reports whether a segment towards rung k fits in what MaxIterations leaves.
+func (s *search) fits(k int) bool {
+	return s.cfg.MaxIterations == 0 || s.iters+s.cfg.Rungs[k]-s.rungFrom(k) <= s.cfg.MaxIterations
 }
 
 // segment returns trial id's next segment.
 func (s *search) segment(id int) Segment {
 	k := s.asha.Reached(id)
-	from := 0
-	if k > 0 {
-		from = s.cfg.Rungs[k-1]
-	}
-	return Segment{Trial: id, Settings: s.trials[id].Settings, Rung: k, From: from, To: s.cfg.Rungs[k], MaxIters: s.cfg.Rungs[len(s.cfg.Rungs)-1]}
+	return Segment{Trial: id, Settings: s.trials[id].Settings, Rung: k, From: s.rungFrom(k), To: s.cfg.Rungs[k], MaxIters: s.cfg.Rungs[len(s.cfg.Rungs)-1]}
 }
 
 // reached records that trial id reached rung k.
 func (s *search) reached(id, k int, loss float64, curve []Point, seconds float64) {
+	s.asha.Report(id, k, loss)
 	t := s.trials[id]
 	t.Rungs = append(t.Rungs, RungLoss{Iteration: s.cfg.Rungs[k], ValidLoss: loss})
 	t.Curve = append(t.Curve, curve...)
@@ -226,7 +231,8 @@ func (s *search) reached(id, k int, loss float64, curve []Point, seconds float64
 
 // failed records that trial id failed.
 func (s *search) failed(id int, why string) {
-	s.trials[id].State, s.trials[id].Err = "failed", why
+	s.asha.Fail(id)
+	s.trials[id].State, s.trials[id].Err = StateFailed, why
 	s.unpend(id)
 }
 
@@ -241,7 +247,7 @@ func (s *search) loop(ctx context.Context) error {
 		for len(s.running) < s.cfg.Parallel && ctx.Err() == nil {
 			seg, ok, err := s.decide()
 			if err != nil {
-				s.wait(ctx)
+				s.wait()
 				return err
 			}
 			if !ok {
@@ -253,7 +259,7 @@ func (s *search) loop(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if err := s.record(ctx, <-s.done); err != nil {
-			s.wait(ctx)
+			s.wait()
 			return err
 		}
 	}
@@ -299,9 +305,7 @@ func (s *search) promote(id int) (Segment, bool, error) {
 	if err := s.j.append(record{Event: eventPromote, ID: id, Rung: k}); err != nil {
 		return Segment{}, false, err
 	}
-	s.asha.Promote(id)
-	seg := s.segment(id)
-	s.decided(seg)
+	seg := s.promoted(id)
 	fmt.Fprintf(s.log, "trial %d: promoted to rung %d (iteration %d)\n", id, k, seg.To)
 	return seg, true, nil
 }
@@ -317,7 +321,7 @@ func (s *search) launch(ctx context.Context, seg Segment) {
 }
 
 // wait waits for the running segments after an error, discarding their results.
-func (s *search) wait(ctx context.Context) {
+func (s *search) wait() {
 	for len(s.running) > 0 {
 		d := <-s.done
 		delete(s.running, d.seg.Trial)
@@ -336,7 +340,6 @@ func (s *search) record(ctx context.Context, d segmentDone) error {
 		if err := s.j.append(record{Event: eventFailed, ID: id, Rung: k, Error: d.err.Error()}); err != nil {
 			return err
 		}
-		s.asha.Fail(id)
 		s.failed(id, d.err.Error())
 		fmt.Fprintf(s.log, "trial %d: failed: %v\n", id, d.err)
 		return nil
@@ -346,7 +349,6 @@ func (s *search) record(ctx context.Context, d segmentDone) error {
 	if err := s.j.append(r); err != nil {
 		return err
 	}
-	s.asha.Report(id, k, d.out.ValidLoss)
 	s.reached(id, k, d.out.ValidLoss, d.out.Curve, d.seconds)
 	fmt.Fprintf(s.log, "trial %d: rung %d (iteration %d): validation loss %.4f (%.1f s)\n", id, k, d.seg.To, d.out.ValidLoss, d.seconds)
 	if k == len(s.cfg.Rungs)-1 {
@@ -354,7 +356,7 @@ func (s *search) record(ctx context.Context, d segmentDone) error {
 			return err
 		}
 	}
-	return s.writeTable(s.results())
+	return writeTable(s.cfg, s.results())
 }
 
 // finish records which trials stopped below the last rung.
@@ -362,7 +364,7 @@ func (s *search) finish() error {
 	for _, t := range s.trials {
 		k := s.asha.Reached(t.ID)
 		prev, recorded := s.stopped[t.ID]
-		if t.State == "failed" || k == len(s.cfg.Rungs) || recorded && prev == k || s.isPending(t.ID) {
+		if t.State == StateFailed || k == len(s.cfg.Rungs) || recorded && prev == k || s.isPending(t.ID) {
 			continue // a pending segment (left by --max-time) runs when the search is run again
 		}
 		if err := s.j.append(record{Event: eventStopped, ID: t.ID, Rung: k}); err != nil {
@@ -379,13 +381,13 @@ func (s *search) results() []TrialResult {
 	for i, t := range s.trials {
 		out[i] = *t
 		switch k := s.asha.Reached(t.ID); {
-		case t.State == "failed":
+		case t.State == StateFailed:
 		case k == len(s.cfg.Rungs):
-			out[i].State = "finished"
+			out[i].State = StateFinished
 		case s.running[t.ID] || s.isPending(t.ID):
-			out[i].State = "running"
+			out[i].State = StateRunning
 		default:
-			out[i].State = "stopped"
+			out[i].State = StateStopped
 		}
 	}
 	return out
@@ -396,17 +398,16 @@ func (s *search) isPending(id int) bool {
 	return slices.ContainsFunc(s.pending, func(g Segment) bool { return g.Trial == id })
 }
 
-// writeTable writes table.txt.
-func (s *search) writeTable(trials []TrialResult) error {
-	return atomicfile.Write(filepath.Join(s.cfg.Dir, TableFile), func(w io.Writer) error {
-		return WriteTable(w, trials, s.cfg.Space.Axes())
+// writeTable writes cfg.Dir's table.txt.
+func writeTable(cfg Config, trials []TrialResult) error {
+	return atomicfile.Write(filepath.Join(cfg.Dir, TableFile), func(w io.Writer) error {
+		return WriteTable(w, trials, cfg.Space.Axes())
 	})
 }
 
 // writeOutputs writes table.txt, best.json (when a trial has a result) and the plots.
 func writeOutputs(cfg Config, trials []TrialResult) error {
-	s := &search{cfg: cfg}
-	if err := s.writeTable(trials); err != nil {
+	if err := writeTable(cfg, trials); err != nil {
 		return err
 	}
 	if ranked := Rank(trials); len(ranked) > 0 && len(ranked[0].Rungs) > 0 {

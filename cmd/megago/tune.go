@@ -178,12 +178,9 @@ func (f *tuneFlags) config(fixed []string, log io.Writer) (tune.Config, *tune.Pr
 	if err != nil {
 		return tune.Config{}, nil, err
 	}
-	sampler, err := tune.NewSampler(f.sampler, space, f.seed)
+	sampler, err := tune.NewSampler(f.sampler, space, f.seed, f.startup)
 	if err != nil {
 		return usage("--sampler: %v", err)
-	}
-	if f.sampler == "tpe" {
-		sampler = tune.NewTPE(space, f.seed, f.startup)
 	}
 	fixedSettings, err := tune.ParseFixed(fixed)
 	if err != nil {

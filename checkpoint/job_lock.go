@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"megago/internal/ckptlayout"
 	"megago/internal/filelock"
 )
 
@@ -13,7 +14,7 @@ import (
 // whole life (LockDir), so that a second job given the same directory refuses to start.
 // It is another file than LockFile, which every save takes for its own duration: the
 // job's lock and its saves' locks are two open files and never conflict.
-const JobLockFile = ".megago-job.lock"
+const JobLockFile = ckptlayout.JobLockFile
 
 // LockDir creates dir if needed and takes its job lock (JobLockFile) without waiting,
 // recording this process's id in it; rank 0 of a job that saves to dir calls it before

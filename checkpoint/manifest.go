@@ -16,13 +16,14 @@ import (
 	"strconv"
 	"strings"
 
+	"megago/internal/ckptlayout"
 	"megago/parallel"
 )
 
 // Names in a checkpoint directory.
 const (
 	// TrackerFile holds the number of the latest complete checkpoint, as in Megatron.
-	TrackerFile = "latest_checkpointed_iteration.txt"
+	TrackerFile = ckptlayout.TrackerFile
 	// ManifestFile is written last into each iteration's directory.
 	ManifestFile = "manifest.json"
 
@@ -40,7 +41,7 @@ const (
 )
 
 // IterDir returns the name of iteration it's directory: iter_0000100 for 100.
-func IterDir(it int) string { return fmt.Sprintf("iter_%07d", it) }
+func IterDir(it int) string { return ckptlayout.IterDir(it) }
 
 // modelFile and optimFile name the shard files of a rank.
 func modelFile(tp, pp int) string { return fmt.Sprintf("model_tp%02d_pp%03d.safetensors", tp, pp) }

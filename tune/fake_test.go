@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"megago/internal/ckptlayout"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -67,7 +68,7 @@ func fakeProgram(args []string) int {
 func fakeTrain(lr, wd float64, iters, exit int, save, load, out string, handler bool, sleep time.Duration, term *atomic.Bool) error {
 	start := 0
 	if load != "" {
-		b, err := os.ReadFile(filepath.Join(load, "latest_checkpointed_iteration.txt"))
+		b, err := os.ReadFile(filepath.Join(load, ckptlayout.TrackerFile))
 		if err != nil {
 			return err
 		}
@@ -106,8 +107,8 @@ func fakeTrain(lr, wd float64, iters, exit int, save, load, out string, handler 
 
 // fakeSave writes a checkpoint of iteration it in dir: its directory and the tracker.
 func fakeSave(dir string, it int) error {
-	if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("iter_%07d", it)), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, ckptlayout.IterDir(it)), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "latest_checkpointed_iteration.txt"), []byte(strconv.Itoa(it)), 0o644)
+	return os.WriteFile(filepath.Join(dir, ckptlayout.TrackerFile), []byte(strconv.Itoa(it)), 0o644)
 }

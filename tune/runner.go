@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"megago/internal/atomicfile"
+	"megago/internal/ckptlayout"
 	"megago/internal/filelock"
 )
 
@@ -182,15 +183,11 @@ func firstError(out []byte, err error) string {
 	return err.Error()
 }
 
-// jobLock is the lock file an example's rank 0 holds in its --save directory while
-// it runs (checkpoint.JobLockFile).
-const jobLock = ".megago-job.lock"
-
 // waitUnlocked waits until no process holds the job lock of the checkpoint directory
 // dir: a trial's process left running by a search that was killed stops after its
 // iteration (stopWithParent), and the segment must not start before.
 func waitUnlocked(ctx context.Context, dir string) error {
-	path := filepath.Join(dir, jobLock)
+	path := filepath.Join(dir, ckptlayout.JobLockFile)
 	for {
 		if _, err := os.Stat(path); err != nil {
 			return nil // no lock file: no job ever ran there
@@ -218,7 +215,7 @@ func rollback(dir string, from int) error {
 	if from == 0 {
 		return os.RemoveAll(dir)
 	}
-	keep := fmt.Sprintf("iter_%07d", from) // checkpoint.IterDir
+	keep := ckptlayout.IterDir(from)
 	if _, err := os.Stat(filepath.Join(dir, keep)); err != nil {
 		return fmt.Errorf("the checkpoint of iteration %d to resume: %w", from, err)
 	}
@@ -233,7 +230,7 @@ func rollback(dir string, from int) error {
 			}
 		}
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, "latest_checkpointed_iteration.txt"), []byte(strconv.Itoa(from)))
+	return atomicfile.WriteFile(filepath.Join(dir, ckptlayout.TrackerFile), []byte(strconv.Itoa(from)))
 }
 
 // readOutcome reads a segment's metrics.jsonl: the "valid" record of iteration to

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"megago/internal/ckptlayout"
 	"megago/internal/filelock"
 )
 
@@ -99,7 +100,7 @@ func TestRollback(t *testing.T) {
 func TestWaitUnlocked(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, waitUnlocked(context.Background(), dir), "no lock file")
-	l, err := filelock.Acquire(filepath.Join(dir, jobLock))
+	l, err := filelock.Acquire(filepath.Join(dir, ckptlayout.JobLockFile))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- waitUnlocked(context.Background(), dir) }()

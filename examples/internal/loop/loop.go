@@ -31,9 +31,9 @@ type Loop struct {
 	// dropout.
 	Forward func(it int, pass func(micro int) *nn.Pass) (parallel.ForwardFunc, error)
 	// Eval validates the model after iteration it (1-based) and reports the result; Run
-	// calls it when Settings.EvalAfter(it), and after the iteration a planned exit
-	// (--exit-interval, --exit-duration-in-mins) stops at, with --eval-iters > 0. Nil:
-	// no validation.
+	// calls it when Settings.EvalAfter(it, exited): every --eval-interval iterations,
+	// after the last, and after the one a planned exit (--exit-interval,
+	// --exit-duration-in-mins) stops at, with --eval-iters > 0. Nil: no validation.
 	Eval func(it int) error
 	// Save records that iteration it (1-based) is done and saves a checkpoint when one is
 	// due or last is true: a ckpt.Checkpointer's Saved. Nil: nothing is saved.
@@ -151,9 +151,7 @@ func (l *Loop) iteration(ctx, work context.Context, it int, start time.Time, h *
 			return false, err
 		}
 	}
-	// A planned exit validates the iteration it stops after too (megago tune reads that
-	// validation at each rung).
-	if l.Eval != nil && (cfg.EvalAfter(it+1) || res.Exited && cfg.EvalIters > 0) {
+	if l.Eval != nil && cfg.EvalAfter(it+1, res.Exited) {
 		if err := l.Trainer.Optimizer().FinishParamGather(); err != nil {
 			return false, err
 		}

@@ -323,9 +323,10 @@ func (c *Common) WarmupIters() int {
 }
 
 // EvalAfter reports whether to validate after iteration it (1-based): every
-// --eval-interval iterations and after the last.
-func (c *Common) EvalAfter(it int) bool {
-	return c.EvalIters > 0 && (it == c.TrainIters || c.EvalInterval > 0 && it%c.EvalInterval == 0)
+// --eval-interval iterations, after the last, and after one a planned exit stops the
+// run after (exited; megago tune reads that validation at each rung).
+func (c *Common) EvalAfter(it int, exited bool) bool {
+	return c.EvalIters > 0 && (exited || it == c.TrainIters || c.EvalInterval > 0 && it%c.EvalInterval == 0)
 }
 
 // FLOPs returns the model FLOPs of one iteration of a transformer with a vocabulary

@@ -32,7 +32,7 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 		// of 4 KiB apart (256×3072·3072×768 by 6%, 256×4096·4096×1024 by 8%).
 		plan.directA = plan.directA || !p.TransA && kern.tileRowA != nil
 	}
-	band := max(unit, roundUp((ext+gemmBandsPerWorker*workers-1)/(gemmBandsPerWorker*workers), unit))
+	band := gemmBand(ext, unit, workers)
 	bands := (ext + band - 1) / band
 	workers = min(workers, bands)
 
@@ -72,6 +72,12 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 		}
 	})
 	gemmShared.Put(sh)
+}
+
+// gemmBand returns the width of the bands, whole units wide, that cut an extent ext into
+// about gemmBandsPerWorker bands per worker.
+func gemmBand(ext, unit, workers int) int {
+	return max(unit, roundUp((ext+gemmBandsPerWorker*workers-1)/(gemmBandsPerWorker*workers), unit))
 }
 
 // gemmParallel runs work(w, i) for each i in [0, n) on up to workers goroutines, the

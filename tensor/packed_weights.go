@@ -1,9 +1,6 @@
 package tensor
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // PackedWeights keeps weight matrices packed for the CPU's float32 GEMM (gemm.go), so that
 // inference products x·Wᵀ skip packing W on every call. The GEMM packs op(B) = Wᵀ into
@@ -20,13 +17,12 @@ type PackedWeights struct {
 	m  map[*Tensor]*packedWeight
 }
 
-// packedWeight is one W [N, K] packed as op(B) = Wᵀ: kc block pc of its nr-column panels
-// at data[nPad·pc:], panel j at j·nr·kb within it (the layout of sgemmSplit's shared B).
+// packedWeight is one W [N, K] packed as op(B) = Wᵀ, in the layout of sgemmSplit's shared
+// B: each (kc block, nr-column panel) packed by the first product that needs it, then
+// kept.
 type packedWeight struct {
-	kern  *gemmKernel
-	data  []float32
-	nPad  int
-	state []atomic.Int32 // every panel marked packed, for sharedPack.ensure
+	kern *gemmKernel
+	sh   sharedPack
 }
 
 // NewPackedWeights returns an empty PackedWeights.
@@ -34,8 +30,8 @@ func NewPackedWeights() *PackedWeights { return &PackedWeights{m: map[*Tensor]*p
 
 // MatMulT returns x·wᵀ for x [..., K] and w [N, K]: [..., N], equal bit for bit to
 // MatMulT(x, w, false, true). On the CPU, for float32 operands with gradients off, it
-// packs w the first time it sees it and reuses the packing; otherwise (a nil pw
-// included) it is MatMulT. It panics as MatMulT does.
+// packs each panel of w the first time a product needs it and keeps it; otherwise (a
+// nil pw included) it is MatMulT. It panics as MatMulT does.
 func (pw *PackedWeights) MatMulT(x, w *Tensor) *Tensor {
 	kern := defaultGemmKernel()
 	dev := x.Device()
@@ -63,16 +59,11 @@ func (pw *PackedWeights) packed(kern *gemmKernel, w *Tensor) *packedWeight {
 		return pk
 	}
 	n, k := w.shape[0], w.shape[1]
-	pk := &packedWeight{kern: kern, nPad: roundUp(n, kern.nr)}
-	pk.data = grow(nil, pk.nPad*k)
 	b := raw[float32](w.Span())
-	for pc := 0; pc < k; pc += kern.kc {
-		packB(kern, pk.data[pk.nPad*pc:], b, true, k, pc, min(kern.kc, k-pc), 0, n)
-	}
-	pk.state = make([]atomic.Int32, pk.nPad/kern.nr*((k+kern.kc-1)/kern.kc))
-	for i := range pk.state {
-		pk.state[i].Store(2)
-	}
+	pk := &packedWeight{kern: kern}
+	pk.sh.init(&sharedBuf{}, n, kern.nr, kern.kc, k, func(dst []float32, j0, j1, pc, kb int) {
+		packB(kern, dst, b, true, k, pc, kb, j0, j1-j0)
+	})
 	pw.m[w] = pk
 	return pk
 }
@@ -81,11 +72,9 @@ func (pw *PackedWeights) packed(kern *gemmKernel, w *Tensor) *packedWeight {
 // on up to GOMAXPROCS goroutines, each taking bands of whole columns, reading A in place
 // where the kernel can (as sgemmSplit's column bands do).
 func sgemmPacked(kern *gemmKernel, c, a []float32, pk *packedWeight, p MatMulParams) {
-	sh := &sharedPack{data: pk.data, state: pk.state, n: p.N, w: kern.nr, kc: kern.kc, k: p.K,
-		pad: pk.nPad, panels: pk.nPad / kern.nr}
-	plan := gemmPlan{directA: kern.tileRowA != nil, bShared: pk.data, shared: sh, nPad: pk.nPad}
+	plan := gemmPlan{directA: kern.tileRowA != nil, bShared: pk.sh.data, shared: &pk.sh, nPad: pk.sh.pad}
 	workers := gemmWorkersFor(p)
-	band := max(kern.nr, roundUp((p.N+gemmBandsPerWorker*workers-1)/(gemmBandsPerWorker*workers), kern.nr))
+	band := gemmBand(p.N, kern.nr, workers)
 	bands := (p.N + band - 1) / band
 	gemmParallel(bands, workers, func(w *gemmWorker, i int) {
 		w.run(kern, c, a, nil, &p, &plan, 0, p.M, i*band, min(p.N, (i+1)*band))

@@ -41,8 +41,7 @@ func Follow(ctx context.Context, m *nn.GPT, tp parallel.Comm) error {
 	}
 	cache := nn.NewSlotCache(m, int(size[0]), int(size[1]))
 	defer cache.Release()
-	p := nn.Eval(ctx)
-	p.Packed = tensor.NewPackedWeights()
+	p := decodePass(ctx)
 	if err := warmUp(p, m, cache); err != nil {
 		return fmt.Errorf("serve: Follow: %w", err)
 	}
@@ -58,10 +57,9 @@ func Follow(ctx context.Context, m *nn.GPT, tp parallel.Comm) error {
 		if len(plan.seqs) == 0 {
 			continue // rank 0's heartbeat while idle
 		}
-		if _, err := m.DecodeStep(p, cache, plan.ids, plan.seqs); err != nil {
+		if _, err := decodeStep(p, m, cache, plan.ids, plan.seqs); err != nil {
 			return fmt.Errorf("serve: Follow: %w", err)
 		}
-		trimPool(m.Word.Weight.Device())
 	}
 }
 

@@ -39,8 +39,7 @@ func startRank(ctx context.Context, m *nn.GPT, cfg EngineConfig, leader parallel
 	go func() {
 		defer close(r.ended)
 		defer r.cache.Release()
-		p := nn.Eval(ctx)
-		p.Packed = tensor.NewPackedWeights()
+		p := decodePass(ctx)
 		var err error // a failed broadcast: the followers are gone, the steps fail
 		if leader != nil {
 			err = broadcastInts(ctx, leader, m, []int32{int32(cfg.MaxRequests), int32(cfg.MaxSeqLen)})
@@ -76,17 +75,30 @@ func (r *rank) step(p *nn.Pass, plan stepPlan) (res stepResult) {
 			res.err = fmt.Errorf("serve: engine step: %v", v)
 		}
 	}()
-	rows, err := r.m.DecodeStep(p, r.cache, plan.ids, plan.seqs)
-	trimPool(r.m.Word.Weight.Device())
+	rows, err := decodeStep(p, r.m, r.cache, plan.ids, plan.seqs)
 	return stepResult{rows, err}
+}
+
+// decodePass returns the pass a rank's steps run in: evaluation, with the weights packed
+// once (tensor.PackedWeights).
+func decodePass(ctx context.Context) *nn.Pass {
+	p := nn.Eval(ctx)
+	p.Packed = tensor.NewPackedWeights()
+	return p
+}
+
+// decodeStep is m.DecodeStep, after which the device's pool is trimmed (trimPool).
+func decodeStep(p *nn.Pass, m *nn.GPT, c *nn.SlotCache, ids []int32, seqs []nn.DecodeSeq) ([][]float64, error) {
+	rows, err := m.DecodeStep(p, c, ids, seqs)
+	trimPool(m.Word.Weight.Device())
+	return rows, err
 }
 
 // warmUp runs one step of one token in slot 0 (whose positions a request overwrites
 // before reading them), so that p.Packed packs m's weights before the first request
 // instead of during it. Every TP rank runs it at the same point: its collectives match.
 func warmUp(p *nn.Pass, m *nn.GPT, c *nn.SlotCache) error {
-	_, err := m.DecodeStep(p, c, []int32{0}, []nn.DecodeSeq{{Slot: 0, N: 1, Logits: 1}})
-	trimPool(m.Word.Weight.Device())
+	_, err := decodeStep(p, m, c, []int32{0}, []nn.DecodeSeq{{Slot: 0, N: 1, Logits: 1}})
 	return err
 }
 

@@ -255,33 +255,7 @@ func (m *GPT) decodeLogits(p *Pass, c *SlotCache, x *tensor.Tensor, seqs []Decod
 	}
 	logits := m.logits(p, concat(1, want))                    // [1, R, Vp/tp]
 	full := parallel.GatherFromTP(p.Ctx, m.region.tp, logits) // [1, R, Vp]
-	r, vp, v := full.Dim(1), full.Dim(2), m.Config.Vocab
-	if cap(c.logits) < r*v {
-		c.logits = make([]float64, r*v)
-	}
-	buf := c.logits[:r*v]
-	if full.DType() == tensor.F32 {
-		if cap(c.host) < r*vp {
-			c.host = make([]float32, r*vp)
-		}
-		host := tensor.ReadInto(c.host, full)
-		for i := range r { // drop the padded columns
-			for j, x := range host[i*vp : i*vp+v] {
-				buf[i*v+j] = float64(x)
-			}
-		}
-	} else {
-		for i, x := range tensor.ToSlice[float64](full) {
-			if j := i % vp; j < v {
-				buf[i/vp*v+j] = x
-			}
-		}
-	}
-	rows := make([][]float64, r)
-	for i := range rows {
-		rows[i] = buf[i*v : (i+1)*v : (i+1)*v]
-	}
-	return rows
+	return c.hostRows(full, m.Config.Vocab)
 }
 
 // recoverCommErrorAs turns a panic carrying a *parallel.Error (a collective that failed

@@ -17,8 +17,9 @@
 //  1. admits queued requests, in arrival order, into free slots of the KV cache;
 //  2. finishes requests whose context is done ("cancelled"), freeing their slots;
 //  3. plans one forward over a flat set of new tokens: the last generated token of every
-//     decoding request, then chunks of newly admitted prompts (PrefillChunk tokens in
-//     all, oldest request first), each token with its (slot, position);
+//     decoding request, then chunks of newly admitted prompts, oldest request first,
+//     filling the step up to PrefillChunk tokens (with room for at least half as many
+//     prompt tokens), each token with its (slot, position);
 //  4. runs that plan on every TP rank (nn.GPT.DecodeStep): the linear layers, norms and
 //     MLP run once over all N tokens [1, N, C] (an MoE layer routes them, its experts
 //     split over expert groups among the TP ranks as the models were built: megago

@@ -19,7 +19,7 @@ type EngineConfig struct {
 	MaxRequests  int // slots of the KV cache: requests running at once; default 8
 	MaxSeqLen    int // positions per slot (prompt + generated); default 2560
 	MaxQueue     int // requests waiting for a slot before Submit returns ErrBusy; default 4*MaxRequests
-	PrefillChunk int // most prompt tokens per step; 0 = the engine's choice (512)
+	PrefillChunk int // most tokens of a step with prompt tokens, decoding ones included (prefillBudget); 0 = 512
 	// MemoryBudget, if > 0, is the most bytes the KV cache may take per rank: NewEngine
 	// refuses a configuration whose cache (Engine.CacheBytes) exceeds it.
 	MemoryBudget int64

@@ -7,17 +7,28 @@ import "time"
 // prompt's log-probabilities. Only the scheduler goroutine touches it.
 type promptTops map[*seq][][]TokenLogprob
 
-// add records the PromptTopLogprobs most likely ids of rows, the logits [V] of s's
-// positions from..from+len(rows)−1, for the positions that predict a prompt token.
-func (p promptTops) add(s *seq, from int, rows [][]float64) {
+// promptTopsAt returns the PromptTopLogprobs most likely ids of rows, the logits [V] of
+// s's positions from..from+len(rows)−1, for the positions that predict a prompt token
+// (none when s does not ask for them). It only reads s (advance runs it for several
+// requests at once); add records its result.
+func promptTopsAt(s *seq, from int, rows [][]float64) [][]TokenLogprob {
 	n := s.req.PromptTopLogprobs
 	if n == 0 {
-		return
+		return nil
 	}
+	var tops [][]TokenLogprob
 	for j, row := range rows {
 		if from+j+1 < len(s.req.Prompt) {
-			p[s] = append(p[s], topLogprobs(row, n))
+			tops = append(tops, topLogprobs(row, n))
 		}
+	}
+	return tops
+}
+
+// add records tops (promptTopsAt's) after those of s's earlier positions.
+func (p promptTops) add(s *seq, tops [][]TokenLogprob) {
+	if len(tops) > 0 {
+		p[s] = append(p[s], tops...)
 	}
 }
 

@@ -54,50 +54,69 @@ func (s *seq) finish(reason string, err error) {
 	s.done = true
 }
 
-// addPromptLogprobs records the prompt log-probabilities in rows, the logits [V] of the
-// positions from..from+len(rows)−1.
-func (s *seq) addPromptLogprobs(from int, rows [][]float64) {
+// promptLogprobs returns the prompt log-probabilities in rows, the logits [V] of s's
+// positions from..from+len(rows)−1, for the positions that predict a prompt token.
+func promptLogprobs(s *seq, from int, rows [][]float64) []float32 {
+	var lp []float32
 	for j, row := range rows {
 		if next := from + j + 1; next < len(s.req.Prompt) {
-			s.promptLP = append(s.promptLP, float32(logprobOf(row, s.req.Prompt[next])))
+			lp = append(lp, float32(logprobOf(row, s.req.Prompt[next])))
 		}
 	}
+	return lp
 }
 
-// next chooses, sends and appends the token that follows logits [V] and reports whether
-// the request is finished (and with what reason).
-func (s *seq) next(logits []float64) (done bool, reason string, err error) {
+// banned returns logits [V] with the ids that Request.Ban forbids now set to −Inf (a
+// copy), or logits itself when nothing is banned.
+func (s *seq) banned(logits []float64) []float64 {
 	r := s.req
-	pick := logits
-	if r.Ban != nil {
-		if ban := r.Ban(s.tokens[len(r.Prompt):]); len(ban) > 0 {
-			pick = append([]float64(nil), logits...)
-			for _, id := range ban {
-				if id >= 0 && int(id) < len(pick) {
-					pick[id] = math.Inf(-1)
-				}
-			}
+	if r.Ban == nil {
+		return logits
+	}
+	ban := r.Ban(s.tokens[len(r.Prompt):])
+	if len(ban) == 0 {
+		return logits
+	}
+	pick := append([]float64(nil), logits...)
+	for _, id := range ban {
+		if id >= 0 && int(id) < len(pick) {
+			pick[id] = math.Inf(-1)
 		}
 	}
+	return pick
+}
+
+// choose returns the token that follows logits [V], drawn from pick (logits after
+// banned), with its log-probability and most likely alternatives when the request asks
+// for them. It only reads s, so that advance runs it for several requests at once.
+func (s *seq) choose(pick, logits []float64) (Token, error) {
+	r := s.req
 	o := nn.GenerateOptions{MaxNewTokens: 1, Temperature: r.Sampling.Temperature, TopK: r.Sampling.TopK,
 		TopP: s.topP, Seed: r.Sampling.Seed}
 	id, err := o.NextToken(pick, s.generations, 0)
 	if err != nil {
-		return true, "error", err
+		return Token{}, err
 	}
-	tok := &Token{ID: id}
+	tok := Token{ID: id}
 	if r.Logprobs {
 		tok.Logprob = float32(logprobOf(logits, id))
 	}
 	if r.TopLogprobs > 0 {
 		tok.Top = topLogprobs(logits, r.TopLogprobs)
 	}
+	return tok, nil
+}
+
+// emit sends and appends tok, the request's next token, and reports whether the request
+// is finished (and with what reason).
+func (s *seq) emit(tok Token) (done bool, reason string) {
+	r := s.req
 	if s.first.IsZero() {
 		s.first = time.Now()
 	}
-	s.tokens = append(s.tokens, id)
+	s.tokens = append(s.tokens, tok.ID)
 	s.generations++
-	s.out <- Event{Token: tok}
+	s.out <- Event{Token: &tok}
 	if p := r.Sampling; s.topP > 0 && p.TopPDecay > 0 { // Megatron's top_p_decay and top_p_bound
 		s.topP *= p.TopPDecay
 		if p.TopPBound > 0 {
@@ -106,12 +125,12 @@ func (s *seq) next(logits []float64) (done bool, reason string, err error) {
 	}
 	gen := s.tokens[len(r.Prompt):]
 	switch {
-	case slices.Contains(r.StopIDs, id) || (r.Stop != nil && r.Stop(gen)):
-		return true, "stop", nil
+	case slices.Contains(r.StopIDs, tok.ID) || (r.Stop != nil && r.Stop(gen)):
+		return true, "stop"
 	case s.generations >= r.MaxNewTokens:
-		return true, "length", nil
+		return true, "length"
 	}
-	return false, "", nil
+	return false, ""
 }
 
 // logSumExp returns log Σ exp(x) over x [V].

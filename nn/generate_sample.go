@@ -73,9 +73,51 @@ func checkLogits(logits []float64) error {
 	return err
 }
 
-// checkedArgmax returns argmax(logits) for logits [V] that checkLogits accepts, else
-// checkLogits's error: one pass for both.
+// checkedArgmax returns argmax(logits), the first largest, for logits [V] that
+// checkLogits accepts, else checkLogits's error. A row of finite values (the usual one:
+// not a banned id's −Inf) takes one pass over four interleaved lanes, each keeping its
+// largest value and where it first was, about twice as fast as checkedArgmaxSerial (the
+// engine's greedy requests read 50K logits each per step); any other row is left to
+// checkedArgmaxSerial, which defines the result and the errors.
 func checkedArgmax(logits []float64) (int, error) {
+	if len(logits) < 4 {
+		return checkedArgmaxSerial(logits)
+	}
+	m := [4]float64{logits[0], logits[1], logits[2], logits[3]}
+	at := [4]int{0, 1, 2, 3}
+	bad := 0.0 // NaN once a NaN or an infinity has been seen (x·0)
+	n := len(logits) &^ 3
+	for j := 4; j < n; j += 4 {
+		x := logits[j : j+4 : j+4]
+		bad += x[0]*0 + x[1]*0 + x[2]*0 + x[3]*0
+		for l, v := range x {
+			if v > m[l] {
+				m[l], at[l] = v, j+l
+			}
+		}
+	}
+	for j := n; j < len(logits); j++ {
+		bad += logits[j] * 0
+		if logits[j] > m[0] {
+			m[0], at[0] = logits[j], j
+		}
+	}
+	if bad += m[0]*0 + m[1]*0 + m[2]*0 + m[3]*0; bad != 0 {
+		return checkedArgmaxSerial(logits)
+	}
+	best := 0 // the lane whose largest value came first (+0 and −0 are equal, as in the serial loop)
+	for l := 1; l < 4; l++ {
+		if m[l] > m[best] || m[l] == m[best] && at[l] < at[best] {
+			best = l
+		}
+	}
+	return at[best], nil
+}
+
+// checkedArgmaxSerial is checkedArgmax in one plain pass: the first index whose value
+// exceeds every earlier one, or the error for the first NaN or +Inf, or for a row that
+// is all −Inf.
+func checkedArgmaxSerial(logits []float64) (int, error) {
 	best, m := 0, math.Inf(-1)
 	for j, x := range logits {
 		if !(x < math.Inf(1)) { // NaN or +Inf

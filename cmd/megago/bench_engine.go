@@ -54,7 +54,7 @@ func runBenchEngine(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&c.Prompt, "prompt", 128, "prompt tokens per request")
 	fs.IntVar(&c.NewTokens, "new-tokens", 64, "generated tokens per request")
 	fs.IntVar(&c.Slots, "inference-max-requests", 32, "KV-cache slots (requests running at once)")
-	fs.IntVar(&c.PrefillChunk, "prefill-chunk", 0, "most prompt tokens per step (0: the engine's default)")
+	fs.IntVar(&c.PrefillChunk, "prefill-chunk", 0, "tokens of a step that prefills, decoding ones included (0: the engine's default)")
 	fs.IntVar(&c.Threads, "threads", 0, "threads (GOMAXPROCS); 0 keeps Go's default")
 	fs.IntVar(&c.TP, "tensor-model-parallel-size", 1, "goroutine TP ranks")
 	fs.Uint64Var(&c.Seed, "seed", 1337, "seed of the weights and the prompts")

@@ -200,8 +200,9 @@ type attnTiles[T float] struct {
 	o                 []T // [attnQTile, HS] output accumulator
 	m, l              []float64
 	keep              []bool
-	arow              []T // matmulRefRow's packed row
-	kvg               []T // the forward's key and value tile gathered from a position-major cache (gatherKV)
+	arow              []T       // matmulRefRow's packed row
+	kvg               []T       // the forward's key and value tile gathered from a position-major cache (gatherKV)
+	rowTail           []float32 // a one-query tile's last keys and their scores (rowScores)
 	g                 attnGemm
 	kT, vT, k         []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
 	qdo               []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
@@ -335,6 +336,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		m[r], l[r] = math.Inf(-1), 0
 	}
 	kEnd := c.visible(i0 + bq - 1)
+	inPlace := c.rowInPlace(bq) // cpu_attention_decode.go
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		if c.segs != nil && c.segs.hidden(b, qt, j0/attnKTile) {
 			continue
@@ -343,9 +345,15 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		sc := c.expScale(gen)
 		w := min(attnKTile, kEnd-j0)
 		s := t.s[:bq*w] // [bq, w]: the scores, then the probabilities over them
-		kT, v := c.keyTile(t, kvh, j0)
+		var v attnB[T]
 		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
-		c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
+		if inPlace {
+			c.rowScores(t, s, q, kvh, j0, w)
+		} else {
+			var kT attnB[T]
+			kT, v = c.keyTile(t, kvh, j0)
+			c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
+		}
 		for r := 0; r < bq; r++ {
 			lim := min(w, max(0, c.visible(i0+r)-j0))
 			srow, prow := s[r*w:r*w+lim], s[r*w:(r+1)*w]
@@ -371,7 +379,11 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 				c.dropRow(t.keep[:lim], prow[:lim], nil, c.dropIndex(b, h, i0+r, j0))
 			}
 		}
-		c.product(t, o, s, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
+		if inPlace {
+			c.rowValues(o, s, kvh, j0, w)
+		} else {
+			c.product(t, o, s, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
+		}
 	}
 	out, lse := c.out[(bh*c.tq+i0)*hs:], c.lse[bh*c.tq+i0:]
 	for r := 0; r < bq; r++ {

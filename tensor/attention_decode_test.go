@@ -1,0 +1,45 @@
+package tensor_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"megago/tensor"
+)
+
+// TestAttentionOneQueryMatchesTile: a call with one query (a decode step's, whose tile
+// the CPU backend computes reading keys and values in place) gives the bits of the same
+// query computed as the last row of a two-query call (the packed tile products), for
+// head sizes on and off the in-place kernels' multiple of 16, key counts around their
+// 16-key blocks and the 128-key tiles, with GQA, in Attention's layout and a KV cache's.
+func TestAttentionOneQueryMatchesTile(t *testing.T) {
+	const b, nh, g = 1, 4, 2
+	for _, hs := range []int{16, 64, 24} {
+		for _, tk := range []int{2, 15, 16, 17, 33, 150, 300} {
+			t.Run(fmt.Sprintf("hs%d_tk%d", hs, tk), func(t *testing.T) {
+				dev := tensor.NewCPU()
+				r := rand.New(rand.NewPCG(uint64(hs), uint64(tk)))
+				rnd := func(shape ...int) *tensor.Tensor {
+					x := make([]float32, tensor.Shape(shape).Numel())
+					for j := range x {
+						x[j] = float32(r.NormFloat64())
+					}
+					return tensor.FromSlice(dev, x, shape...)
+				}
+				q2 := rnd(b, nh, 2, hs)
+				q1 := q2.Narrow(2, 1, 1).Contiguous()        // [B, NH, 1, HS]
+				k, v := rnd(b, tk, g, hs), rnd(b, tk, g, hs) // position-major
+				kh, vh := k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)
+				o := tensor.AttentionOptions{Causal: true, Scale: 0.3}
+				two, _ := tensor.Attention(q2, kh, vh, o)
+				want := tensor.ToSlice[float32](two.Narrow(2, 1, 1).Contiguous())
+				one, _ := tensor.Attention(q1, kh, vh, o)
+				require.Equal(t, want, tensor.ToSlice[float32](one), "Attention") // exact: no NaN here
+				require.Equal(t, want, tensor.ToSlice[float32](tensor.AttentionCached(q1, k, v, o)), "AttentionCached")
+			})
+		}
+	}
+}

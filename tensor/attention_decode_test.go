@@ -2,6 +2,7 @@ package tensor_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -14,7 +15,8 @@ import (
 // the CPU backend computes reading keys and values in place) gives the bits of the same
 // query computed as the last row of a two-query call (the packed tile products), for
 // head sizes on and off the in-place kernels' multiple of 16, key counts around their
-// 16-key blocks and the 128-key tiles, with GQA, in Attention's layout and a KV cache's.
+// 16-key blocks and the 128-key tiles, with GQA, in Attention's layout, a KV cache's
+// position-major one and head-major slots (AttentionSlots, filled by CopyNarrowFrom).
 func TestAttentionOneQueryMatchesTile(t *testing.T) {
 	const b, nh, g = 1, 4, 2
 	for _, hs := range []int{16, 64, 24} {
@@ -39,6 +41,13 @@ func TestAttentionOneQueryMatchesTile(t *testing.T) {
 				one, _ := tensor.Attention(q1, kh, vh, o)
 				require.Equal(t, want, tensor.ToSlice[float32](one), "Attention") // exact: no NaN here
 				require.Equal(t, want, tensor.ToSlice[float32](tensor.AttentionCached(q1, k, v, o)), "AttentionCached")
+				// Head-major slots with room for 5 more positions, NaN: never read.
+				ks, vs := tensor.Full(dev, tensor.F32, math.NaN(), b, g, tk+5, hs), tensor.Full(dev, tensor.F32, math.NaN(), b, g, tk+5, hs)
+				ks.CopyNarrowFrom(2, 0, kh)
+				vs.CopyNarrowFrom(2, 0, vh)
+				got := tensor.AttentionSlots([]*tensor.Tensor{q1, q2}, []*tensor.Tensor{ks, ks}, []*tensor.Tensor{vs, vs}, []int{tk, tk}, o)
+				require.Equal(t, want, tensor.ToSlice[float32](got[0]), "AttentionSlots")
+				require.Equal(t, tensor.ToSlice[float32](two), tensor.ToSlice[float32](got[1]), "AttentionSlots, two queries")
 			})
 		}
 	}

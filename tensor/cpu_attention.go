@@ -73,7 +73,7 @@ type attnGeom struct {
 	tq, tk, hs     int
 	nqt, nkt       int // query and key tiles
 	causal         bool
-	posMajor       bool   // keys and values [B, Tk, G, HS] (a KV cache's layout), not [B, G, Tk, HS]
+	kvStr          [3]int // strides of K's and V's batch, key/value head and position ([B, G, Tk, HS]'s unless a cache's)
 	mstr, bstr     [4]int // mask's and bias's strides in the scores [B, NH, Tq, Tk] (0: broadcast)
 	dropBase       uint64 // full-tensor index of this call's element (0, 0, 0, 0)
 	dropStr        [3]int // full-tensor strides of b, h and i (j's is 1)
@@ -126,6 +126,7 @@ func newAttnGeom[T float](a AttentionArgs, p AttentionParams) attnGeom {
 	g := attnGeom{b: a.Q.Shape[0], nh: a.Q.Shape[1], g: a.K.Shape[1], tq: a.Q.Shape[2], tk: a.K.Shape[2],
 		hs: a.Q.Shape[3], causal: p.Causal}
 	g.per = g.nh / max(1, g.g)
+	g.kvStr = [3]int{g.g * g.tk * g.hs, g.tk * g.hs, g.hs}
 	g.nqt, g.nkt = (g.tq+attnQTile-1)/attnQTile, (g.tk+attnKTile-1)/attnKTile
 	scores := Shape{g.b, g.nh, g.tq, g.tk}
 	if !a.Mask.Empty() {

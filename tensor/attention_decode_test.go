@@ -52,3 +52,17 @@ func TestAttentionOneQueryMatchesTile(t *testing.T) {
 		}
 	}
 }
+
+func TestAttentionSlotsPanics(t *testing.T) {
+	dev := tensor.NewCPU()
+	q := tensor.Zeros(dev, tensor.F32, 1, 2, 1, 4)
+	k := tensor.Zeros(dev, tensor.F32, 1, 2, 5, 4) // [B, G, L, HS]
+	one := []*tensor.Tensor{k}
+	qs := []*tensor.Tensor{q}
+	require.Panics(t, func() { tensor.AttentionSlots(qs, one, one, []int{6}, tensor.AttentionOptions{}) })
+	require.Panics(t, func() { tensor.AttentionSlots(qs, one, one, []int{0}, tensor.AttentionOptions{}) })
+	require.Panics(t, func() { tensor.AttentionSlots(qs, one, one, nil, tensor.AttentionOptions{}) })
+	require.Panics(t, func() { tensor.AttentionSlots(qs, one, one, []int{5}, tensor.AttentionOptions{Dropout: 0.1}) })
+	require.Panics(t, func() { k.CopyNarrowFrom(2, 3, tensor.Zeros(dev, tensor.F32, 1, 2, 3, 4)) })
+	require.Empty(t, tensor.AttentionSlots(nil, nil, nil, nil, tensor.AttentionOptions{}))
+}

@@ -36,16 +36,14 @@ func AttentionSlots(qs, ks, vs []*Tensor, n []int, o AttentionOptions) []*Tensor
 	if len(qs) == 0 {
 		return nil
 	}
-	dev, dt, hs := qs[0].Device(), qs[0].dtype, qs[0].shape[len(qs[0].shape)-1]
+	dev := qs[0].Device()
 	outs := make([]*Tensor, len(qs))
 	args, ps := make([]AttentionArgs, len(qs)), make([]AttentionParams, len(qs))
 	lses := make([]*Tensor, len(qs))
 	for i, q := range qs {
 		k, v := ks[i], vs[i]
 		checkCached("AttentionSlots", k, v, o)
-		if q.Device() != dev || q.dtype != dt || q.shape[len(q.shape)-1] != hs {
-			panic(fmt.Sprintf("tensor: AttentionSlots: q %d %v %v on %v after q 0 %v [.., %d] on %v", i, q.dtype, q.shape, q.Device(), dt, hs, dev))
-		}
+		checkLikeFirst("AttentionSlots", qs, i)
 		if n[i] < 1 || n[i] > k.shape[2] {
 			panic(fmt.Sprintf("tensor: AttentionSlots: %d positions of slot %d %v", n[i], i, k.shape))
 		}

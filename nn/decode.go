@@ -17,11 +17,13 @@ import (
 // same alone and in any batch, and equal Generate's, which runs the same ops on [B, T].
 
 // SlotCache is a KV cache of fixed slots: for every layer and slot, keys and values
-// [1, MaxLen, G/tp, HS], allocated once outside any scope. Position-major, so that a
-// sequence's new positions and its valid positions [0, Past+N) are views of its slot. A slot holds one sequence's
-// positions [0, Past); which positions are valid is the caller's bookkeeping (DecodeSeq).
+// [1, G/tp, MaxLen, HS], allocated once outside any scope. Head-major, so that the keys
+// (and the values) of one head of a sequence are one contiguous stream, which attention
+// reads in place (tensor.AttentionSlots); a step writes its new positions with
+// CopyNarrowFrom. A slot holds one sequence's positions [0, Past); which positions are
+// valid is the caller's bookkeeping (DecodeSeq).
 type SlotCache struct {
-	K, V   [][]*tensor.Tensor // [layer][slot] [1, MaxLen, G/tp, HS]
+	K, V   [][]*tensor.Tensor // [layer][slot] [1, G/tp, MaxLen, HS]
 	MaxLen int                // positions per slot
 
 	logits []float64 // DecodeStep's result rows, reused from step to step
@@ -48,8 +50,8 @@ func NewSlotCache(m *GPT, slots, maxLen int) *SlotCache {
 	for range m.Block.Layers {
 		k, v := make([]*tensor.Tensor, slots), make([]*tensor.Tensor, slots)
 		for s := range k {
-			k[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
-			v[s] = tensor.Zeros(dev, dt, 1, maxLen, c.KVHeads/m.region.tp.Size(), c.HeadSize).Keep()
+			k[s] = tensor.Zeros(dev, dt, 1, c.KVHeads/m.region.tp.Size(), maxLen, c.HeadSize).Keep()
+			v[s] = tensor.Zeros(dev, dt, 1, c.KVHeads/m.region.tp.Size(), maxLen, c.HeadSize).Keep()
 		}
 		sc.K, sc.V = append(sc.K, k), append(sc.V, v)
 	}
@@ -169,7 +171,7 @@ func maxInt(x []int) int {
 }
 
 // decode is Forward for DecodeStep: x [1, N, C] → [1, N, C], keys and values of layer's
-// slots k, v [slot] [1, MaxLen, G/tp, HS].
+// slots k, v [slot] [1, G/tp, MaxLen, HS].
 func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, k, v []*tensor.Tensor) *tensor.Tensor {
 	if l.Cross != nil {
 		panic(fmt.Sprintf("nn: %s: DecodeStep of a decoder layer with cross-attention", l.name))
@@ -183,7 +185,7 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 }
 
 // decode is forward for DecodeStep: it projects x [1, N, C], stores each sequence's keys
-// and values in its slot of ck, cv ([slot] [1, MaxLen, G/tp, HS]) and attends each
+// and values in its slot of ck, cv ([slot] [1, G/tp, MaxLen, HS]) and attends each
 // sequence's queries to its slot's positions [0, Past+N), causally within the new tokens.
 // Without query/key norms and rotary embeddings, and with the fused core, it takes the
 // heads straight from the projection (decodeDirect); else through project.
@@ -193,7 +195,7 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 	}
 	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
 	k, v = k.Permute(0, 2, 1, 3), v.Permute(0, 2, 1, 3)          // [1, N, G/tp, HS]
-	ks, vs := storeKV(seqs, k, v, ck, cv)
+	ks, vs, lens := storeKV(seqs, k, v, ck, cv)
 	qs := make([]*tensor.Tensor, len(seqs))
 	off := 0
 	for i, s := range seqs {
@@ -201,13 +203,13 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 		off += s.N
 	}
 	var outs []*tensor.Tensor
-	if a.spec.unfused { // the unfused core takes the slots' permuted copies
+	if a.spec.unfused { // the unfused core takes copies of the slots' valid positions
 		outs = make([]*tensor.Tensor, len(seqs))
 		for i := range seqs {
-			outs[i] = a.core(p, qs[i], ks[i].Permute(0, 2, 1, 3), vs[i].Permute(0, 2, 1, 3), AttentionMask{Causal: true}, a.spec)
+			outs[i] = a.core(p, qs[i], ks[i].Narrow(2, 0, lens[i]), vs[i].Narrow(2, 0, lens[i]), AttentionMask{Causal: true}, a.spec)
 		}
 	} else { // the fused one reads the slots in place, Attention's values bit for bit
-		outs = tensor.AttentionCachedBatch(qs, ks, vs, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true})
+		outs = tensor.AttentionSlots(qs, ks, vs, lens, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true})
 		for i := range outs {
 			outs[i] = mergeHeads(outs[i]) // [1, n, NH·HS/tp]
 		}
@@ -216,19 +218,27 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 }
 
 // storeKV writes each sequence's new keys and values, from k, v [1, N, G/tp, HS]
-// (sequences in order), into its slot of ck, cv, and returns each slot's positions
-// [0, Past+n) as views, ks, vs [seq] [1, Past+n, G/tp, HS] (slots are position-major).
-func storeKV(seqs []DecodeSeq, k, v *tensor.Tensor, ck, cv []*tensor.Tensor) (ks, vs []*tensor.Tensor) {
-	ks, vs = make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs))
+// (sequences in order), into its slot of ck, cv ([slot] [1, G/tp, MaxLen, HS]), and
+// returns each sequence's slots ks, vs [seq] and how many positions they hold, Past+n.
+func storeKV(seqs []DecodeSeq, k, v *tensor.Tensor, ck, cv []*tensor.Tensor) (ks, vs []*tensor.Tensor, lens []int) {
+	ks, vs, lens = make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs)), make([]int, len(seqs))
 	off := 0
 	for i, s := range seqs {
-		ck[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(k.Narrow(1, off, s.N))
-		cv[s.Slot].Narrow(1, s.Past, s.N).CopyFrom(v.Narrow(1, off, s.N))
-		ks[i] = ck[s.Slot].Narrow(1, 0, s.Past+s.N)
-		vs[i] = cv[s.Slot].Narrow(1, 0, s.Past+s.N)
+		ks[i], vs[i], lens[i] = ck[s.Slot], cv[s.Slot], s.Past+s.N
+		ks[i].CopyNarrowFrom(2, s.Past, headMajor(k.Narrow(1, off, s.N)))
+		vs[i].CopyNarrowFrom(2, s.Past, headMajor(v.Narrow(1, off, s.N)))
 		off += s.N
 	}
-	return ks, vs
+	return ks, vs, lens
+}
+
+// headMajor returns x [1, n, G, HS] as [1, G, n, HS]: a view for one position, else a
+// permuted copy.
+func headMajor(x *tensor.Tensor) *tensor.Tensor {
+	if x.Dim(1) == 1 {
+		return x.Reshape(1, x.Dim(2), 1, x.Dim(3))
+	}
+	return x.Permute(0, 2, 1, 3)
 }
 
 // concat is tensor.Concat that returns a single tensor as it is.

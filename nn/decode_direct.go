@@ -5,11 +5,11 @@ import "megago/tensor"
 // decodeDirect is SelfAttention.decode for a layer whose queries and keys go into the
 // attention as projected (no QKNorm, no RoPE) with the fused core: it cuts the fused
 // projection [1, N, G/tp·(NH/G+2)·HS] into its queries and keys and values once, position
-// major as the slots and AttentionCached read them, instead of permuting it to heads
-// first. A sequence of one new token (a decode step's) then attends with a view of its
-// query row and its output row is a view of the attention's; a longer one's queries are
-// permuted to heads. All the sequences attend in one tensor.AttentionCachedBatch. The
-// same values as the projected path's: only copies differ.
+// major, instead of permuting it to heads first. A sequence of one new token (a decode
+// step's) then stores its keys and values and attends with views of its rows, and its
+// output row is a view of the attention's; a longer one's are permuted to heads. All the
+// sequences attend in one tensor.AttentionSlots. The same values as the projected path's:
+// only copies differ.
 func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
 	c := a.cfg
 	qkv := a.QKV.Forward(p, x) // [1, N, G/tp·(NH/G+2)·HS]
@@ -19,7 +19,7 @@ func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq
 	k := heads.Narrow(3, per, 1).Reshape(1, n, gl, hs)     // [1, N, G/tp, HS]
 	v := heads.Narrow(3, per+1, 1).Reshape(1, n, gl, hs)
 	qkv.Release() // consumed: q, k and v are copies
-	ks, vs := storeKV(seqs, k, v, ck, cv)
+	ks, vs, lens := storeKV(seqs, k, v, ck, cv)
 	qs := make([]*tensor.Tensor, len(seqs))
 	off := 0
 	for i, s := range seqs {
@@ -32,7 +32,7 @@ func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq
 		off += s.N
 	}
 	// One pass over every sequence's heads (not a parallel region per sequence).
-	outs := tensor.AttentionCachedBatch(qs, ks, vs, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true})
+	outs := tensor.AttentionSlots(qs, ks, vs, lens, tensor.AttentionOptions{Scale: a.spec.scale, Causal: true})
 	for i, s := range seqs {
 		if s.N == 1 {
 			outs[i] = outs[i].Reshape(1, 1, gl*per*hs) // a view, as the query was

@@ -12,9 +12,14 @@ import (
 
 // TestDecodeStepMatchesForward: a prompt fed in chunks through a slot, beside another
 // sequence in another slot, gives at every position the logits of one whole forward
-// (Forward without a cache), bit for bit.
+// (Forward without a cache), bit for bit. "gpt2-hs16" has heads of 16, whose one-token
+// steps the CPU backend attends reading the slots in place (its AVX-512 kernels).
 func TestDecodeStepMatchesForward(t *testing.T) {
-	for name, cfg := range genConfigs() {
+	cfgs := genConfigs()
+	hs16 := cfgs["gpt2"]
+	hs16.Hidden, hs16.Heads = 32, 2
+	cfgs["gpt2-hs16"] = hs16
+	for name, cfg := range cfgs {
 		t.Run(name, func(t *testing.T) {
 			b := &Builder{Dev: tensor.NewCPU(), DType: tensor.F32, RNG: tensor.NewRNG(7), TP: parallel.Self()}
 			m, err := NewGPT(b, cfg, Stage{})

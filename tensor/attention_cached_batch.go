@@ -27,7 +27,7 @@ func AttentionCachedBatch(qs, ks, vs []*Tensor, o AttentionOptions) []*Tensor {
 	if len(qs) == 0 {
 		return nil
 	}
-	dev, dt, hs := qs[0].Device(), qs[0].dtype, qs[0].shape[len(qs[0].shape)-1]
+	dev := qs[0].Device()
 	bk, ok := dev.backend.(CachedAttentionBatchKernels)
 	outs := make([]*Tensor, len(qs))
 	if !ok {
@@ -41,9 +41,7 @@ func AttentionCachedBatch(qs, ks, vs []*Tensor, o AttentionOptions) []*Tensor {
 	for i, q := range qs {
 		k, v := ks[i], vs[i]
 		checkCached("AttentionCachedBatch", k, v, o)
-		if q.Device() != dev || q.dtype != dt || q.shape[len(q.shape)-1] != hs {
-			panic(fmt.Sprintf("tensor: AttentionCachedBatch: q %d %v %v on %v after q 0 %v [.., %d] on %v", i, q.dtype, q.shape, q.Device(), dt, hs, dev))
-		}
+		checkLikeFirst("AttentionCachedBatch", qs, i)
 		args[i], ps[i], outs[i], lses[i] = cachedCall("AttentionCachedBatch", q, k, v, o)
 	}
 	bk.AttentionCachedBatch(args, ps)
@@ -51,4 +49,14 @@ func AttentionCachedBatch(qs, ks, vs []*Tensor, o AttentionOptions) []*Tensor {
 		l.Release()
 	}
 	return outs
+}
+
+// checkLikeFirst panics, naming op, if qs[i] differs from qs[0] in device, dtype or head
+// size (last dim).
+func checkLikeFirst(op string, qs []*Tensor, i int) {
+	q, q0 := qs[i], qs[0]
+	dt, hs := q0.dtype, q0.shape[len(q0.shape)-1]
+	if q.Device() != q0.Device() || q.dtype != dt || q.shape[len(q.shape)-1] != hs {
+		panic(fmt.Sprintf("tensor: %s: q %d %v %v on %v after q 0 %v [.., %d] on %v", op, i, q.dtype, q.shape, q.Device(), dt, hs, q0.Device()))
+	}
 }

@@ -73,7 +73,7 @@ type attnGeom struct {
 	tq, tk, hs     int
 	nqt, nkt       int // query and key tiles
 	causal         bool
-	posMajor       bool   // keys and values [B, Tk, G, HS] (a KV cache's layout), not [B, G, Tk, HS]
+	kvStr          [3]int // strides of K's and V's batch, key/value head and position ([B, G, Tk, HS]'s unless a cache's)
 	mstr, bstr     [4]int // mask's and bias's strides in the scores [B, NH, Tq, Tk] (0: broadcast)
 	dropBase       uint64 // full-tensor index of this call's element (0, 0, 0, 0)
 	dropStr        [3]int // full-tensor strides of b, h and i (j's is 1)
@@ -126,6 +126,7 @@ func newAttnGeom[T float](a AttentionArgs, p AttentionParams) attnGeom {
 	g := attnGeom{b: a.Q.Shape[0], nh: a.Q.Shape[1], g: a.K.Shape[1], tq: a.Q.Shape[2], tk: a.K.Shape[2],
 		hs: a.Q.Shape[3], causal: p.Causal}
 	g.per = g.nh / max(1, g.g)
+	g.kvStr = [3]int{g.g * g.tk * g.hs, g.tk * g.hs, g.hs}
 	g.nqt, g.nkt = (g.tq+attnQTile-1)/attnQTile, (g.tk+attnKTile-1)/attnKTile
 	scores := Shape{g.b, g.nh, g.tq, g.tk}
 	if !a.Mask.Empty() {
@@ -200,8 +201,9 @@ type attnTiles[T float] struct {
 	o                 []T // [attnQTile, HS] output accumulator
 	m, l              []float64
 	keep              []bool
-	arow              []T // matmulRefRow's packed row
-	kvg               []T // the forward's key and value tile gathered from a position-major cache (gatherKV)
+	arow              []T       // matmulRefRow's packed row
+	kvg               []T       // the forward's key and value tile gathered from a position-major cache (gatherKV)
+	rowTail           []float32 // a one-query tile's last keys and their scores (rowScores)
 	g                 attnGemm
 	kT, vT, k         []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
 	qdo               []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
@@ -335,6 +337,7 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		m[r], l[r] = math.Inf(-1), 0
 	}
 	kEnd := c.visible(i0 + bq - 1)
+	inPlace := c.rowInPlace(bq) // cpu_attention_decode.go
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		if c.segs != nil && c.segs.hidden(b, qt, j0/attnKTile) {
 			continue
@@ -343,9 +346,15 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		sc := c.expScale(gen)
 		w := min(attnKTile, kEnd-j0)
 		s := t.s[:bq*w] // [bq, w]: the scores, then the probabilities over them
-		kT, v := c.keyTile(t, kvh, j0)
+		var v attnB[T]
 		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
-		c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
+		if inPlace {
+			c.rowScores(t, s, q, kvh, j0, w)
+		} else {
+			var kT attnB[T]
+			kT, v = c.keyTile(t, kvh, j0)
+			c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))
+		}
 		for r := 0; r < bq; r++ {
 			lim := min(w, max(0, c.visible(i0+r)-j0))
 			srow, prow := s[r*w:r*w+lim], s[r*w:(r+1)*w]
@@ -371,7 +380,11 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 				c.dropRow(t.keep[:lim], prow[:lim], nil, c.dropIndex(b, h, i0+r, j0))
 			}
 		}
-		c.product(t, o, s, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
+		if inPlace {
+			c.rowValues(o, s, kvh, j0, w)
+		} else {
+			c.product(t, o, s, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
+		}
 	}
 	out, lse := c.out[(bh*c.tq+i0)*hs:], c.lse[bh*c.tq+i0:]
 	for r := 0; r < bq; r++ {

@@ -1,10 +1,11 @@
 package tensor
 
 // The CPU backend's AttentionCached: the forward kernel of cpu_attention.go reading keys
-// and values [B, Tk, G, HS] in place. Only where a key tile is fetched differs: the rows
-// of one key/value head are G·HS elements apart rather than HS. On the SIMD path the
-// packing reads them with that stride into the same panels; otherwise the tile is first
-// gathered into a contiguous [wk, HS] buffer. Either way the tile products see the same
+// and values [B, Tk, G, HS] in place. Only where a key tile is fetched differs (kvRows,
+// by the strides attnGeom.kvStr): the rows of one key/value head are G·HS elements apart
+// rather than HS. On the SIMD path the packing (or a one-query tile's in-place product)
+// reads them with that stride; otherwise the tile is first gathered into a contiguous
+// [wk, HS] buffer. Either way the tile products see the same
 // operands, so results are Attention's bit for bit.
 
 // AttentionCached implements CachedAttentionKernels.
@@ -23,21 +24,17 @@ func newCachedAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T]
 	hm := Shape{s[0], s[2], s[1], s[3]}
 	a.K.Shape, a.V.Shape = hm, hm // the geometry's [B, G, Tk, HS]
 	c := newAttnCall[T](a, p)
-	c.posMajor = true
+	c.kvStr = [3]int{s[1] * s[2] * s[3], s[3], s[2] * s[3]}
 	return c
 }
 
 // kvRows returns the keys and values of positions [j0, j0+wk) of key/value head kvh
 // (b·G + g) as [wk, HS] matrices whose rows are ld elements apart.
 func (c *attnCall[T]) kvRows(kvh, j0, wk int) (k, v []T, ld int) {
-	hs := c.hs
-	off, ld := (kvh*c.tk+j0)*hs, hs
-	if c.posMajor {
-		b, g := kvh/c.g, kvh%c.g
-		ld = c.g * hs
-		off = (b*c.tk+j0)*ld + g*hs
-	}
-	end := off + (wk-1)*ld + hs
+	b, g := kvh/c.g, kvh%c.g
+	ld = c.kvStr[2]
+	off := b*c.kvStr[0] + g*c.kvStr[1] + j0*ld
+	end := off + (wk-1)*ld + c.hs
 	return c.k[off:end], c.v[off:end], ld
 }
 

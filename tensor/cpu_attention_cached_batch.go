@@ -17,12 +17,19 @@ func (cpuBackend) AttentionCachedBatch(as []AttentionArgs, ps []AttentionParams)
 
 func attnCachedBatch[T float](as []AttentionArgs, ps []AttentionParams) {
 	calls := make([]*attnCall[T], len(as))
-	first := make([]int, len(as)+1) // the items (heads) of calls[i]: [first[i], first[i+1])
-	big := 0                        // the call with the most key tiles
 	for i, a := range as {
-		c := newCachedAttnCall[T](a, ps[i])
+		calls[i] = newCachedAttnCall[T](a, ps[i])
+	}
+	attnBatch(calls)
+}
+
+// attnBatch runs the forward of calls in one parallel pass over all their heads.
+func attnBatch[T float](calls []*attnCall[T]) {
+	first := make([]int, len(calls)+1) // the items (heads) of calls[i]: [first[i], first[i+1])
+	big := 0                           // the call with the most key tiles
+	for i, c := range calls {
 		c.out, c.lse = output[T](c.a.Out), output[T](c.a.LSE)
-		calls[i], first[i+1] = c, first[i]+c.b*c.nh
+		first[i+1] = first[i] + c.b*c.nh
 		if c.nkt > calls[big].nkt {
 			big = i
 		}

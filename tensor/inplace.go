@@ -33,3 +33,23 @@ func (t *Tensor) Axpy(alpha float64, x *Tensor) {
 	b.Binary(OpAdd, t.Span(), t.Span(), scaled.Span())
 	scaled.Release()
 }
+
+// CopyNarrowFrom overwrites the elements of t.Narrow(dim, start, n), n = src.Dim(dim), in
+// t's own storage even where that region is not contiguous (a KV cache's head-major slot
+// taking a sequence's new positions), with src's. It panics if dim is out of range, if
+// src's shape differs from t's but in dim, if [start, start+n) is not within t's dim, or
+// if the dtypes or devices differ.
+func (t *Tensor) CopyNarrowFrom(dim, start int, src *Tensor) {
+	d := normDim("CopyNarrowFrom", dim, len(t.shape))
+	want := t.shape.Clone()
+	if len(src.shape) == len(t.shape) {
+		want[d] = src.shape[d]
+	}
+	if !want.Equal(src.shape) || start < 0 || start+want[d] > t.shape[d] || t.dtype != src.dtype || t.Device() != src.Device() {
+		panic(fmt.Sprintf("tensor: CopyNarrowFrom: dim %d from %d of %v %v from %v %v: shapes, dtypes or devices do not fit",
+			dim, start, t.dtype, t.shape, src.dtype, src.shape))
+	}
+	outer, size, inner := t.shape.Split3(d)
+	n := src.shape[d]
+	t.Device().backend.Copy2D(t.Span().at(start*inner), size*inner, src.Span(), n*inner, outer, n*inner)
+}

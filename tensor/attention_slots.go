@@ -1,0 +1,71 @@
+package tensor
+
+import "fmt"
+
+// Attention over the leading positions of head-major KV-cache slots (AttentionSlots) and
+// the optional kernel a backend implements for it (SlotAttentionKernels).
+
+// SlotAttentionKernels is implemented by a backend whose fused attention forward can
+// read keys and values from head-major slots [B, G, L, HS] of which only the first Tk
+// positions are attended, in place.
+type SlotAttentionKernels interface {
+	// AttentionSlots is AttentionKernels.Attention for each as[i] with ps[i], whose K and
+	// V are [B, G, L, HS] slots of which positions [0, tk[i]) are the keys and values:
+	// the same outputs bit for bit as Attention over those positions. All the calls have
+	// one dtype and head size.
+	AttentionSlots(as []AttentionArgs, ps []AttentionParams, tk []int)
+}
+
+// AttentionSlots returns, for every i, Attention(qs[i], k, v, o)'s out [B, NH, Tq, HS]
+// for k, v = ks[i], vs[i].Narrow(2, 0, n[i]): the attention of several sequences, each
+// over the first n[i] positions of its own KV-cache slot ks[i], vs[i] [B, G, L, HS]
+// (head-major, so that a key/value head's positions are one contiguous stream), the same
+// values bit for bit. Where the backend implements SlotAttentionKernels (the CPU backend
+// does) the slots are read in place and the heads of all the calls are the items of one
+// parallel pass; otherwise each call takes the narrowed copies and Attention. For
+// inference: it records no gradient, and o may set only Scale and Causal.
+//
+// It panics if the slices' lengths differ, if an n[i] is outside [1, L], if the tensors
+// are not all of one float dtype, head size and device, or if q is not [B, NH, Tq, HS]
+// and k, v [B, G, L, HS] with NH a multiple of G, or if o sets anything but Scale and
+// Causal.
+func AttentionSlots(qs, ks, vs []*Tensor, n []int, o AttentionOptions) []*Tensor {
+	if len(ks) != len(qs) || len(vs) != len(qs) || len(n) != len(qs) {
+		panic(fmt.Sprintf("tensor: AttentionSlots: %d queries, %d keys, %d values, %d lengths", len(qs), len(ks), len(vs), len(n)))
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	dev := qs[0].Device()
+	outs := make([]*Tensor, len(qs))
+	args, ps := make([]AttentionArgs, len(qs)), make([]AttentionParams, len(qs))
+	lses := make([]*Tensor, len(qs))
+	for i, q := range qs {
+		k, v := ks[i], vs[i]
+		checkCached("AttentionSlots", k, v, o)
+		checkLikeFirst("AttentionSlots", qs, i)
+		if n[i] < 1 || n[i] > k.shape[2] {
+			panic(fmt.Sprintf("tensor: AttentionSlots: %d positions of slot %d %v", n[i], i, k.shape))
+		}
+		used := Shape{k.shape[0], k.shape[1], n[i], k.shape[3]} // [B, G, Tk, HS]
+		ps[i] = checkAttention("AttentionSlots", q, k.view(0, used), v.view(0, used), o)
+		args[i] = AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span()}
+	}
+	sk, ok := dev.backend.(SlotAttentionKernels)
+	if !ok {
+		for i, q := range qs {
+			dev.NoGrad(func() { outs[i], _ = Attention(q, ks[i].Narrow(2, 0, n[i]), vs[i].Narrow(2, 0, n[i]), o) })
+		}
+		return outs
+	}
+	for i, q := range qs {
+		dev.countFused(FusedAttention)
+		outs[i], lses[i] = empty(dev, q.dtype, q.shape), empty(dev, q.dtype.Compute(), q.shape[:3])
+		args[i].Out, args[i].LSE = outs[i].Span(), lses[i].Span()
+	}
+	sk.AttentionSlots(args, ps, n)
+	for _, l := range lses {
+		l.Release()
+	}
+	return outs
+}

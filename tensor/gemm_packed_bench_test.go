@@ -25,8 +25,9 @@ func BenchmarkSgemmPacked(b *testing.B) {
 	pw, dev := NewPackedWeights(), NewCPU()
 	weight := func(n, k int) *packedWeight {
 		w := Empty(dev, F32, n, k)
-		for i, v := range raw[float32](w.Span()) {
-			raw[float32](w.Span())[i] = v + float32(r.Float64()*2-1)
+		ws := raw[float32](w.Span())
+		for i := range ws {
+			ws[i] = float32(r.Float64()*2 - 1)
 		}
 		return pw.packed(kern, w)
 	}

@@ -55,6 +55,11 @@ func gemmBenches() []gemmBench {
 		{name: "W2_fc1_dx_2048x1024x256_NN", batch: 1, m: 2048, k: 1024, n: 256},
 		{name: "W2_fc1_dW_1024x2048x256_TN", batch: 1, m: 1024, k: 2048, n: 256, transA: true},
 		{name: "W2_head_2048x256x8192_NT", batch: 1, m: 2048, k: 256, n: 8192, transB: true},
+		// W2's other weight gradients (dyᵀ·x, dy's rows 1-4 KiB apart).
+		{name: "W2_qkv_dW_768x2048x256_TN", batch: 1, m: 768, k: 2048, n: 256, transA: true},
+		{name: "W2_proj_dW_256x2048x256_TN", batch: 1, m: 256, k: 2048, n: 256, transA: true},
+		{name: "W2_fc2_dW_256x2048x1024_TN", batch: 1, m: 256, k: 2048, n: 1024, transA: true},
+		{name: "W2_head_dW_8192x2048x256_TN", batch: 1, m: 8192, k: 2048, n: 256, transA: true},
 		// Attention, B·NH = 48 heads of HS 64: scores q·kᵀ and context p·v.
 		{name: "attn_scores_48x64x64x64_NT", batch: 48, m: 64, k: 64, n: 64, transB: true},
 		{name: "attn_ctx_48x64x64x64_NN", batch: 48, m: 64, k: 64, n: 64},

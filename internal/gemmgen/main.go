@@ -37,6 +37,7 @@ type kernel struct {
 	bcast  bool   // broadcast a through a register (else an embedded-broadcast operand)
 	pfB    int    // prefetch distance in bytes ahead of b (0: none)
 	pfC    bool   // prefetch the C tile before the k loop
+	pfNext string // prefetch instruction for the next B panel, k·nr floats on (empty: none; see pfNextB)
 	rowA   bool   // read A in place (mr rows of stride lda) instead of a packed panel
 	colA   bool   // read A in place (mr contiguous values per k, k steps lda apart)
 }
@@ -120,6 +121,18 @@ type gen struct {
 // each row changed nothing measurable.
 const pfCopyRows = 8
 
+// pfNextB is the instruction with which the AVX-512 kernels prefetch the next B panel
+// (b + k·nr floats: packed B panels lie one after another), a k step of it per k step.
+// A decode step (32 rows by pre-packed weights streamed from memory; macro then computes
+// the 3 tiles of each B panel in a row, gemmFewPanels) ran 290 GFLOP/s against 250
+// without, as a panel then loads during three tiles instead of stalling the first: 17
+// GB/s of weights, what SumSquares reads on this machine. PREFETCHT0 measured the same,
+// prefetching 2 or 3 panels ahead 270 and 260 (Zen 5 VM, 2 threads,
+// BenchmarkSgemmPacked/step_32 alternated). For B blocks already in L2 it costs two
+// prefetches per k step: the kernel's peak (BenchmarkSgemmTile) did not change, and the
+// workload shapes ran as fast or faster (bench/results/2026-12-02-gemm-shapes.txt).
+const pfNextB = "PREFETCHT1"
+
 func (g *gen) p(format string, args ...any) { fmt.Fprintf(&g.Buffer, "\t"+format+"\n", args...) }
 func (g *gen) label(l string)               { fmt.Fprintf(&g.Buffer, "%s:\n", l) }
 
@@ -161,6 +174,9 @@ func (g *gen) kernel(k kernel) {
 		g.p("MOVQ ldc+32(FP), SI")
 	}
 	g.p("SHLQ $2, SI")
+	if k.pfNext != "" {
+		g.p("IMUL3Q $%d, CX, R11", nr*4) // bytes from a k step of b to the next panel's
+	}
 	if k.pfC {
 		g.p("MOVQ DX, R10")
 		for i := 0; i < k.mr; i++ {
@@ -185,6 +201,9 @@ func (g *gen) kernel(k kernel) {
 	step := func(u int) { // one k step at offset u
 		for v := 0; v < k.nv; v++ {
 			g.p("VMOVUPS %d(BX), %s%d", (u*nr)*4+v*vb, k.reg, v)
+		}
+		for l := 0; k.pfNext != "" && l < nr*4; l += 64 {
+			g.p("%s %d(BX)(R11*1)", k.pfNext, u*nr*4+l)
 		}
 		if k.pfB > 0 && (u*nr*4)%64 == 0 {
 			g.p("PREFETCHT0 %d(BX)", u*nr*4+k.pfB)
@@ -525,18 +544,18 @@ func (g *gen) packTrans8(name string, w int) {
 // The Edge, RowA and ColA kernels with 4 or 8 rows compute the last, partial panel of
 // A's rows (M mod 12 is 4 or 8 whenever M is a multiple of 4) without the work of 12.
 var kernels = []kernel{
-	{name: "sgemmKernelAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true},
+	{name: "sgemmKernelAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, pfNext: pfNextB},
 	{name: "sgemmKernelAVX2", mr: 6, nv: 2, width: 8, reg: "Y", unroll: 4, bcast: true},
-	{name: "sgemmKernelRowAAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true},
+	{name: "sgemmKernelRowAAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, pfNext: pfNextB},
 	{name: "sgemmKernelRowAAVX2", mr: 6, nv: 2, width: 8, reg: "Y", unroll: 4, bcast: true, rowA: true},
-	{name: "sgemmKernelColAAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true},
+	{name: "sgemmKernelColAAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true, pfNext: pfNextB},
 	{name: "sgemmKernelColAAVX2", mr: 6, nv: 2, width: 8, reg: "Y", unroll: 4, bcast: true, colA: true},
-	{name: "sgemmKernelEdge4AVX512", mr: 4, aw: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true},
-	{name: "sgemmKernelEdge8AVX512", mr: 8, aw: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true},
-	{name: "sgemmKernelRowA4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true},
-	{name: "sgemmKernelRowA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true},
-	{name: "sgemmKernelColA4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true},
-	{name: "sgemmKernelColA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true},
+	{name: "sgemmKernelEdge4AVX512", mr: 4, aw: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, pfNext: pfNextB},
+	{name: "sgemmKernelEdge8AVX512", mr: 8, aw: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, pfNext: pfNextB},
+	{name: "sgemmKernelRowA4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, pfNext: pfNextB},
+	{name: "sgemmKernelRowA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, pfNext: pfNextB},
+	{name: "sgemmKernelColA4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true, pfNext: pfNextB},
+	{name: "sgemmKernelColA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true, pfNext: pfNextB},
 }
 
 func main() {

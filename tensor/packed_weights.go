@@ -29,9 +29,9 @@ type packedWeight struct {
 func NewPackedWeights() *PackedWeights { return &PackedWeights{m: map[*Tensor]*packedWeight{}} }
 
 // MatMulT returns x·wᵀ for x [..., K] and w [N, K]: [..., N], equal bit for bit to
-// MatMulT(x, w, false, true). On the CPU, for float32 operands with gradients off, it
-// packs each panel of w the first time a product needs it and keeps it; otherwise (a
-// nil pw included) it is MatMulT. It panics as MatMulT does.
+// MatMulT(x, w, false, true). On the CPU with a SIMD GEMM kernel, for float32 operands
+// with gradients off, it packs each panel of w the first time a product needs it and
+// keeps it; otherwise (a nil pw or the purego build included) it is MatMulT. It panics as MatMulT does.
 func (pw *PackedWeights) MatMulT(x, w *Tensor) *Tensor {
 	kern := defaultGemmKernel()
 	dev := x.Device()

@@ -48,6 +48,10 @@ type gemmKernel struct {
 	// contiguous values, k steps lda floats apart (A transposed). They save packing A
 	// when few columns of C share it.
 	tileRowA, tileColA func(k int, a *float32, lda int, b, c *float32, ldc int, acc int)
+	// tileRowAB, when set, is tileRowA reading B in place too: for each k nr contiguous
+	// floats, k steps ldb floats apart (B not transposed). It saves packing B (a Linear's
+	// dx = dy·W reads each weight a second time to pack it).
+	tileRowAB func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc int)
 	// panelA and panelB, when set, pack one panel (mr rows of A, nr columns of B) from an
 	// operand whose k index is contiguous (A not transposed, B transposed):
 	// dst[kk·w + r] = src[r·ld + kk] for kk < k, a multiple of 16, and r < rows ≤ w;
@@ -118,6 +122,7 @@ var gemmShared = sync.Pool{New: func() any { return new(sharedBuf) }}
 // operand packed once for all goroutines (nil: each packs its own).
 type gemmPlan struct {
 	directA bool
+	directB bool        // B is read in place when A is (see gemmDirectB)
 	aShared []float32   // all of op(A), packed per kc block: block pc at mPad·pc
 	bShared []float32   // all of op(B), packed per kc block: block pc at nPad·pc
 	shared  *sharedPack // packs the panels of aShared or bShared as they are first needed
@@ -148,6 +153,7 @@ func sgemm(kern *gemmKernel, dst, a, b []float32, p MatMulParams, workers int) {
 	if p.TransA { // k steps of A in place are contiguous: as good as packed at any N
 		plan.directA = kern.tileColA != nil
 	}
+	plan.directB = gemmDirectB(kern, &p)
 	matrix := func(bi int) (c, a1, b1 []float32) { return dst[bi*M*N:], a[bi*p.StrideA:], b[bi*p.StrideB:] }
 	switch {
 	case workers == 1:
@@ -169,6 +175,17 @@ func sgemm(kern *gemmKernel, dst, a, b []float32, p MatMulParams, workers int) {
 			sgemmSplit(kern, c, a1, b1, &p, plan, workers)
 		}
 	}
+}
+
+// gemmDirectB reports whether B may be read in place (tileRowAB) wherever A is read in
+// place by rows: B not transposed, every tile full width (N a multiple of nr), and every
+// panel of A read in place (a last, partial panel has an edge kernel of its own rows).
+func gemmDirectB(kern *gemmKernel, p *MatMulParams) bool {
+	if kern.tileRowAB == nil || p.TransA || p.TransB || p.N%kern.nr != 0 {
+		return false
+	}
+	r := p.M % kern.mr
+	return r == 0 || kern.edge(r).mr == r && kern.edge(r).tileRowAB != nil
 }
 
 // grow returns s resized to n elements, reallocating when its capacity is short. The
@@ -200,7 +217,7 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 	if plan.aShared == nil {
 		w.apack = grow(w.apack, mc*kc)
 	}
-	if plan.bShared == nil {
+	if plan.bShared == nil && !(plan.directB && plan.directA) {
 		w.bpack = grow(w.bpack, nc*kc)
 	}
 	w.tmp = grow(w.tmp, mr*nr)
@@ -216,17 +233,17 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 		if pc > 0 || p.Accumulate {
 			acc = 1
 		}
-		block := func(ic, mb, jc, nb int, ad, ap, bp []float32) {
-			w.macro(kern, cd[(ic-ci)*ldc+jc-cj:], ldc, ap, bp, ad, lda, p.TransA, mb, nb, kb, acc)
+		block := func(ic, mb, jc, nb int, ad, ap, bp []float32, ldbd int) {
+			w.macro(kern, cd[(ic-ci)*ldc+jc-cj:], ldc, ap, bp, ad, lda, ldbd, p.TransA, mb, nb, kb, acc)
 		}
 		if aFree {
 			for jc := n0; jc < n1; jc += nc {
 				nb := min(nc, n1-jc)
-				bp := w.panelsB(kern, b, p, plan, ldb, jc, nb, pc, kb)
+				bp, ldbd := w.panelsB(kern, b, p, plan, ldb, jc, nb, pc, kb)
 				for ic := m0; ic < m1; ic += mc {
 					mb := min(mc, m1-ic)
 					ad, ap := w.panelsA(kern, a, p, plan, lda, ic, mb, pc, kb)
-					block(ic, mb, jc, nb, ad, ap, bp)
+					block(ic, mb, jc, nb, ad, ap, bp, ldbd)
 				}
 			}
 			continue
@@ -236,7 +253,8 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 			ad, ap := w.panelsA(kern, a, p, plan, lda, ic, mb, pc, kb)
 			for jc := n0; jc < n1; jc += nc {
 				nb := min(nc, n1-jc)
-				block(ic, mb, jc, nb, ad, ap, w.panelsB(kern, b, p, plan, ldb, jc, nb, pc, kb))
+				bp, ldbd := w.panelsB(kern, b, p, plan, ldb, jc, nb, pc, kb)
+				block(ic, mb, jc, nb, ad, ap, bp, ldbd)
 			}
 		}
 	}
@@ -292,31 +310,38 @@ func (w *gemmWorker) panelsA(kern *gemmKernel, a []float32, p *MatMulParams, pla
 	return nil, w.apack
 }
 
-// panelsB returns the packed B panels of columns [jc, jc+nb) of kc block pc (kb deep),
-// from column jc: the shared ones, packed where missing, or packed here into bpack.
-func (w *gemmWorker) panelsB(kern *gemmKernel, b []float32, p *MatMulParams, plan *gemmPlan, ldb, jc, nb, pc, kb int) []float32 {
-	if plan.bShared != nil {
+// panelsB returns the B panels of columns [jc, jc+nb) of kc block pc (kb deep), from
+// column jc: the shared ones, packed where missing, or packed here into bpack (ldbd 0),
+// or, when B and A are read in place (plan.directB, plan.directA), B from element (pc,
+// jc) with row stride ldbd = ldb.
+func (w *gemmWorker) panelsB(kern *gemmKernel, b []float32, p *MatMulParams, plan *gemmPlan, ldb, jc, nb, pc, kb int) (bp []float32, ldbd int) {
+	switch {
+	case plan.bShared != nil:
 		plan.shared.ensure(pc, jc, jc+nb, w.first)
-		return plan.bShared[plan.nPad*pc+jc*kb:]
+		return plan.bShared[plan.nPad*pc+jc*kb:], 0
+	case plan.directB && plan.directA:
+		return b[pc*ldb+jc:], ldb
 	}
 	packB(kern, w.bpack, b, p.TransB, ldb, pc, kb, jc, nb)
-	return w.bpack
+	return w.bpack, 0
 }
 
 // macro multiplies the packed blocks apack (mb rows) and bpack (nb columns) into the
 // mb×nb block of C at c (row stride ldc). When ad is not nil, the full mr-row panels of A
 // are read in place from ad (A's element (ic, pc) onwards; lda and transA as in A's
-// storage) instead of from apack.
+// storage) instead of from apack. When ldbd > 0, bpack is B in place (row stride ldbd),
+// which needs every panel of A in place and not transposed (gemmDirectB).
 //
 // It sweeps the B panels once per A panel (A's panel stays in L1, B's block streams from
 // L2), or, when A has at most gemmFewPanels panels, the A panels once per B panel (see
 // gemmFewPanels). The order changes no tile's value.
-func (w *gemmWorker) macro(kern *gemmKernel, c []float32, ldc int, apack, bpack, ad []float32, lda int, transA bool, mb, nb, kb, acc int) {
+func (w *gemmWorker) macro(kern *gemmKernel, c []float32, ldc int, apack, bpack, ad []float32, lda, ldbd int, transA bool, mb, nb, kb, acc int) {
 	mr, nr := kern.mr, kern.nr
 	var rps [gemmFewPanels]gemmRowPanel
 	if mb <= gemmFewPanels*mr {
 		for ir := 0; ir < mb; ir += mr {
 			rps[ir/mr] = w.rowPanel(kern, apack, ad, lda, transA, ir, mb, kb)
+			rps[ir/mr].ldb = ldbd
 		}
 		for jr := 0; jr < nb; jr += nr {
 			for ir := 0; ir < mb; ir += mr {
@@ -327,6 +352,7 @@ func (w *gemmWorker) macro(kern *gemmKernel, c []float32, ldc int, apack, bpack,
 	}
 	for ir := 0; ir < mb; ir += mr {
 		rp := w.rowPanel(kern, apack, ad, lda, transA, ir, mb, kb)
+		rp.ldb = ldbd
 		for jr := 0; jr < nb; jr += nr {
 			w.tile(&rp, c, ldc, bpack, ir, jr, nb, kb, acc)
 		}
@@ -351,6 +377,7 @@ type gemmRowPanel struct {
 	a0      *float32    // the panel's first element in place, or nil
 	transA  bool        // A in place is stored transposed (k steps lda apart)
 	lda, kb int         // A's row stride in place, and the kc block's depth
+	ldb     int         // B's row stride when its tiles read B in place, else 0 (packed)
 }
 
 // rowPanel returns the panel of rows [ir, ir+mr) of the block (see macro).
@@ -377,6 +404,10 @@ func (w *gemmWorker) tile(rp *gemmRowPanel, c []float32, ldc int, bpack []float3
 	tk, nr := rp.tk, rp.tk.nr
 	run := func(bp, cp *float32, ldc, acc int) {
 		switch {
+		case rp.ldb > 0 && (rp.a0 == nil || rp.transA):
+			panic("tensor: gemm: B in place needs A in place by rows") // gemmDirectB
+		case rp.ldb > 0:
+			tk.tileRowAB(kb, rp.a0, rp.lda, bp, rp.ldb, cp, ldc, acc)
 		case rp.a0 != nil && rp.transA:
 			tk.tileColA(kb, rp.a0, rp.lda, bp, cp, ldc, acc)
 		case rp.a0 != nil:
@@ -385,7 +416,13 @@ func (w *gemmWorker) tile(rp *gemmRowPanel, c []float32, ldc int, bpack []float3
 			tk.tile(kb, rp.ap, bp, cp, ldc, acc)
 		}
 	}
-	bp := &bpack[jr*kb]
+	var bp *float32
+	if rp.ldb > 0 {
+		_ = bpack[(kb-1)*rp.ldb+jr+nr-1] // bounds the kernel's reads
+		bp = &bpack[jr]
+	} else {
+		bp = &bpack[jr*kb]
+	}
 	cols := min(nr, nb-jr)
 	if rp.rows == tk.mr && cols == nr {
 		cp := c[ir*ldc+jr : ir*ldc+jr+(tk.mr-1)*ldc+nr] // bounds the kernel's writes

@@ -263,6 +263,49 @@ func TestSgemmWorkersBitwise(t *testing.T) {
 	}
 }
 
+// TestSgemmInPlaceBBitwise checks that reading B in place (tileRowAB, gemmDirectB) gives
+// the bits of the same product with B packed: each element is the same chain of fused
+// multiply-adds. Shapes with N a multiple of the kernel's nr, M's last panel of 0, 4 or
+// 8 rows, several kc blocks, one and two goroutines, and (as a control) shapes that keep
+// packing B.
+func TestSgemmInPlaceBBitwise(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 9))
+	ps := []struct {
+		p      MatMulParams
+		direct bool // B read in place (for the 12×32 kernel)
+	}{
+		{MatMulParams{Batch: 1, M: 256, N: 768, K: 1000}, true}, // a Linear's dx: 21 panels and 4 rows
+		{MatMulParams{Batch: 1, M: 104, N: 96, K: 385, Accumulate: true}, true},
+		{MatMulParams{Batch: 1, M: 24, N: 1024, K: 800}, true}, // C's rows padded
+		{MatMulParams{Batch: 2, M: 36, N: 64, K: 50, StrideA: 36 * 50, StrideB: 50 * 64}, true},
+		{MatMulParams{Batch: 1, M: 37, N: 64, K: 50}, false},  // a last panel of 1 row: packed
+		{MatMulParams{Batch: 1, M: 48, N: 100, K: 50}, false}, // partial column tiles: packed
+		{MatMulParams{Batch: 1, M: 48, N: 64, K: 50, TransB: true}, false},
+	}
+	for _, k := range simdGemmKernels {
+		small := *k
+		small.kc, small.mc, small.nc = 7, 2*k.mr+1, 2*k.nr+3
+		for _, kern := range []*gemmKernel{k, &small} {
+			packed := *kern
+			packed.tileRowAB = nil
+			for _, c := range ps {
+				if kern.nr == 32 && gemmDirectB(kern, &c.p) != c.direct {
+					t.Fatalf("%s %+v: gemmDirectB = %v, want %v", kern.name, c.p, !c.direct, c.direct)
+				}
+				g := newGemmCase(r, c.p)
+				for _, w := range []int{1, 2} {
+					want, got := g.run(&packed, w), g.run(kern, w)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %+v: %d workers: element %d = %g, B packed gave %g", kern.name, c.p, w, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestMatMulGOMAXPROCS runs the public op at GOMAXPROCS 1 and 2 and wants the same bits.
 func TestMatMulGOMAXPROCS(t *testing.T) {
 	dev := NewCPU()
@@ -345,6 +388,20 @@ func TestSgemmTileMatchesGo(t *testing.T) {
 							t.Fatalf("%s kc=%d: in-place A: element %d = %g, packed gave %g", k.name, kc, i, got2[i], got[i])
 						}
 					}
+					if k.tileRowAB != nil { // and B's k steps ldb apart, in place too
+						ldb := k.nr + 7
+						brows := make([]float32, kc*ldb)
+						for kk := 0; kk < kc; kk++ {
+							copy(brows[kk*ldb:kk*ldb+k.nr], b[kk*k.nr:(kk+1)*k.nr])
+						}
+						got3 := append([]float32(nil), c...)
+						k.tileRowAB(kc, &rows[0], lda, &brows[0], ldb, &got3[0], ldc, acc)
+						for i := range got {
+							if math.Float32bits(got3[i]) != math.Float32bits(got[i]) {
+								t.Fatalf("%s kc=%d: in-place A and B: element %d = %g, packed gave %g", k.name, kc, i, got3[i], got[i])
+							}
+						}
+					}
 				}
 				for i := range want {
 					if i%ldc >= k.nr { // padding between rows must be untouched
@@ -382,14 +439,16 @@ func TestSgemmEdgeTiles(t *testing.T) {
 					}
 					want := append([]float32(nil), c...)
 					k.tile(kc, &a[0], &b[0], &want[0], ldc, acc)
-					ldr, ldk := kc+3, e.mr+3
+					ldr, ldk, ldb := kc+3, e.mr+3, k.nr+9
 					rows := make([]float32, e.mr*ldr) // e.mr rows in place, ldr apart
 					cols := make([]float32, kc*ldk)   // k steps in place, ldk apart
+					brows := make([]float32, kc*ldb)  // B's k steps in place, ldb apart
 					for kk := 0; kk < kc; kk++ {
 						for i := 0; i < e.mr; i++ {
 							rows[i*ldr+kk] = a[kk*k.mr+i]
 							cols[kk*ldk+i] = a[kk*k.mr+i]
 						}
+						copy(brows[kk*ldb:kk*ldb+k.nr], b[kk*k.nr:(kk+1)*k.nr])
 					}
 					for _, v := range []struct {
 						name string
@@ -398,6 +457,13 @@ func TestSgemmEdgeTiles(t *testing.T) {
 						{"packed", func(c []float32) { e.tile(kc, &a[0], &b[0], &c[0], ldc, acc) }},
 						{"rows in place", func(c []float32) { e.tileRowA(kc, &rows[0], ldr, &b[0], &c[0], ldc, acc) }},
 						{"k steps in place", func(c []float32) { e.tileColA(kc, &cols[0], ldk, &b[0], &c[0], ldc, acc) }},
+						{"rows and B in place", func(c []float32) {
+							if e.tileRowAB != nil {
+								e.tileRowAB(kc, &rows[0], ldr, &brows[0], ldb, &c[0], ldc, acc)
+							} else { // the kernel has none: what the others compute
+								e.tile(kc, &a[0], &b[0], &c[0], ldc, acc)
+							}
+						}},
 					} {
 						got := append([]float32(nil), c...)
 						v.run(got)

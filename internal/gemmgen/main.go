@@ -40,6 +40,9 @@ type kernel struct {
 	pfNext string // prefetch instruction for the next B panel, k·nr floats on (empty: none; see pfNextB)
 	rowA   bool   // read A in place (mr rows of stride lda) instead of a packed panel
 	colA   bool   // read A in place (mr contiguous values per k, k steps lda apart)
+	// rowB reads B in place (nr contiguous floats per k, k steps ldb apart, DI bytes)
+	// instead of a packed panel; only with rowA (gemmKernel.tileRowARowB).
+	rowB bool
 }
 
 // aStep returns the floats per k step of a packed A panel.
@@ -141,13 +144,22 @@ func (g *gen) kernel(k kernel) {
 	vb := k.width * 4 // bytes per vector
 	accArg := "acc+40(FP)"
 	if k.inPlace() {
-		fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a *float32, lda int, b, c *float32, ldc int, acc int)\n", k.name)
-		if k.rowA {
-			fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors, A read in place (rows lda floats apart).\n", k.mr, nr, k.width)
+		frame := 56
+		if k.rowB {
+			frame = 64
+			fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc int)\n", k.name)
+			fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors, A and B read in place (rows lda and ldb floats apart).\n", k.mr, nr, k.width)
 		} else {
+			fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a *float32, lda int, b, c *float32, ldc int, acc int)\n", k.name)
+		}
+		switch {
+		case k.rowB:
+		case k.rowA:
+			fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors, A read in place (rows lda floats apart).\n", k.mr, nr, k.width)
+		default:
 			fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors, A read in place (k steps lda floats apart).\n", k.mr, nr, k.width)
 		}
-		fmt.Fprintf(&g.Buffer, "TEXT ·%s(SB), NOSPLIT, $0-56\n", k.name)
+		fmt.Fprintf(&g.Buffer, "TEXT ·%s(SB), NOSPLIT, $0-%d\n", k.name, frame)
 		g.p("MOVQ k+0(FP), CX")
 		g.p("MOVQ a+8(FP), AX")
 		g.p("MOVQ lda+16(FP), R8")
@@ -157,9 +169,17 @@ func (g *gen) kernel(k kernel) {
 			g.p("LEAQ (%s)(R8*4), %s", aBases[b-1], aBases[b])
 		}
 		g.p("MOVQ b+24(FP), BX")
-		g.p("MOVQ c+32(FP), DX")
-		g.p("MOVQ ldc+40(FP), SI")
-		accArg = "acc+48(FP)"
+		if k.rowB {
+			g.p("MOVQ ldb+32(FP), DI")
+			g.p("SHLQ $2, DI")
+			g.p("MOVQ c+40(FP), DX")
+			g.p("MOVQ ldc+48(FP), SI")
+			accArg = "acc+56(FP)"
+		} else {
+			g.p("MOVQ c+32(FP), DX")
+			g.p("MOVQ ldc+40(FP), SI")
+			accArg = "acc+48(FP)"
+		}
 	} else {
 		fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a, b, c *float32, ldc int, acc int)\n", k.name)
 		fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors.\n", k.mr, nr, k.width)
@@ -174,7 +194,7 @@ func (g *gen) kernel(k kernel) {
 		g.p("MOVQ ldc+32(FP), SI")
 	}
 	g.p("SHLQ $2, SI")
-	if k.pfNext != "" {
+	if k.pfNext != "" && !k.rowB {
 		g.p("IMUL3Q $%d, CX, R11", nr*4) // bytes from a k step of b to the next panel's
 	}
 	if k.pfC {
@@ -199,11 +219,19 @@ func (g *gen) kernel(k kernel) {
 		}
 	}
 	step := func(u int) { // one k step at offset u
+		bOff := u * nr * 4
+		if k.rowB { // BX advances a row per step; the next panel is the row's next nr floats
+			bOff = 0
+		}
 		for v := 0; v < k.nv; v++ {
-			g.p("VMOVUPS %d(BX), %s%d", (u*nr)*4+v*vb, k.reg, v)
+			g.p("VMOVUPS %d(BX), %s%d", bOff+v*vb, k.reg, v)
 		}
 		for l := 0; k.pfNext != "" && l < nr*4; l += 64 {
-			g.p("%s %d(BX)(R11*1)", k.pfNext, u*nr*4+l)
+			if k.rowB {
+				g.p("%s %d(BX)", k.pfNext, nr*4+l)
+			} else {
+				g.p("%s %d(BX)(R11*1)", k.pfNext, u*nr*4+l)
+			}
 		}
 		if k.pfB > 0 && (u*nr*4)%64 == 0 {
 			g.p("PREFETCHT0 %d(BX)", u*nr*4+k.pfB)
@@ -221,6 +249,9 @@ func (g *gen) kernel(k kernel) {
 				g.p("VFMADD231PS.BCST %s, %s%d, %s", k.aAddr(u, i), k.reg, v, k.acc(i, v))
 			}
 		}
+		if k.rowB {
+			g.p("ADDQ DI, BX")
+		}
 	}
 	l := k.name
 	g.p("CMPQ CX, $%d", k.unroll)
@@ -230,7 +261,9 @@ func (g *gen) kernel(k kernel) {
 		step(u)
 	}
 	g.advanceA(k, k.unroll)
-	g.p("ADDQ $%d, BX", k.unroll*nr*4)
+	if !k.rowB {
+		g.p("ADDQ $%d, BX", k.unroll*nr*4)
+	}
 	g.p("SUBQ $%d, CX", k.unroll)
 	g.p("CMPQ CX, $%d", k.unroll)
 	g.p("JGE %s_loop", l)
@@ -239,7 +272,9 @@ func (g *gen) kernel(k kernel) {
 	g.p("JE %s_store", l)
 	step(0)
 	g.advanceA(k, 1)
-	g.p("ADDQ $%d, BX", nr*4)
+	if !k.rowB {
+		g.p("ADDQ $%d, BX", nr*4)
+	}
 	g.p("DECQ CX")
 	g.p("JMP %s_tail", l)
 	g.label(l + "_store")
@@ -556,6 +591,9 @@ var kernels = []kernel{
 	{name: "sgemmKernelRowA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, pfNext: pfNextB},
 	{name: "sgemmKernelColA4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true, pfNext: pfNextB},
 	{name: "sgemmKernelColA8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, colA: true, pfNext: pfNextB},
+	{name: "sgemmKernelRowABAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, rowB: true, pfNext: pfNextB},
+	{name: "sgemmKernelRowAB4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, rowB: true, pfNext: pfNextB},
+	{name: "sgemmKernelRowAB8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, rowB: true, pfNext: pfNextB},
 }
 
 func main() {

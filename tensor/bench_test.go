@@ -53,6 +53,8 @@ func gemmBenches() []gemmBench {
 		// W2: fc1 at 2048 tokens and its backward.
 		{name: "W2_fc1_2048x256x1024_NT", batch: 1, m: 2048, k: 256, n: 1024, transB: true},
 		{name: "W2_fc1_dx_2048x1024x256_NN", batch: 1, m: 2048, k: 1024, n: 256},
+		{name: "W2_fc2_dx_2048x256x1024_NN", batch: 1, m: 2048, k: 256, n: 1024},
+		{name: "W2_head_dx_2048x8192x256_NN", batch: 1, m: 2048, k: 8192, n: 256},
 		{name: "W2_fc1_dW_1024x2048x256_TN", batch: 1, m: 1024, k: 2048, n: 256, transA: true},
 		{name: "W2_head_2048x256x8192_NT", batch: 1, m: 2048, k: 256, n: 8192, transB: true},
 		// W2's other weight gradients (dyᵀ·x, dy's rows 1-4 KiB apart).

@@ -276,7 +276,7 @@ func TestSgemmInPlaceBBitwise(t *testing.T) {
 	}{
 		{MatMulParams{Batch: 1, M: 256, N: 768, K: 1000}, true}, // a Linear's dx: 21 panels and 4 rows
 		{MatMulParams{Batch: 1, M: 104, N: 96, K: 385, Accumulate: true}, true},
-		{MatMulParams{Batch: 1, M: 24, N: 1024, K: 800}, true}, // C's rows padded
+		{MatMulParams{Batch: 1, M: 24, N: 1024, K: 800}, true},                  // C's rows padded
 		{MatMulParams{Batch: 1, M: 800, N: 64, K: 500, Accumulate: true}, true}, // row bands (W2's dx)
 		{MatMulParams{Batch: 2, M: 36, N: 64, K: 50, StrideA: 36 * 50, StrideB: 50 * 64}, true},
 		{MatMulParams{Batch: 1, M: 37, N: 64, K: 50}, false},  // a last panel of 1 row: packed

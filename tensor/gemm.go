@@ -21,7 +21,8 @@ import (
 // tiles of C go through a small scratch tile, a last panel of fewer rows through an edge
 // kernel that computes only those (gemmKernel.edges). Full A panels are read in place instead of
 // packed (tileRowA, tileColA) when that measured faster: A transposed, or A's rows not a
-// multiple of 4 KiB apart, or C narrow (gemmDirectAMaxN). When A needs no packing per
+// multiple of 4 KiB apart, or C narrow (gemmDirectAMaxN); B too, not transposed, when A
+// is read in place by rows (gemmDirectB: a Linear's dx = dy·W). When A needs no packing per
 // block (read in place, or shared), the ic and jc loops swap, so each B block is packed
 // once. C whose rows are a multiple of 4 KiB apart is computed in a padded band and copied
 // out. Goroutines pull whole matrices of a batch, or bands of whole tiles of one matrix;

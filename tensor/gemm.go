@@ -123,7 +123,7 @@ var gemmShared = sync.Pool{New: func() any { return new(sharedBuf) }}
 // operand packed once for all goroutines (nil: each packs its own).
 type gemmPlan struct {
 	directA bool
-	directB bool        // B is read in place when A is (see gemmDirectB)
+	directB bool        // B may be read in place, and is when A is (bInPlace; gemmDirectB)
 	aShared []float32   // all of op(A), packed per kc block: block pc at mPad·pc
 	bShared []float32   // all of op(B), packed per kc block: block pc at nPad·pc
 	shared  *sharedPack // packs the panels of aShared or bShared as they are first needed
@@ -178,6 +178,10 @@ func sgemm(kern *gemmKernel, dst, a, b []float32, p MatMulParams, workers int) {
 	}
 }
 
+// bInPlace reports whether the tiles read B in place (tileRowAB): B may be (directB)
+// and A is read in place too (directA, which sgemmSplit may still turn on).
+func (p *gemmPlan) bInPlace() bool { return p.directB && p.directA }
+
 // gemmDirectB reports whether B may be read in place (tileRowAB) wherever A is read in
 // place by rows: B not transposed, every tile full width (N a multiple of nr), and every
 // panel of A read in place (a last, partial panel has an edge kernel of its own rows).
@@ -218,7 +222,7 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 	if plan.aShared == nil {
 		w.apack = grow(w.apack, mc*kc)
 	}
-	if plan.bShared == nil && !(plan.directB && plan.directA) {
+	if plan.bShared == nil && !plan.bInPlace() {
 		w.bpack = grow(w.bpack, nc*kc)
 	}
 	w.tmp = grow(w.tmp, mr*nr)
@@ -313,14 +317,14 @@ func (w *gemmWorker) panelsA(kern *gemmKernel, a []float32, p *MatMulParams, pla
 
 // panelsB returns the B panels of columns [jc, jc+nb) of kc block pc (kb deep), from
 // column jc: the shared ones, packed where missing, or packed here into bpack (ldbd 0),
-// or, when B and A are read in place (plan.directB, plan.directA), B from element (pc,
+// or, when B is read in place (plan.bInPlace), B from element (pc,
 // jc) with row stride ldbd = ldb.
 func (w *gemmWorker) panelsB(kern *gemmKernel, b []float32, p *MatMulParams, plan *gemmPlan, ldb, jc, nb, pc, kb int) (bp []float32, ldbd int) {
 	switch {
 	case plan.bShared != nil:
 		plan.shared.ensure(pc, jc, jc+nb, w.first)
 		return plan.bShared[plan.nPad*pc+jc*kb:], 0
-	case plan.directB && plan.directA:
+	case plan.bInPlace():
 		return b[pc*ldb+jc:], ldb
 	}
 	packB(kern, w.bpack, b, p.TransB, ldb, pc, kb, jc, nb)

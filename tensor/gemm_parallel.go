@@ -51,7 +51,7 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 		plan.aShared, plan.mPad = shared.init(sh, M, kern.mr, kern.kc, K, func(dst []float32, i0, i1, pc, kb int) {
 			packA(kern, dst, a, p.TransA, lda, i0, i1-i0, pc, kb)
 		})
-	case !byCols && !(plan.directB && plan.directA):
+	case !byCols && !plan.bInPlace():
 		ldb := N
 		if p.TransB {
 			ldb = K

@@ -43,13 +43,18 @@ func AttentionCached(q, k, v *Tensor, o AttentionOptions) *Tensor {
 // q, k, v and o, counts it, and returns its arguments and parameters with its new
 // outputs out [B, NH, Tq, HS] and lse [B, NH, Tq].
 func cachedCall(op string, q, k, v *Tensor, o AttentionOptions) (a AttentionArgs, p AttentionParams, out, lse *Tensor) {
-	dev := q.Device()
 	hm := Shape{k.shape[0], k.shape[2], k.shape[1], k.shape[3]} // [B, G, Tk, HS]
 	p = checkAttention(op, q, k.view(0, hm), v.view(0, hm), o)
-	dev.countFused(FusedAttention)
-	out = empty(dev, q.dtype, q.shape)
-	lse = empty(dev, q.dtype.Compute(), q.shape[:3])
+	out, lse = fusedAttnOutputs(q)
 	return AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: out.Span(), LSE: lse.Span()}, p, out, lse
+}
+
+// fusedAttnOutputs counts a fused attention call on q's device and returns its outputs
+// out [B, NH, Tq, HS] (q's dtype) and lse [B, NH, Tq] (its compute dtype), uninitialised.
+func fusedAttnOutputs(q *Tensor) (out, lse *Tensor) {
+	dev := q.Device()
+	dev.countFused(FusedAttention)
+	return empty(dev, q.dtype, q.shape), empty(dev, q.dtype.Compute(), q.shape[:3])
 }
 
 // checkCached panics, naming op, if o sets anything but Scale and Causal or if k or v

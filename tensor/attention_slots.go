@@ -59,8 +59,7 @@ func AttentionSlots(qs, ks, vs []*Tensor, n []int, o AttentionOptions) []*Tensor
 		return outs
 	}
 	for i, q := range qs {
-		dev.countFused(FusedAttention)
-		outs[i], lses[i] = empty(dev, q.dtype, q.shape), empty(dev, q.dtype.Compute(), q.shape[:3])
+		outs[i], lses[i] = fusedAttnOutputs(q)
 		args[i].Out, args[i].LSE = outs[i].Span(), lses[i].Span()
 	}
 	sk.AttentionSlots(args, ps, n)

@@ -72,6 +72,8 @@ type SelfAttention struct {
 	core attendFunc // attend, or recomputed in backward (Builder.Recompute)
 	spec attnSpec
 	rope ropeFunc // rotary embeddings with RoPE, else none
+	// split adds the projection's bias and cuts it into heads (layerOps.splitHeads).
+	split func(qkv, bias *tensor.Tensor, groups, hs int) (q, k, v *tensor.Tensor)
 	// local gives a mask its queries' global positions: m itself, or under context
 	// parallelism (Builder.CP) CPPositions of the rank's T/cp queries (cpLocalMask).
 	local func(m AttentionMask, t int) AttentionMask
@@ -82,10 +84,12 @@ func NewSelfAttention(b *Builder, name string, cfg TransformerConfig) *SelfAtten
 	cfg = cfg.Defaults()
 	qkvOut := cfg.KVHeads * (cfg.Heads/cfg.KVHeads + 2) * cfg.HeadSize
 	a := &SelfAttention{
-		QKV:  NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut, LinearOptions{Bias: cfg.Bias || cfg.QKVBias, Init: Normal(cfg.InitStd)}),
+		// splitHeads adds the QKV bias (SkipBiasAdd; Forward, as decodeDirect calls it, adds it).
+		QKV: NewColumnParallelLinear(b, name+".qkv", cfg.Hidden, qkvOut,
+			LinearOptions{Bias: cfg.Bias || cfg.QKVBias, Init: Normal(cfg.InitStd), SkipBiasAdd: true}),
 		Proj: NewRowParallelLinear(b, name+".proj", cfg.Heads*cfg.HeadSize, cfg.Hidden, outputProjection(cfg)),
 		cfg:  cfg, tp: b.TP, core: attentionCore(b), spec: newAttnSpec(b, name, cfg), rope: ropeFor(cfg, b.ops()),
-		local: func(m AttentionMask, _ int) AttentionMask { return m },
+		split: b.ops().splitHeads, local: func(m AttentionMask, _ int) AttentionMask { return m },
 	}
 	if b.CP != nil && b.CP.Size() > 1 {
 		a.core, a.local = cpCore(b.CP, cpAttentionOf(b, cfg, cfg.cpCommTypeOf(0))), cpLocalMask(b.CP)
@@ -143,20 +147,12 @@ func (a *SelfAttention) forward(p *Pass, x *tensor.Tensor, m AttentionMask, cach
 // positions, or past..past+T−1 when it has none.
 func (a *SelfAttention) project(p *Pass, x *tensor.Tensor, m AttentionMask, past int) (q, k, v *tensor.Tensor) {
 	c := a.cfg
-	qkv := a.QKV.Forward(p, x) // [B, T, G/tp·(NH/G+2)·HS]
-	b, t := qkv.Dim(0), qkv.Dim(1)
-	gl, per := c.KVHeads/a.tp.Size(), c.Heads/c.KVHeads
-	// One permute of the whole projection, then a split into runs of whole heads (long
-	// contiguous rows, views when B·G/tp is 1) rather than a split into rows of a few heads
-	// and a permute of each part.
-	heads := qkv.Reshape(b, t, gl, per+2, c.HeadSize).Permute(0, 2, 3, 1, 4) // [B, G/tp, NH/G+2, T, HS]
-	parts := tensor.Split(heads, 2, per, 1, 1)
-	q = parts[0].Reshape(b, gl*per, t, c.HeadSize) // [B, NH/tp, T, HS]
-	k = parts[1].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
-	v = parts[2].Reshape(b, gl, t, c.HeadSize)     // [B, G/tp, T, HS]
-	// The projection and its permuted copy are consumed (the parts are q, k and v, or views).
-	releaseDead(qkv, q, k, v)
-	releaseDead(heads, q, k, v)
+	y, bias := a.QKV.ForwardWithBias(p, x) // [B, T, G/tp·(NH/G+2)·HS], its bias not yet added
+	// The bias add, the permutation to heads and the split into q, k and v in one pass
+	// (the fused ops) or as the ops that define it (Builder.Unfused).
+	q, k, v = a.split(y, bias, c.KVHeads/a.tp.Size(), c.HeadSize)
+	releaseDead(y, q, k, v) // consumed: the split's backward needs only its shape
+	t := q.Dim(2)
 	if a.QNorm != nil {
 		q, k = a.QNorm.Forward(q), a.KNorm.Forward(k) // over HS, before RoPE as in Megatron
 	}

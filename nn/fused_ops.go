@@ -19,6 +19,9 @@ type layerOps struct {
 	addRMSNorm   func(x, residual, w *tensor.Tensor, eps float64) (y, sum *tensor.Tensor)
 	// rope rotates x [B, H, T, HS] by the positions of its T tokens.
 	rope func(x *tensor.Tensor, positions []int, theta float64) *tensor.Tensor
+	// splitHeads cuts a fused QKV projection [B, T, G·(per+2)·HS] plus its bias (or nil)
+	// into q [B, G·per, T, HS] and k, v [B, G, T, HS].
+	splitHeads func(qkv, bias *tensor.Tensor, groups, hs int) (q, k, v *tensor.Tensor)
 	// fused marks tensor's fused ops, whose biasDropoutAdd's backward reads none of its
 	// operands (it draws the mask again), so a layer may release its own x once added.
 	fused bool
@@ -27,12 +30,13 @@ type layerOps struct {
 var (
 	fusedOps = layerOps{
 		biasGeLU: tensor.BiasGeLU, biasSwiGLU: tensor.BiasSwiGLU, biasDropoutAdd: tensor.BiasDropoutAdd,
-		addLayerNorm: tensor.AddLayerNorm, addRMSNorm: tensor.AddRMSNorm, rope: tensor.RoPE, fused: true,
+		addLayerNorm: tensor.AddLayerNorm, addRMSNorm: tensor.AddRMSNorm, rope: tensor.RoPE, splitHeads: tensor.SplitHeads, fused: true,
 	}
 	referenceOps = layerOps{
 		biasGeLU: tensor.BiasGeLUReference, biasSwiGLU: tensor.BiasSwiGLUReference,
 		biasDropoutAdd: tensor.BiasDropoutAddReference, addLayerNorm: tensor.AddLayerNormReference,
 		addRMSNorm: tensor.AddRMSNormReference, rope: tensor.RoPEReference,
+		splitHeads: tensor.SplitHeadsReference,
 	}
 )
 

@@ -346,13 +346,12 @@ func embeddingBackwardKernel[T float](dw, dy, ids Span) {
 			panic(fmt.Sprintf("tensor: Embedding backward: id %d at position %d out of range [0, %d)", id, i, v))
 		}
 	}
-	// Columns split across goroutines; each row of dw gets its ids' rows in order.
-	parallelFor(c, max(16, (1<<15)/max(1, len(ids64))), func(lo, hi int) {
+	// Columns split across goroutines, at least 64 a chunk so that binaryRow's vector loop
+	// does most of a row; each row of dw gets its ids' rows in order.
+	parallelFor(c, max(64, (1<<15)/max(1, len(ids64))), func(lo, hi int) {
 		for i, id := range ids64 {
-			row, g := dws[id*c+lo:id*c+hi], dys[i*c+lo:i*c+hi]
-			for j := range row {
-				row[j] += g[j]
-			}
+			row := dws[id*c+lo : id*c+hi]
+			binaryRow(OpAdd, row, row, dys[i*c+lo:i*c+hi], 1, 1)
 		}
 	})
 	store(dw, dws)

@@ -57,8 +57,9 @@ func newAttnSpec(b *Builder, name string, cfg TransformerConfig) attnSpec {
 	return s
 }
 
-// fusedAttend is the attention core as tensor.Attention: grouped keys and values are
-// read in place, and the dropout mask is the one attend draws for the same probabilities.
+// fusedAttend is the attention core as tensor.AttentionMerged (tensor.Attention with the
+// heads side by side): grouped keys and values are read in place, and the dropout mask is
+// the one attend draws for the same probabilities.
 func fusedAttend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *tensor.Tensor {
 	o := tensor.AttentionOptions{Scale: a.scale, Causal: m.Causal, Mask: m.Masked, Bias: m.Bias, Segments: m.Segments}
 	if p.Train && a.dropout > 0 {
@@ -69,8 +70,8 @@ func fusedAttend(p *Pass, q, k, v *tensor.Tensor, m AttentionMask, a attnSpec) *
 		o.DropoutFull = tensor.Shape{s[0] + p.SampleOffset, s[1] * a.tp.Size(), s[2], k.Dim(2)}
 		o.DropoutStart = []int{p.SampleOffset, a.tp.Rank() * s[1], 0, 0}
 	}
-	out, _ := tensor.Attention(q, k, v, o) // [B, NH/tp, Tq, HS]
-	return mergeHeads(out)
+	out, _ := tensor.AttentionMerged(q, k, v, o) // [B, Tq, NH·HS/tp]: mergeHeads's layout, without its copies
+	return out
 }
 
 // attend is the unfused attention core, the composition fusedAttend equals: the scores

@@ -74,11 +74,15 @@ type attnGeom struct {
 	nqt, nkt       int // query and key tiles
 	causal         bool
 	kvStr          [3]int // strides of K's and V's batch, key/value head and position ([B, G, Tk, HS]'s unless a cache's)
+	ostr           [3]int // strides of Out's and DOut's batch, head and query ([B, NH, Tq, HS]'s, or [B, Tq, NH·HS]'s)
 	mstr, bstr     [4]int // mask's and bias's strides in the scores [B, NH, Tq, Tk] (0: broadcast)
 	dropBase       uint64 // full-tensor index of this call's element (0, 0, 0, 0)
 	dropStr        [3]int // full-tensor strides of b, h and i (j's is 1)
 	dropP, dropMul float64
 }
+
+// outAt returns the offset of query i's row of head (b, h) in Out and DOut.
+func (g *attnGeom) outAt(b, h, i int) int { return b*g.ostr[0] + h*g.ostr[1] + i*g.ostr[2] }
 
 // visible returns how many keys (a prefix) query i may see.
 func (g *attnGeom) visible(i int) int {
@@ -127,6 +131,10 @@ func newAttnGeom[T float](a AttentionArgs, p AttentionParams) attnGeom {
 		hs: a.Q.Shape[3], causal: p.Causal}
 	g.per = g.nh / max(1, g.g)
 	g.kvStr = [3]int{g.g * g.tk * g.hs, g.tk * g.hs, g.hs}
+	g.ostr = [3]int{g.nh * g.tq * g.hs, g.tq * g.hs, g.hs}
+	if len(a.Out.Shape) == 3 { // heads side by side (MergedAttentionKernels)
+		g.ostr = [3]int{g.tq * g.nh * g.hs, g.hs, g.nh * g.hs}
+	}
 	g.nqt, g.nkt = (g.tq+attnQTile-1)/attnQTile, (g.tk+attnKTile-1)/attnKTile
 	scores := Shape{g.b, g.nh, g.tq, g.tk}
 	if !a.Mask.Empty() {
@@ -204,6 +212,7 @@ type attnTiles[T float] struct {
 	arow              []T       // matmulRefRow's packed row
 	kvg               []T       // the forward's key and value tile gathered from a position-major cache (gatherKV)
 	rowTail           []float32 // a one-query tile's last keys and their scores (rowScores)
+	doRows            []T       // the backward's rows of a query tile of dOut gathered off the SIMD path (doutRows)
 	g                 attnGemm
 	kT, vT, k         []float32 // the backward's packed key tile: Kᵀ, Vᵀ and K (attnKeyTile)
 	qdo               []float32 // the backward's packed Q and dO of a head's query tiles (queryTile)
@@ -386,16 +395,17 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 			c.product(t, o, s, false, v, bq, hs, w, true, c.span(attnKPrefix, d))
 		}
 	}
-	out, lse := c.out[(bh*c.tq+i0)*hs:], c.lse[bh*c.tq+i0:]
+	o0, ld, lse := c.outAt(b, h, i0), c.ostr[2], c.lse[bh*c.tq+i0:]
 	for r := 0; r < bq; r++ {
+		out := c.out[o0+r*ld : o0+r*ld+hs]
 		if l[r] == 0 { // every key masked
-			clear(out[r*hs : (r+1)*hs])
+			clear(out)
 			lse[r] = T(math.Inf(-1))
 			continue
 		}
 		inv := 1 / l[r]
 		for j, x := range o[r*hs : (r+1)*hs] {
-			out[r*hs+j] = T(float64(x) * inv)
+			out[j] = T(float64(x) * inv)
 		}
 		lse[r] = T(m[r] + math.Log(l[r]))
 	}

@@ -7,7 +7,7 @@ import "math"
 // attnBwd is the state of one backward call.
 type attnBwd[T float] struct {
 	*attnCall[T]
-	dout       []T       // [B, NH, Tq, HS]
+	dout       []T       // [B, NH, Tq, HS], or [B, Tq, NH·HS] (attnGeom.ostr)
 	d          []float64 // [B, NH, Tq]: rowsum(dout ∘ out) − dlse
 	dq, dk, dv []T       // the gradients, in compute type
 	dbias      []T       // bias's shape, or nil
@@ -63,7 +63,9 @@ func (w *attnBwd[T]) rowDots(dlse []T) {
 	w.d = make([]float64, rows)
 	parallelFor(rows, max(1, 8192/max(1, hs)), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			w.d[r] = rowDot(w.dout[r*hs:(r+1)*hs], w.out[r*hs:(r+1)*hs])
+			bh := r / w.tq
+			off := w.outAt(bh/w.nh, bh%w.nh, r%w.tq)
+			w.d[r] = rowDot(w.dout[off:off+hs], w.out[off:off+hs])
 			if dlse != nil {
 				w.d[r] -= float64(dlse[r])
 			}
@@ -173,11 +175,12 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq 
 	if wq <= 0 || w.segs != nil && w.segs.hidden(b, qt, j0/attnKTile) {
 		return
 	}
-	q, do := w.q[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs], w.dout[(bh*w.tq+i0)*hs:(bh*w.tq+i0+bq)*hs] // [bq, HS]
-	s, dp := t.s[:bq*wq], t.dp[:bq*wq]                                                           // [bq, wq]: the probabilities overwrite the scores
-	dq1, dk1 := i0+w.tk-w.tq+1-j0, j0-(w.tk-w.tq)-i0                                             // attnSpan's offsets: queries by keys, keys by queries
+	q := w.q[(bh*w.tq+i0)*hs : (bh*w.tq+i0+bq)*hs]   // [bq, HS]
+	do, ldo := w.doutRows(t, b, h, i0, bq)           // [bq, HS], rows ldo apart
+	s, dp := t.s[:bq*wq], t.dp[:bq*wq]               // [bq, wq]: the probabilities overwrite the scores
+	dq1, dk1 := i0+w.tk-w.tq+1-j0, j0-(w.tk-w.tq)-i0 // attnSpan's offsets: queries by keys, keys by queries
 	w.product(t, s, q, false, kt.kT, bq, wq, hs, false, w.span(attnCols, dq1))
-	w.product(t, dp, do, false, kt.vT, bq, wq, hs, false, w.span(attnCols, dq1))
+	w.productLD(t, dp, do, ldo, false, kt.vT, bq, wq, hs, false, w.span(attnCols, dq1))
 	pz := s // the probabilities after dropout
 	if w.dropP > 0 {
 		pz = t.pz[:bq*wq]
@@ -187,16 +190,34 @@ func (w *attnBwd[T]) tile(t *attnTiles[T], b, h, qt int, kt *attnKeyTile[T], dq 
 		clear(kt.dk[wq*hs:])
 		clear(kt.dv[wq*hs:])
 	}
-	qN, doN := w.queryTile(t, qt, q, do, bq)
+	qN, doN := w.queryTile(t, qt, q, do, ldo, bq)
 	w.product(t, kt.dv[:wq*hs], pz, true, doN, wq, hs, bq, kt.written, w.span(attnKSuffix, dk1))
 	w.product(t, kt.dk[:wq*hs], dp, true, qN, wq, hs, bq, kt.written, w.span(attnKSuffix, dk1))
 	w.product(t, dq[i0*hs:(i0+bq)*hs], dp, false, kt.k, bq, hs, wq, t.dqDone[qt], w.span(attnKPrefix, dq1))
 	kt.written, t.dqDone[qt] = true, true
 }
 
-// queryTile returns the rows q and do ([bq, HS]) of query tile qt as the B operands of dK
-// and dV, packed on the SIMD path the first time head's call needs them.
-func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, doN attnB[T]) {
+// doutRows returns the rows of dOut of queries i0… (bq) of head (b, h) and how far apart
+// they are: in place on the SIMD path or when they are contiguous ([B, NH, Tq, HS]), else
+// (heads side by side) gathered into t's scratch.
+func (w *attnBwd[T]) doutRows(t *attnTiles[T], b, h, i0, bq int) (do []T, ld int) {
+	hs, ld, off := w.hs, w.ostr[2], w.outAt(b, h, i0)
+	if ld == hs || w.fast {
+		return w.dout[off : off+(bq-1)*ld+hs], ld
+	}
+	if len(t.doRows) < attnQTile*hs {
+		t.doRows = make([]T, attnQTile*hs)
+	}
+	for r := range bq {
+		copy(t.doRows[r*hs:(r+1)*hs], w.dout[off+r*ld:off+r*ld+hs])
+	}
+	return t.doRows[:bq*hs], hs
+}
+
+// queryTile returns the rows q ([bq, HS]) and do ([bq, HS], rows ldo apart) of query tile
+// qt as the B operands of dK and dV, packed on the SIMD path the first time head's call
+// needs them (off it, do's rows are contiguous: doutRows).
+func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, ldo, bq int) (qN, doN attnB[T]) {
 	if !w.fast {
 		return w.operand(nil, q, false, bq, w.hs), w.operand(nil, do, false, bq, w.hs)
 	}
@@ -206,7 +227,7 @@ func (w *attnBwd[T]) queryTile(t *attnTiles[T], qt int, q, do []T, bq int) (qN, 
 		return w.packed(qdst, bq, w.hs), w.packed(dodst, bq, w.hs)
 	}
 	t.qdoPacked[qt] = true
-	return w.operand(qdst, q, false, bq, w.hs), w.operand(dodst, do, false, bq, w.hs)
+	return w.operand(qdst, q, false, bq, w.hs), w.operandLD(dodst, do, false, bq, w.hs, ldo)
 }
 
 // rows turns the scores t.s and dO·Vᵀ in t.dp of queries i0… (bq) and keys j0… (wq) of

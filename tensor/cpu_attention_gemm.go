@@ -96,12 +96,20 @@ func (c *attnCall[T]) packed(dst []float32, k, n int) attnB[T] {
 // product computes dst (m×n, row stride n) = op(a)·op(b), k deep, or adds it when acc: a
 // is [m, k] or, when transA, [k, m]. On the SIMD path only the part sp leaves is computed.
 func (c *attnCall[T]) product(t *attnTiles[T], dst, a []T, transA bool, b attnB[T], m, n, k int, acc bool, sp attnSpan) {
+	c.productLD(t, dst, a, 0, transA, b, m, n, k, acc, sp)
+}
+
+// productLD is product for a whose rows (or, transA, k steps) are lda apart, 0 meaning
+// packed tight (k apart, or m when transA), as a must be off the SIMD path.
+func (c *attnCall[T]) productLD(t *attnTiles[T], dst, a []T, lda int, transA bool, b attnB[T], m, n, k int, acc bool, sp attnSpan) {
 	p := MatMulParams{M: m, N: n, K: k, TransA: transA, TransB: b.trans, Accumulate: acc, Batch: 1}
 	switch {
 	case c.fast:
-		lda := k
-		if transA {
-			lda = m
+		if lda == 0 {
+			lda = k
+			if transA {
+				lda = m
+			}
 		}
 		t.g.product(any(dst).([]float32), n, any(a).([]float32), transA, lda, b.packed, b.kb, p, sp)
 	case c.kern != nil:

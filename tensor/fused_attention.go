@@ -133,7 +133,7 @@ func Attention(q, k, v *Tensor, o AttentionOptions) (out, lse *Tensor) {
 	a := attentionArgs(q, k, v, o, out, lse)
 	dev.backend.Attention(a, p)
 	record("Attention", []*Tensor{out, lse}, []*Tensor{q, k, v, o.Bias}, func(gys []*Tensor) []*Tensor {
-		dq, dk, dv, db := attentionGrads(q, k, v, o, p, out, lse, gys[0], gys[1])
+		dq, dk, dv, db := attentionGrads(q, k, v, o, p, out, lse, gys[0], gys[1], dev.backend.AttentionBackward)
 		return []*Tensor{dq, dk, dv, db}
 	})
 	return out, lse
@@ -165,14 +165,16 @@ func AttentionBackward(q, k, v, out, lse, dout *Tensor, o AttentionOptions) (dq,
 		}
 	}
 	o.Bias = nil
-	dq, dk, dv, _ = attentionGrads(q, k, v, o, p, out, lse, dout, nil)
+	dq, dk, dv, _ = attentionGrads(q, k, v, o, p, out, lse, dout, nil, q.Device().backend.AttentionBackward)
 	return dq, dk, dv
 }
 
-// attentionGrads runs the attention backward kernel: the gradients of q, k, v and, when
-// it requires grad, o.Bias, for dout and dlse (nil: zeros), given the forward's out and
-// lse.
-func attentionGrads(q, k, v *Tensor, o AttentionOptions, p AttentionParams, out, lse, dout, dlse *Tensor) (dq, dk, dv, db *Tensor) {
+// attentionGrads runs the attention backward kernel (the backend's
+// AttentionBackward, or AttentionMergedBackward for out and dout [B, Tq, NH·HS]): the
+// gradients of q, k, v and, when it requires grad, o.Bias, for dout and dlse (nil:
+// zeros), given the forward's out and lse.
+func attentionGrads(q, k, v *Tensor, o AttentionOptions, p AttentionParams, out, lse, dout, dlse *Tensor,
+	kernel func(AttentionArgs, AttentionGrads, AttentionParams)) (dq, dk, dv, db *Tensor) {
 	dev := q.Device()
 	a := attentionArgs(q, k, v, o, out, lse)
 	g := AttentionGrads{DOut: dout.Span(), DLSE: spanOrEmpty(dlse)}
@@ -189,7 +191,7 @@ func attentionGrads(q, k, v *Tensor, o AttentionOptions, p AttentionParams, out,
 			g.Scratch = scratch.Span()
 		}
 	}
-	dev.backend.AttentionBackward(a, g, p)
+	kernel(a, g, p)
 	return dq, dk, dv, db
 }
 

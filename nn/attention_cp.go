@@ -111,7 +111,7 @@ func cpCore(cp parallel.Comm, f cpAttention) attendFunc {
 			o.Full = tensor.Shape{b + p.SampleOffset, nh * a.tp.Size(), t, t}
 			o.Start = []int{p.SampleOffset, a.tp.Rank() * nh, 0, 0}
 		}
-		return mergeHeads(f(p, cp, q, k, v, o)) // [B, T/cp, NH·HS/tp]
+		return f(p, cp, q, k, v, o) // [B, T/cp, NH·HS/tp]
 	}
 }
 
@@ -189,7 +189,7 @@ func cpAllGather(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOpti
 		ks, vs := kv.Narrow(0, 0, b).Narrow(2, 0, keys), kv.Narrow(0, b, b).Narrow(2, 0, keys)
 		outs[a], _ = cpAttendBlock(p, qs[a], ks, vs, o, qc*n, 0, o.Causal)
 	}
-	return tensor.Concat(2, outs...) // [B, NH/tp, T/cp, HS]
+	return mergeHeads(tensor.Concat(2, outs...)) // [B, NH/tp, T/cp, HS] → [B, T/cp, NH·HS/tp]
 }
 
 // cpHierarchy returns the a2a and p2p groups of b.CP for cfg.CPHierarchy, split on first

@@ -36,7 +36,7 @@ import (
 // and CP size draws CP=1's masks.
 
 // cpA2A is the "a2a" context-parallel core (a cpAttention): q [B, NH/tp, T/cp, HS] and
-// k, v [B, G/tp, T/cp, HS] at the rank's CPPositions become out [B, NH/tp, T/cp, HS]. It
+// k, v [B, G/tp, T/cp, HS] at the rank's CPPositions become out [B, T/cp, NH·HS/tp]. It
 // panics if NH/tp is not divisible by cp, or o.Positions are not cp's CPPositions.
 func cpA2A(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOptions) *tensor.Tensor {
 	return a2aAttend(p, cp, nil, q, k, v, o)
@@ -129,7 +129,7 @@ func a2aAttend(p *Pass, inner, outer parallel.Comm, q, k, v *tensor.Tensor, o cp
 		}
 		outs[i], _ = cpAttendBlock(p, qb, ks, vs, o, starts[i], 0, o.Causal) // [B, NH/(tp·a), len, HS]
 	}
-	return parallel.AllToAllCPHeadsToSeq(ctx, inner, tensor.Concat(2, outs...)) // [B, NH/tp, T/cp, HS]
+	return mergeHeads(parallel.AllToAllCPHeadsToSeq(ctx, inner, tensor.Concat(2, outs...))) // [B, NH/tp, T/cp, HS] → [B, T/cp, NH·HS/tp]
 }
 
 // gcd returns the greatest common divisor of positive a and b.

@@ -117,7 +117,8 @@ func checkCPA2A(t *testing.T, tc a2aCase) {
 			}
 			core = h.a2aP2P
 		}
-		out := core(p, cp, q, k, v, ro) // [B, NH/tp, T/cp, HS]
+		// [B, T/cp, NH·HS/tp] back to [B, NH/tp, T/cp, HS], the reference's layout
+		out := core(p, cp, q, k, v, ro).Reshape(b, len(pos), nh, hs).Permute(0, 2, 1, 3)
 		out.BackwardWithGrad(a2aPart(dev, d.dout, tc.nh, nh, pos).Detach())
 		for i, got := range []*tensor.Tensor{out, q.Grad(), k.Grad(), v.Grad()} {
 			heads := []int{nh, nh, g, g}[i]

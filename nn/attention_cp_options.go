@@ -7,8 +7,9 @@ import (
 
 // cpAttention computes the attention core of a context-parallel rank: q [B, NH/tp, T/cp, HS]
 // and k, v [B, G/tp, T/cp, HS] hold the rank's positions (CPPositions, in that order; RoPE
-// already applied at those global positions); it returns out [B, NH/tp, T/cp, HS], the
-// rank's rows of the attention over the whole sequence.
+// already applied at those global positions); it returns out [B, T/cp, NH·HS/tp], the
+// rank's rows of the attention over the whole sequence with the heads side by side
+// (mergeHeads's layout, as fusedAttend returns it).
 type cpAttention func(p *Pass, cp parallel.Comm, q, k, v *tensor.Tensor, o cpAttnOptions) *tensor.Tensor
 
 // cpAttnOptions is what a cpAttention needs besides its inputs.

@@ -33,7 +33,7 @@ type cpRing struct {
 	o  cpAttnOptions
 	// What backward needs, set by Forward.
 	q, k, v  *tensor.Tensor // the inputs: [B, NH/tp, T/cp, HS], [B, G/tp, T/cp, HS] each
-	out, lse *tensor.Tensor // combined output [B, NH/tp, T/cp, HS], global log-sum-exp [B, NH/tp, T/cp]
+	out, lse *tensor.Tensor // combined output [B, T/cp, NH·HS/tp], global log-sum-exp [B, NH/tp, T/cp]
 }
 
 // cpBlock is one visible pair of a ring step: query chunk a of the rank's two and key
@@ -89,7 +89,11 @@ func (f *cpRing) Forward(in []*tensor.Tensor) []*tensor.Tensor {
 	}
 	releaseAll(slices.Concat(kv, qs), in...)
 	f.q, f.k, f.v = q, k, v
-	f.out = concatCast(q.DType(), acc[0].out, acc[1].out)
+	out := concatCast(q.DType(), acc[0].out, acc[1].out) // [B, NH/tp, T/cp, HS]
+	// Kept for backward with the heads side by side, the layout the output projection
+	// reads: one copy of the output rather than this and a merged one.
+	f.out = mergeHeads(out) // [B, T/cp, NH·HS/tp]
+	releaseDead(out, f.out)
 	f.lse = concatCast(acc[0].lse.DType(), acc[0].lse, acc[1].lse)
 	return []*tensor.Tensor{f.out}
 }
@@ -98,9 +102,12 @@ func (f *cpRing) Forward(in []*tensor.Tensor) []*tensor.Tensor {
 // gs[0] is the output's gradient; it returns those of q, k and v.
 func (f *cpRing) Backward(gs []*tensor.Tensor) []*tensor.Tensor {
 	n, size, ct := f.q.Dim(2)/2, f.cp.Size(), f.lse.DType()
-	qs, outs, douts, lses := chunks(f.q), chunks(f.out), chunks(gs[0]), chunks(f.lse) // 2 × [B, NH/tp, n(, HS)]
+	b, nh, hs := f.q.Dim(0), f.q.Dim(1), f.q.Dim(3)
+	heads := func(x *tensor.Tensor) *tensor.Tensor { return x.Reshape(b, 2*n, nh, hs).Permute(0, 2, 1, 3) }
+	outH, doutH := heads(f.out), heads(gs[0])                                        // [B, NH/tp, T/cp, HS]
+	qs, outs, douts, lses := chunks(f.q), chunks(outH), chunks(doutH), chunks(f.lse) // 2 × [B, NH/tp, n(, HS)]
 	saved := []*tensor.Tensor{f.q, f.k, f.v, f.out, f.lse, gs[0]}
-	defer releaseAll(slices.Concat(qs, outs, douts, lses), saved...)
+	defer releaseAll(slices.Concat(qs, outs, douts, lses, []*tensor.Tensor{outH, doutH}), saved...)
 	kv := slices.Concat(chunks(f.k), chunks(f.v)) // the block held: k0, k1, v0, v1
 	ring := parallel.NewRing(f.p.Ctx, f.cp, f.p.Trace)
 	var dq [2]*tensor.Tensor            // in ct, [B, NH/tp, n, HS]

@@ -42,29 +42,13 @@ func TestAttentionMerged(t *testing.T) {
 // attnRunMerged is attnRun for AttentionMerged (merged) or Attention's output permuted
 // to [B, Tq, NH·HS], with in.dout permuted to that layout.
 func attnRunMerged(in attnInputs, merged bool) map[string]*tensor.Tensor {
-	leaf := func(x *tensor.Tensor) *tensor.Tensor { return x.Detach().SetRequiresGrad(true) }
-	q, k, v := leaf(in.q), leaf(in.k), leaf(in.v)
-	o := in.o
-	if o.Bias != nil {
-		o.Bias = leaf(o.Bias)
+	b, nh, tq, hs := in.q.Dim(0), in.q.Dim(1), in.q.Dim(2), in.q.Dim(3)
+	f := tensor.AttentionMerged
+	if !merged {
+		f = func(q, k, v *tensor.Tensor, o tensor.AttentionOptions) (out, lse *tensor.Tensor) {
+			out, lse = tensor.Attention(q, k, v, o)
+			return out.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs), lse
+		}
 	}
-	b, nh, tq, hs := q.Dim(0), q.Dim(1), q.Dim(2), q.Dim(3)
-	var out, lse *tensor.Tensor
-	if merged {
-		out, lse = tensor.AttentionMerged(q, k, v, o)
-	} else {
-		out, lse = tensor.Attention(q, k, v, o)
-		out = out.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs)
-	}
-	dout := in.dout.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs)
-	outs, grads := []*tensor.Tensor{out}, []*tensor.Tensor{dout}
-	if in.dlse != nil {
-		outs, grads = append(outs, lse), append(grads, in.dlse.Cast(lse.DType()))
-	}
-	tensor.Backward(outs, grads)
-	res := map[string]*tensor.Tensor{"out": out, "lse": lse, "dq": q.Grad(), "dk": k.Grad(), "dv": v.Grad()}
-	if o.Bias != nil {
-		res["dbias"] = o.Bias.Grad()
-	}
-	return res
+	return attnRunFunc(in, f, in.dout.Permute(0, 2, 1, 3).Reshape(b, tq, nh*hs))
 }

@@ -125,18 +125,25 @@ func segmentIDs(dev *tensor.Device, docs [][]int) *tensor.Tensor {
 // attnRun runs attention (fused or the reference) forward and backward on fresh leaves
 // holding in's values and returns out, lse and the gradients of q, k, v and the bias.
 func attnRun(in attnInputs, fused bool) map[string]*tensor.Tensor {
+	f := tensor.AttentionReference
+	if fused {
+		f = tensor.Attention
+	}
+	return attnRunFunc(in, f, in.dout)
+}
+
+// attnRunFunc is attnRun for the attention f, whose output's gradient is dout (in.dout
+// in f's output layout).
+func attnRunFunc(in attnInputs, f func(q, k, v *tensor.Tensor, o tensor.AttentionOptions) (out, lse *tensor.Tensor),
+	dout *tensor.Tensor) map[string]*tensor.Tensor {
 	leaf := func(x *tensor.Tensor) *tensor.Tensor { return x.Detach().SetRequiresGrad(true) }
 	q, k, v := leaf(in.q), leaf(in.k), leaf(in.v)
 	o := in.o
 	if o.Bias != nil {
 		o.Bias = leaf(o.Bias)
 	}
-	f := tensor.AttentionReference
-	if fused {
-		f = tensor.Attention
-	}
 	out, lse := f(q, k, v, o)
-	outs, grads := []*tensor.Tensor{out}, []*tensor.Tensor{in.dout}
+	outs, grads := []*tensor.Tensor{out}, []*tensor.Tensor{dout}
 	if in.dlse != nil {
 		outs, grads = append(outs, lse), append(grads, in.dlse.Cast(lse.DType()))
 	}

@@ -30,6 +30,10 @@
 //     AddLayerNorm, AddRMSNorm, BiasGeLU, BiasSwiGLU, BiasDropoutAdd and RoPE, one pass
 //     over memory each (cpu_fused_rows*.go), with their *Reference compositions. Every
 //     backend implements their kernels (AttentionKernels, RowKernels in Backend).
+//     Optional kernels save a layer's layout copies where a backend has them (the CPU
+//     does), else the ops compose: fused_heads.go's SplitHeads (a fused QKV projection
+//     plus bias into heads, HeadKernels) and attention_merged.go's AttentionMerged (the
+//     output with the heads side by side, MergedAttentionKernels).
 //
 // # Layout and views
 //

@@ -206,6 +206,14 @@ type Config struct {
 	Multipliers func(*param.Param) Multipliers
 	// ClipGrad clips gradients to this global L2 norm; 0 means no clipping.
 	ClipGrad float64
+	// SkipGradNorm leaves out the global gradient norm and the inf/nan check that Step
+	// makes before each update, a pass over every gradient (an eighth of the memory
+	// traffic of an fp32 AdamW step) and two all-reduces: without clipping and a loss
+	// scaler nothing in the update depends on them, and PyTorch's optimizers make
+	// neither, nor does Megatron's without --clip-grad (its grad_norm is then None).
+	// StepResult.GradNorm is then NaN and a non-finite gradient is not caught: it
+	// reaches the parameters. Validate rejects it with ClipGrad or a Scaler.
+	SkipGradNorm bool
 	// Scaler scales the loss for fp16 training; nil means none (fp32 and bf16).
 	Scaler LossScaler
 	// Distributed shards master weights and optimizer state over Groups.DP (ZeRO-1,
@@ -244,6 +252,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("optim: negative bucket size %d", c.BucketSize)
 	case c.OverlapParamGather && !c.Distributed:
 		return errors.New("optim: OverlapParamGather needs Distributed: only the distributed optimizer all-gathers parameters")
+	case c.SkipGradNorm && (c.ClipGrad > 0 || c.Scaler != nil):
+		return errors.New("optim: SkipGradNorm with clipping or a loss scaler, which need the gradient norm and the inf/nan check")
 	case c.Scaler != nil && !(c.Scaler.Scale() > 0):
 		return fmt.Errorf("optim: loss scale %v must be positive", c.Scaler.Scale())
 	}

@@ -29,6 +29,9 @@ func TestConfigValidate(t *testing.T) {
 		{"zero-constant-scale", Config{LR: 1, Scaler: ConstantScaler{}}, "loss scale 0"},
 		{"negative-bucket", Config{LR: 1, BucketSize: -1}, "bucket size"},
 		{"overlap-gather-without-distributed", Config{LR: 1, OverlapParamGather: true}, "OverlapParamGather needs Distributed"},
+		{"skip-norm", Config{LR: 1, SkipGradNorm: true}, ""},
+		{"skip-norm-with-clip", Config{LR: 1, SkipGradNorm: true, ClipGrad: 1}, "SkipGradNorm with clipping"},
+		{"skip-norm-with-scaler", Config{LR: 1, SkipGradNorm: true, Scaler: ConstantScaler{Value: 8}}, "SkipGradNorm with clipping or a loss scaler"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -106,7 +106,10 @@
 // clip pass); (6) under the distributed optimizer all-gathers each bucket's parameters
 // over DP; (7) advances the Schedule by one (by SetScheduleIncrement's n: Megatron's
 // sample-counting schedule advances by the global batch). The gradient norm is computed every step,
-// clipping or not: it is the inf/nan check and Megatron's logged grad norm.
+// clipping or not: it is the inf/nan check and Megatron's logged grad norm. Config.SkipGradNorm
+// leaves out steps (2)-(4) when there is neither clipping nor a loss scaler (PyTorch's optimizers,
+// and Megatron's without --clip-grad, make neither): a non-finite gradient then reaches the
+// parameters.
 //
 // Rules follow PyTorch: torch.optim.AdamW (decoupled decay p·(1 − lr·wd)), Adam (L2
 // term in the gradient) and SGD (momentum, dampening, Nesterov), with PyTorch's bias

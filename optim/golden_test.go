@@ -3,6 +3,7 @@ package optim
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"testing"
 
@@ -99,15 +100,25 @@ func TestMatchesTorchOptim(t *testing.T) {
 				{tensor.F64, c.F64, c.F64Norms, 1e-12},
 			} {
 				t.Run(c.Name+"/"+tc.dt.String(), func(t *testing.T) {
-					runGoldenCase(t, dev, g, c, tc.dt, tc.want, tc.norms, tc.tol)
+					runGoldenCase(t, dev, g, c, tc.dt, tc.want, tc.norms, tc.tol, false)
 				})
+				if c.Clip == 0 {
+					// Without clipping nothing in the update needs the norm: the same
+					// parameters, no norm.
+					t.Run(c.Name+"/"+tc.dt.String()+"/skip-norm", func(t *testing.T) {
+						runGoldenCase(t, dev, g, c, tc.dt, tc.want, tc.norms, tc.tol, true)
+					})
+				}
 			}
 		}
 	})
 }
 
+// runGoldenCase runs case c in dtype dt and compares the parameters with want and the
+// gradient norms with norms (when given), or, with skipNorm (Config.SkipGradNorm),
+// checks that there are none.
 func runGoldenCase(t *testing.T, dev *tensor.Device, g *golden, c goldenCase, dt tensor.DType,
-	want []map[string][]float64, norms []float64, tol float64) {
+	want []map[string][]float64, norms []float64, tol float64, skipNorm bool) {
 	params := map[string]*nn.Param{}
 	var list []*nn.Param
 	for _, n := range goldenParamNames {
@@ -119,7 +130,7 @@ func runGoldenCase(t *testing.T, dev *tensor.Device, g *golden, c goldenCase, dt
 	if lrMultB == 0 {
 		lrMultB = 1
 	}
-	opt, err := New(list, Config{Rule: c.rule(), LR: c.LR, WeightDecay: c.WD, ClipGrad: c.Clip,
+	opt, err := New(list, Config{Rule: c.rule(), LR: c.LR, WeightDecay: c.WD, ClipGrad: c.Clip, SkipGradNorm: skipNorm,
 		Multipliers: func(p *nn.Param) Multipliers {
 			m := DefaultMultipliers(p)
 			if p.Name == "b" {
@@ -144,7 +155,9 @@ func runGoldenCase(t *testing.T, dev *tensor.Device, g *golden, c goldenCase, dt
 		}
 		res, err := opt.Step(ctx)
 		require.NoError(t, err)
-		if norms != nil {
+		if skipNorm {
+			require.True(t, math.IsNaN(res.GradNorm), "step %d norm %v, want NaN", step+1, res.GradNorm)
+		} else if norms != nil {
 			require.InDelta(t, norms[step], res.GradNorm, tol*norms[step], "step %d norm", step+1)
 		}
 		for _, n := range goldenParamNames {

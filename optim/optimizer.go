@@ -217,7 +217,7 @@ func (o *Optimizer) shardOf(i, k int) *shard {
 // StepResult describes one call of Step.
 type StepResult struct {
 	// GradNorm is the global L2 norm of the (unscaled, averaged) gradients before
-	// clipping; not finite when the step was skipped.
+	// clipping; not finite when the step was skipped, NaN under Config.SkipGradNorm.
 	GradNorm float64
 	// Skipped is set when the gradients held an inf or a NaN and no update was made.
 	Skipped bool
@@ -230,11 +230,11 @@ type StepResult struct {
 // Step makes one update: it reduces the gradients (ReduceGrads), checks them for inf and
 // NaN on every rank of the model-parallel group (and of DP under the distributed
 // optimizer) and skips the step on all of them together if any rank found one, computes
-// the global gradient norm over the same group, clips, and runs the rule's fused kernel on
-// each shard, which also refreshes BF16/F16 parameters from their master weights; under
-// the distributed optimizer the updated parameters are then all-gathered over DP, or,
-// with Config.OverlapParamGather, left to the next forward pass (see
-// FinishParamGather).
+// the global gradient norm over the same group (neither check nor norm under
+// Config.SkipGradNorm), clips, and runs the rule's fused kernel on each shard, which
+// also refreshes BF16/F16 parameters from their master weights; under the distributed
+// optimizer the updated parameters are then all-gathered over DP, or, with
+// Config.OverlapParamGather, left to the next forward pass (see FinishParamGather).
 //
 // On a skipped step the loss scaler, if any, lowers its scale and Step returns no error;
 // without a scaler it returns an error wrapping ErrNonFinite. Either way the parameters,
@@ -252,34 +252,11 @@ func (o *Optimizer) Step(ctx context.Context) (StepResult, error) {
 		res.LossScale = o.cfg.Scaler.Scale()
 	}
 	be := o.dev.Backend()
-	var dense, expert gradStats
-	for _, sh := range o.shards {
-		st := &dense
-		if sh.buf.Expert && o.cfg.Groups.separateExperts() {
-			st = &expert
-		}
-		c, a := sh.sumSquares(be)
-		st.counted, st.all = st.counted+c, st.all+a
-	}
-	found, err := o.reduceStats(ctx, dense.nonFinite(), expert.nonFinite(), parallel.Max, "inf/nan check")
-	if err != nil {
+	if o.cfg.SkipGradNorm {
+		res.GradNorm = math.NaN()
+	} else if err := o.checkGrads(ctx, be, &res); err != nil || res.Skipped {
 		return res, err
 	}
-	if o.cfg.Scaler != nil {
-		o.cfg.Scaler.Update(found > 0)
-	}
-	if found > 0 {
-		res.Skipped, res.GradNorm = true, math.Inf(1)
-		if o.cfg.Scaler == nil {
-			return res, fmt.Errorf("optim: step %d skipped, parameters unchanged (a loss scaler would skip such steps): %w", o.steps+1, ErrNonFinite)
-		}
-		return res, nil
-	}
-	total, err := o.reduceStats(ctx, dense.counted, expert.counted, parallel.Sum, "gradient norm")
-	if err != nil {
-		return res, err
-	}
-	res.GradNorm = math.Sqrt(total) / res.LossScale
 	gradScale := 1 / res.LossScale
 	if o.cfg.ClipGrad > 0 {
 		if coeff := o.cfg.ClipGrad / (res.GradNorm + clipEps); coeff < 1 {
@@ -313,6 +290,42 @@ func (o *Optimizer) SetScheduleIncrement(n int) {
 		panic(fmt.Sprintf("optim: SetScheduleIncrement(%d): want at least 1", n))
 	}
 	o.incr = n
+}
+
+// checkGrads sets res.GradNorm to the global norm of the reduced gradients, after checking
+// them for inf and NaN over the groups that hold different parts of them. It sets
+// res.Skipped when some rank found one (updating the loss scaler, if any, either way),
+// and then returns an error wrapping ErrNonFinite unless there is a loss scaler.
+func (o *Optimizer) checkGrads(ctx context.Context, be tensor.Backend, res *StepResult) error {
+	var dense, expert gradStats
+	for _, sh := range o.shards {
+		st := &dense
+		if sh.buf.Expert && o.cfg.Groups.separateExperts() {
+			st = &expert
+		}
+		c, a := sh.sumSquares(be)
+		st.counted, st.all = st.counted+c, st.all+a
+	}
+	found, err := o.reduceStats(ctx, dense.nonFinite(), expert.nonFinite(), parallel.Max, "inf/nan check")
+	if err != nil {
+		return err
+	}
+	if o.cfg.Scaler != nil {
+		o.cfg.Scaler.Update(found > 0)
+	}
+	if found > 0 {
+		res.Skipped, res.GradNorm = true, math.Inf(1)
+		if o.cfg.Scaler == nil {
+			return fmt.Errorf("optim: step %d skipped, parameters unchanged (a loss scaler would skip such steps): %w", o.steps+1, ErrNonFinite)
+		}
+		return nil
+	}
+	total, err := o.reduceStats(ctx, dense.counted, expert.counted, parallel.Sum, "gradient norm")
+	if err != nil {
+		return err
+	}
+	res.GradNorm = math.Sqrt(total) / res.LossScale
+	return nil
 }
 
 // gradStats are sums of squared main gradients on this rank: of the elements that count

@@ -100,6 +100,28 @@ const gemmDirectAMaxN = 256
 // band size.
 const gemmBandsPerWorker = 2
 
+// gemmBandWork is the most multiply-adds a band of a large product holds (sgemmSplit then
+// cuts it into more than gemmBandsPerWorker bands a goroutine), about 1.5 ms of one core:
+// the goroutine that takes the last band runs alone until it ends, and the goroutines
+// start apart by up to a few milliseconds when the OS is slow to run the helper. W1's
+// LM-head products (256×768·768×50304 and its weight gradient, 10G multiply-adds) cut
+// into 4 bands of 13-16 ms left one goroutine alone for 1.5-5 ms per product.
+const gemmBandWork = 1 << 28
+
+// gemmMinBandUnits is the fewest tiles (mr rows or nr columns) across that a band cut for
+// gemmBandWork holds: each band reads all of the operand the bands share (in place, or
+// packed once), so narrow bands would multiply that traffic.
+const gemmMinBandUnits = 16
+
+// gemmBandFor returns the width of the bands, whole units wide, that cut an extent ext of
+// a product of work multiply-adds for workers goroutines: gemmBand's, narrower when a band
+// would hold more than gemmBandWork, down to gemmMinBandUnits units.
+func gemmBandFor(ext, unit, workers, work int) int {
+	bands := max(1, (work+gemmBandWork-1)/gemmBandWork)
+	small := max(roundUp((ext+bands-1)/bands, unit), gemmMinBandUnits*unit)
+	return min(gemmBand(ext, unit, workers), small)
+}
+
 // gemmGrain is the amount of work (M·N·K multiply-adds) below which a GEMM is not worth
 // splitting across goroutines.
 const gemmGrain = 1 << 20

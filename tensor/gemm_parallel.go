@@ -32,7 +32,7 @@ func sgemmSplit(kern *gemmKernel, c, a, b []float32, p *MatMulParams, plan gemmP
 		// of 4 KiB apart (256×3072·3072×768 by 6%, 256×4096·4096×1024 by 8%).
 		plan.directA = plan.directA || !p.TransA && kern.tileRowA != nil
 	}
-	band := gemmBand(ext, unit, workers)
+	band := gemmBandFor(ext, unit, workers, M*N*K)
 	bands := (ext + band - 1) / band
 	workers = min(workers, bands)
 

@@ -50,9 +50,10 @@ finished it.
 The model: pre-LayerNorm blocks, tanh GeLU MLP of 4C, learned positions,
 causal attention, final LayerNorm, output layer tied to the word embedding, the
 vocabulary padded to a multiple of --pad-vocab; AdamW (β 0.9/0.999, ε 1e-8)
-over fp32 flat buffers, without gradient clipping. Model FLOPs per step are
-tokens × (6·N + 12·L·T·C) with N = 12·L·C² + Vp·C (BENCHMARKS.md); gflops is
-that divided by the median step time.
+over fp32 flat buffers, without gradient clipping, gradient norm or inf/nan
+check (as torch_gpt.py's torch.optim.AdamW; optim.Config.SkipGradNorm). Model
+FLOPs per step are tokens × (6·N + 12·L·T·C) with N = 12·L·C² + Vp·C
+(BENCHMARKS.md); gflops is that divided by the median step time.
 
 Megatron's architecture flags make it Llama-style (N then counts the MLP as
 2C·F, not SwiGLU's 3C·F, nor grouped-query attention's smaller K and V), and
@@ -294,9 +295,11 @@ func benchRank(ctx context.Context, c benchConfig, cp parallel.Comm, progress io
 	if err != nil {
 		return nil, err
 	}
-	// The gradients are averaged over the CP group, as over DP×CP in Megatron.
+	// The gradients are averaged over the CP group, as over DP×CP in Megatron. Without
+	// clipping or a loss scaler the update needs no gradient norm, and torch_gpt.py's
+	// AdamW computes none.
 	opt, err := optim.New(model.Params(), optim.Config{Rule: optim.AdamW{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
-		LR: c.LR, WeightDecay: c.WD, Groups: optim.Groups{DP: cp}})
+		LR: c.LR, WeightDecay: c.WD, Groups: optim.Groups{DP: cp}, SkipGradNorm: true})
 	if err != nil {
 		return nil, err
 	}

@@ -22,4 +22,3 @@ func attnRowScoresAVX512(q, k, v *float32, ld, hs, blocks int, s *float32)
 //
 //go:noescape
 func attnRowPVAVX512(p, v *float32, ld, n, hs int, o *float32)
-

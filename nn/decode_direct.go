@@ -22,14 +22,14 @@ func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq
 	ks, vs, lens := storeKV(seqs, k, v, ck, cv)
 	qs, outs := make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs))
 	att := tensor.Empty(x.Device(), q.DType(), 1, n, gl*per*hs) // [1, N, NH·HS/tp]
+	// A token's [1, NH/tp, 1, HS] is [1, 1, NH/tp, HS]'s layout: one view each, of these.
+	q1, att1 := q.Reshape(n, gl*per, 1, hs), att.Reshape(n, gl*per, 1, hs)
 	off := 0
 	for i, s := range seqs {
-		qs[i] = q.Narrow(1, off, s.N) // [1, n, NH/tp, HS], a view
 		if s.N == 1 {
-			qs[i] = qs[i].Reshape(1, gl*per, 1, hs) // [1, NH/tp, 1, HS] is [1, 1, NH/tp, HS]'s layout
-			outs[i] = att.Narrow(1, off, 1).Reshape(1, gl*per, 1, hs)
+			qs[i], outs[i] = q1.Narrow(0, off, 1), att1.Narrow(0, off, 1) // views
 		} else {
-			qs[i] = qs[i].Permute(0, 2, 1, 3) // [1, NH/tp, n, HS]
+			qs[i] = q.Narrow(1, off, s.N).Permute(0, 2, 1, 3) // [1, NH/tp, n, HS]
 			outs[i] = tensor.Empty(x.Device(), q.DType(), 1, gl*per, s.N, hs)
 		}
 		off += s.N

@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Attention over the leading positions of head-major KV-cache slots (AttentionSlots) and
 // the optional kernel a backend implements for it (SlotAttentionKernels).
@@ -51,7 +54,12 @@ func AttentionSlotsInto(outs, qs, ks, vs []*Tensor, n []int, o AttentionOptions)
 		return
 	}
 	dev := qs[0].Device()
-	args, ps := make([]AttentionArgs, len(qs)), make([]AttentionParams, len(qs))
+	buf, _ := slotArgs.Get().(*slotArgsBuf)
+	if buf == nil {
+		buf = new(slotArgsBuf)
+	}
+	defer buf.put()
+	args, ps := buf.get(len(qs))
 	rows := 0 // of the log-sum-exps, B·NH·Tq a call
 	for i, q := range qs {
 		k, v := ks[i], vs[i]
@@ -90,4 +98,30 @@ func AttentionSlotsInto(outs, qs, ks, vs []*Tensor, n []int, o AttentionOptions)
 	}
 	sk.AttentionSlots(args, ps, n)
 	lse.Release()
+}
+
+// slotArgs recycles AttentionSlotsInto's kernel arguments (a *slotArgsBuf), as
+// slotCalls does its CPU calls.
+var slotArgs sync.Pool
+
+// slotArgsBuf is the arguments of one AttentionSlotsInto's calls.
+type slotArgsBuf struct {
+	args []AttentionArgs
+	ps   []AttentionParams
+}
+
+// get returns room for n calls' arguments.
+func (b *slotArgsBuf) get(n int) ([]AttentionArgs, []AttentionParams) {
+	if cap(b.args) < n {
+		b.args, b.ps = make([]AttentionArgs, n), make([]AttentionParams, n)
+	}
+	b.args, b.ps = b.args[:n], b.ps[:n]
+	return b.args, b.ps
+}
+
+// put drops the arguments' references and hands b back to slotArgs.
+func (b *slotArgsBuf) put() {
+	clear(b.args)
+	clear(b.ps)
+	slotArgs.Put(b)
 }

@@ -8,6 +8,14 @@
 // zero, then added to the destination when accumulating), so the results are theirs bit
 // for bit.
 
+// PREFETCH16(ins) prefetches, with ins, a line at R12 and at the 15 rows after it (R9
+// bytes apart, R15 = 3·R9), leaving R12 12 rows on.
+#define PREFETCH16(ins) \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1); LEAQ (R12)(R9*4), R12; \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1); LEAQ (R12)(R9*4), R12; \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1); LEAQ (R12)(R9*4), R12; \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1)
+
 // func attnRowScoresAVX512(q, k, v *float32, ld, hs, blocks int, s *float32)
 // s[16b+l] = Σ_d q[d]·k[(16b+l)·ld+d] for b < blocks, l < 16, d < hs (a multiple of 16):
 // per block of 16 keys and 16 columns, the 16 key rows are transposed in registers
@@ -60,45 +68,9 @@ scores_chunk:
 	MOVQ R9, R12
 	SHLQ $5, R12
 	ADDQ R11, R12 // 32 rows on
-	PREFETCHT0 (R12)
-	PREFETCHT0 (R12)(R9*1)
-	PREFETCHT0 (R12)(R9*2)
-	PREFETCHT0 (R12)(R15*1)
-	LEAQ (R12)(R9*4), R12
-	PREFETCHT0 (R12)
-	PREFETCHT0 (R12)(R9*1)
-	PREFETCHT0 (R12)(R9*2)
-	PREFETCHT0 (R12)(R15*1)
-	LEAQ (R12)(R9*4), R12
-	PREFETCHT0 (R12)
-	PREFETCHT0 (R12)(R9*1)
-	PREFETCHT0 (R12)(R9*2)
-	PREFETCHT0 (R12)(R15*1)
-	LEAQ (R12)(R9*4), R12
-	PREFETCHT0 (R12)
-	PREFETCHT0 (R12)(R9*1)
-	PREFETCHT0 (R12)(R9*2)
-	PREFETCHT0 (R12)(R15*1)
+	PREFETCH16(PREFETCHT0)
 	LEAQ (R11)(R10*1), R12 // the values
-	PREFETCHT1 (R12)
-	PREFETCHT1 (R12)(R9*1)
-	PREFETCHT1 (R12)(R9*2)
-	PREFETCHT1 (R12)(R15*1)
-	LEAQ (R12)(R9*4), R12
-	PREFETCHT1 (R12)
-	PREFETCHT1 (R12)(R9*1)
-	PREFETCHT1 (R12)(R9*2)
-	PREFETCHT1 (R12)(R15*1)
-	LEAQ (R12)(R9*4), R12
-	PREFETCHT1 (R12)
-	PREFETCHT1 (R12)(R9*1)
-	PREFETCHT1 (R12)(R9*2)
-	PREFETCHT1 (R12)(R15*1)
-	LEAQ (R12)(R9*4), R12
-	PREFETCHT1 (R12)
-	PREFETCHT1 (R12)(R9*1)
-	PREFETCHT1 (R12)(R9*2)
-	PREFETCHT1 (R12)(R15*1)
+	PREFETCH16(PREFETCHT1)
 	VUNPCKLPS Z1, Z0, Z16
 	VUNPCKHPS Z1, Z0, Z17
 	VUNPCKLPS Z3, Z2, Z0

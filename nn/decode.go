@@ -222,23 +222,14 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 // returns each sequence's slots ks, vs [seq] and how many positions they hold, Past+n.
 func storeKV(seqs []DecodeSeq, k, v *tensor.Tensor, ck, cv []*tensor.Tensor) (ks, vs []*tensor.Tensor, lens []int) {
 	ks, vs, lens = make([]*tensor.Tensor, len(seqs)), make([]*tensor.Tensor, len(seqs)), make([]int, len(seqs))
-	off := 0
+	at, n := make([]int, len(seqs)), make([]int, len(seqs))
 	for i, s := range seqs {
 		ks[i], vs[i], lens[i] = ck[s.Slot], cv[s.Slot], s.Past+s.N
-		ks[i].CopyNarrowFrom(2, s.Past, headMajor(k.Narrow(1, off, s.N)))
-		vs[i].CopyNarrowFrom(2, s.Past, headMajor(v.Narrow(1, off, s.N)))
-		off += s.N
+		at[i], n[i] = s.Past, s.N
 	}
+	tensor.StoreSlots(ks, at, n, k)
+	tensor.StoreSlots(vs, at, n, v)
 	return ks, vs, lens
-}
-
-// headMajor returns x [1, n, G, HS] as [1, G, n, HS]: a view for one position, else a
-// permuted copy.
-func headMajor(x *tensor.Tensor) *tensor.Tensor {
-	if x.Dim(1) == 1 {
-		return x.Reshape(1, x.Dim(2), 1, x.Dim(3))
-	}
-	return x.Permute(0, 2, 1, 3)
 }
 
 // concat is tensor.Concat that returns a single tensor as it is.

@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Attention over the leading positions of head-major KV-cache slots (AttentionSlots) and
 // the optional kernel a backend implements for it (SlotAttentionKernels).
@@ -30,16 +33,34 @@ type SlotAttentionKernels interface {
 // and k, v [B, G, L, HS] with NH a multiple of G, or if o sets anything but Scale and
 // Causal.
 func AttentionSlots(qs, ks, vs []*Tensor, n []int, o AttentionOptions) []*Tensor {
-	if len(ks) != len(qs) || len(vs) != len(qs) || len(n) != len(qs) {
-		panic(fmt.Sprintf("tensor: AttentionSlots: %d queries, %d keys, %d values, %d lengths", len(qs), len(ks), len(vs), len(n)))
+	outs := make([]*Tensor, len(qs))
+	for i, q := range qs {
+		outs[i] = empty(q.Device(), q.dtype, q.shape)
+	}
+	AttentionSlotsInto(outs, qs, ks, vs, n, o)
+	return outs
+}
+
+// AttentionSlotsInto is AttentionSlots writing each output into outs[i], a tensor of
+// qs[i]'s shape and dtype: a view of a larger one, for example, so that a decode step's
+// one-token sequences write their rows of the output projection's input in place, with
+// no concatenation after. It panics as AttentionSlots does, and if an outs[i] differs
+// from qs[i] in shape, dtype or device.
+func AttentionSlotsInto(outs, qs, ks, vs []*Tensor, n []int, o AttentionOptions) {
+	if len(ks) != len(qs) || len(vs) != len(qs) || len(n) != len(qs) || len(outs) != len(qs) {
+		panic(fmt.Sprintf("tensor: AttentionSlots: %d queries, %d keys, %d values, %d lengths, %d outputs", len(qs), len(ks), len(vs), len(n), len(outs)))
 	}
 	if len(qs) == 0 {
-		return nil
+		return
 	}
 	dev := qs[0].Device()
-	outs := make([]*Tensor, len(qs))
-	args, ps := make([]AttentionArgs, len(qs)), make([]AttentionParams, len(qs))
-	lses := make([]*Tensor, len(qs))
+	buf, _ := slotArgs.Get().(*slotArgsBuf)
+	if buf == nil {
+		buf = new(slotArgsBuf)
+	}
+	defer buf.put()
+	args, ps := buf.get(len(qs))
+	rows := 0 // of the log-sum-exps, B·NH·Tq a call
 	for i, q := range qs {
 		k, v := ks[i], vs[i]
 		checkCached("AttentionSlots", k, v, o)
@@ -47,24 +68,60 @@ func AttentionSlots(qs, ks, vs []*Tensor, n []int, o AttentionOptions) []*Tensor
 		if n[i] < 1 || n[i] > k.shape[2] {
 			panic(fmt.Sprintf("tensor: AttentionSlots: %d positions of slot %d %v", n[i], i, k.shape))
 		}
+		if !outs[i].shape.Equal(q.shape) || outs[i].dtype != q.dtype || outs[i].Device() != dev {
+			panic(fmt.Sprintf("tensor: AttentionSlots: output %d %v %v for queries %v %v", i, outs[i].dtype, outs[i].shape, q.dtype, q.shape))
+		}
 		used := Shape{k.shape[0], k.shape[1], n[i], k.shape[3]} // [B, G, Tk, HS]
 		ps[i] = checkAttention("AttentionSlots", q, k.view(0, used), v.view(0, used), o)
-		args[i] = AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span()}
+		args[i] = AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: outs[i].Span()}
+		rows += q.shape[:3].Numel()
 	}
 	sk, ok := dev.backend.(SlotAttentionKernels)
 	if !ok {
 		for i, q := range qs {
-			dev.NoGrad(func() { outs[i], _ = Attention(q, ks[i].Narrow(2, 0, n[i]), vs[i].Narrow(2, 0, n[i]), o) })
+			dev.NoGrad(func() {
+				out, _ := Attention(q, ks[i].Narrow(2, 0, n[i]), vs[i].Narrow(2, 0, n[i]), o)
+				outs[i].CopyFrom(out)
+				out.Release()
+			})
 		}
-		return outs
+		return
 	}
+	// One buffer holds every call's log-sum-exps, which nobody reads.
+	lse := empty(dev, qs[0].dtype.Compute(), Shape{rows})
+	off := 0
 	for i, q := range qs {
-		outs[i], lses[i] = fusedAttnOutputs(q)
-		args[i].Out, args[i].LSE = outs[i].Span(), lses[i].Span()
+		dev.countFused(FusedAttention)
+		args[i].LSE = lse.Span().at(off)
+		args[i].LSE.Shape = q.shape[:3]
+		off += q.shape[:3].Numel()
 	}
 	sk.AttentionSlots(args, ps, n)
-	for _, l := range lses {
-		l.Release()
+	lse.Release()
+}
+
+// slotArgs recycles AttentionSlotsInto's kernel arguments (a *slotArgsBuf), as
+// slotCalls does its CPU calls.
+var slotArgs sync.Pool
+
+// slotArgsBuf is the arguments of one AttentionSlotsInto's calls.
+type slotArgsBuf struct {
+	args []AttentionArgs
+	ps   []AttentionParams
+}
+
+// get returns room for n calls' arguments.
+func (b *slotArgsBuf) get(n int) ([]AttentionArgs, []AttentionParams) {
+	if cap(b.args) < n {
+		b.args, b.ps = make([]AttentionArgs, n), make([]AttentionParams, n)
 	}
-	return outs
+	b.args, b.ps = b.args[:n], b.ps[:n]
+	return b.args, b.ps
+}
+
+// put drops the arguments' references and hands b back to slotArgs.
+func (b *slotArgsBuf) put() {
+	clear(b.args)
+	clear(b.ps)
+	slotArgs.Put(b)
 }

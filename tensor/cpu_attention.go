@@ -108,8 +108,16 @@ type attnCall[T float] struct {
 }
 
 func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
+	c := new(attnCall[T])
+	c.init(a, p)
+	return c
+}
+
+// init sets c up for the call a, p: newAttnCall's work, into memory the caller keeps
+// (AttentionSlots recycles a decode step's calls).
+func (c *attnCall[T]) init(a AttentionArgs, p AttentionParams) {
 	g := newAttnGeom[T](a, p)
-	c := &attnCall[T]{attnGeom: g, p: p, a: a, q: load[T](a.Q), k: load[T](a.K), v: load[T](a.V), bias: load[T](a.Bias),
+	*c = attnCall[T]{attnGeom: g, p: p, a: a, q: load[T](a.Q), k: load[T](a.K), v: load[T](a.V), bias: load[T](a.Bias),
 		segs: newAttnSegs(&g, a.Segments)}
 	switch {
 	case a.Mask.Empty():
@@ -122,7 +130,6 @@ func newAttnCall[T float](a AttentionArgs, p AttentionParams) *attnCall[T] {
 		c.kern = defaultGemmKernel()
 		c.fast = c.kern != nil && c.hs <= c.kern.kc && max(attnQTile, attnKTile) <= c.kern.kc
 	}
-	return c
 }
 
 // newAttnGeom returns the geometry of a call in compute type T.

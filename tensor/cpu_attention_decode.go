@@ -21,12 +21,12 @@ func (c *attnCall[T]) rowInPlace(bq int) bool {
 // from position j0, read in place.
 func (c *attnCall[T]) rowScores(t *attnTiles[T], s, q []T, kvh, j0, w int) {
 	hs := c.hs
-	k, _, ld := c.kvRows(kvh, j0, w)
-	s32, q32, k32 := any(s).([]float32), any(q).([]float32), any(k).([]float32)
+	k, v, ld := c.kvRows(kvh, j0, w)
+	s32, q32, k32, v32 := any(s).([]float32), any(q).([]float32), any(k).([]float32), any(v).([]float32)
 	full := w / attnRowBlock
 	if full > 0 {
 		_ = k32[(full*attnRowBlock-1)*ld+hs-1] // bounds the kernel's reads
-		attnRowScoresAVX512(&q32[0], &k32[0], ld, hs, full, &s32[0])
+		attnRowScoresAVX512(&q32[0], &k32[0], &v32[0], ld, hs, full, &s32[0])
 	}
 	rest := w - full*attnRowBlock
 	if rest == 0 {
@@ -40,7 +40,7 @@ func (c *attnCall[T]) rowScores(t *attnTiles[T], s, q []T, kvh, j0, w int) {
 		src := k32[(full*attnRowBlock+r)*ld:]
 		copy(blk[r*hs:(r+1)*hs], src[:hs])
 	}
-	attnRowScoresAVX512(&q32[0], &blk[0], hs, hs, 1, &out[0])
+	attnRowScoresAVX512(&q32[0], &blk[0], &blk[0], hs, hs, 1, &out[0])
 	copy(s32[full*attnRowBlock:w], out[:rest])
 }
 

@@ -8,22 +8,36 @@
 // zero, then added to the destination when accumulating), so the results are theirs bit
 // for bit.
 
-// func attnRowScoresAVX512(q, k *float32, ld, hs, blocks int, s *float32)
+// PREFETCH16(ins) prefetches, with ins, a line at R12 and at the 15 rows after it (R9
+// bytes apart, R15 = 3·R9), leaving R12 12 rows on.
+#define PREFETCH16(ins) \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1); LEAQ (R12)(R9*4), R12; \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1); LEAQ (R12)(R9*4), R12; \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1); LEAQ (R12)(R9*4), R12; \
+	ins (R12); ins (R12)(R9*1); ins (R12)(R9*2); ins (R12)(R15*1)
+
+// func attnRowScoresAVX512(q, k, v *float32, ld, hs, blocks int, s *float32)
 // s[16b+l] = Σ_d q[d]·k[(16b+l)·ld+d] for b < blocks, l < 16, d < hs (a multiple of 16):
 // per block of 16 keys and 16 columns, the 16 key rows are transposed in registers
 // (unpack 32- and 64-bit, then two 128-bit lane shuffles) so that lane l of vector d
 // holds key l's column d.
-TEXT ·attnRowScoresAVX512(SB), NOSPLIT, $0-48
+//
+// The keys come from memory (a decode step reads every sequence's cache once): each
+// chunk prefetches the same columns of the key rows two blocks on into L1, and of the
+// block's value rows v (same ld), which attnRowPVAVX512 reads next, into L2. Without,
+// the kernel waited on memory for each block (4 KiB at 64-wide heads, ~16 GB/s a core).
+// Prefetches past the rows read (never faulting) only cost bandwidth.
+TEXT ·attnRowScoresAVX512(SB), NOSPLIT, $0-56
 	MOVQ q+0(FP), AX
 	MOVQ k+8(FP), BX
-	MOVQ ld+16(FP), R9
+	MOVQ v+16(FP), R10
+	SUBQ BX, R10 // v − k, bytes
+	MOVQ ld+24(FP), R9
 	SHLQ $2, R9
-	MOVQ hs+24(FP), CX
-	MOVQ blocks+32(FP), DX
-	MOVQ s+40(FP), DI
+	MOVQ hs+32(FP), CX
+	MOVQ blocks+40(FP), DX
+	MOVQ s+48(FP), DI
 	LEAQ (R9)(R9*2), R15
-	MOVQ R9, R10
-	SHLQ $4, R10
 	TESTQ DX, DX
 	JE scores_done
 scores_block:
@@ -51,6 +65,12 @@ scores_chunk:
 	VMOVUPS (R14)(R9*1), Z13
 	VMOVUPS (R14)(R9*2), Z14
 	VMOVUPS (R14)(R15*1), Z15
+	MOVQ R9, R12
+	SHLQ $5, R12
+	ADDQ R11, R12 // 32 rows on
+	PREFETCH16(PREFETCHT0)
+	LEAQ (R11)(R10*1), R12 // the values
+	PREFETCH16(PREFETCHT1)
 	VUNPCKLPS Z1, Z0, Z16
 	VUNPCKHPS Z1, Z0, Z17
 	VUNPCKLPS Z3, Z2, Z0
@@ -153,7 +173,9 @@ scores_chunk:
 	JNE scores_chunk
 	VMOVUPS Z31, (DI)
 	ADDQ $64, DI
-	ADDQ R10, BX
+	MOVQ R9, R12
+	SHLQ $4, R12
+	ADDQ R12, BX // 16 rows on
 	DECQ DX
 	JNE scores_block
 scores_done:

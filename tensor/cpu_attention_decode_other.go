@@ -4,7 +4,7 @@ package tensor
 
 const hasAttnRowAVX512 = false
 
-func attnRowScoresAVX512(q, k *float32, ld, hs, blocks int, s *float32) {
+func attnRowScoresAVX512(q, k, v *float32, ld, hs, blocks int, s *float32) {
 	panic("tensor: attnRowScoresAVX512 without AVX-512")
 }
 

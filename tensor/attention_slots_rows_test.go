@@ -17,13 +17,7 @@ func TestAttentionSlotsRowsMatchesSlots(t *testing.T) {
 	const nh, l, hs = 4, 40, 16
 	dev := tensor.NewCPU()
 	r := rand.New(rand.NewPCG(7, 11))
-	rnd := func(shape ...int) *tensor.Tensor {
-		x := make([]float32, tensor.Shape(shape).Numel())
-		for j := range x {
-			x[j] = float32(r.NormFloat64())
-		}
-		return tensor.FromSlice(dev, x, shape...)
-	}
+	rnd := func(shape ...int) *tensor.Tensor { return normalF32(dev, r, shape...) }
 	n := []int{17, 40, 1, 33} // positions of each slot attended
 	g := []int{2, 4, 1, 2}    // key/value heads of each slot
 	q := rnd(1, len(n), nh, hs)

@@ -54,13 +54,9 @@ func AttentionSlotsInto(outs, qs, ks, vs []*Tensor, n []int, o AttentionOptions)
 		return
 	}
 	dev := qs[0].Device()
-	buf, _ := slotArgs.Get().(*slotArgsBuf)
-	if buf == nil {
-		buf = new(slotArgsBuf)
-	}
+	buf := getSlotArgs()
 	defer buf.put()
 	args, ps := buf.get(len(qs))
-	rows := 0 // of the log-sum-exps, B·NH·Tq a call
 	for i, q := range qs {
 		k, v := ks[i], vs[i]
 		checkCached("AttentionSlots", k, v, o)
@@ -74,7 +70,6 @@ func AttentionSlotsInto(outs, qs, ks, vs []*Tensor, n []int, o AttentionOptions)
 		used := Shape{k.shape[0], k.shape[1], n[i], k.shape[3]} // [B, G, Tk, HS]
 		ps[i] = checkAttention("AttentionSlots", q, k.view(0, used), v.view(0, used), o)
 		args[i] = AttentionArgs{Q: q.Span(), K: k.Span(), V: v.Span(), Out: outs[i].Span()}
-		rows += q.shape[:3].Numel()
 	}
 	sk, ok := dev.backend.(SlotAttentionKernels)
 	if !ok {
@@ -87,14 +82,23 @@ func AttentionSlotsInto(outs, qs, ks, vs []*Tensor, n []int, o AttentionOptions)
 		}
 		return
 	}
-	// One buffer holds every call's log-sum-exps, which nobody reads.
-	lse := empty(dev, qs[0].dtype.Compute(), Shape{rows})
+	launchSlots(dev, sk, args, ps, n)
+}
+
+// launchSlots runs sk.AttentionSlots on args, whose Q, K, V and Out are set, with one
+// buffer for every call's log-sum-exps (which nobody reads).
+func launchSlots(dev *Device, sk SlotAttentionKernels, args []AttentionArgs, ps []AttentionParams, n []int) {
+	rows := 0 // of the log-sum-exps, B·NH·Tq a call
+	for _, a := range args {
+		rows += a.Q.Shape[:3].Numel()
+	}
+	lse := empty(dev, args[0].Q.DType.Compute(), Shape{rows})
 	off := 0
-	for i, q := range qs {
+	for i := range args {
 		dev.countFused(FusedAttention)
 		args[i].LSE = lse.Span().at(off)
-		args[i].LSE.Shape = q.shape[:3]
-		off += q.shape[:3].Numel()
+		args[i].LSE.Shape = args[i].Q.Shape[:3]
+		off += args[i].Q.Shape[:3].Numel()
 	}
 	sk.AttentionSlots(args, ps, n)
 	lse.Release()
@@ -108,6 +112,14 @@ var slotArgs sync.Pool
 type slotArgsBuf struct {
 	args []AttentionArgs
 	ps   []AttentionParams
+}
+
+// getSlotArgs returns a slotArgsBuf from slotArgs, or a new one.
+func getSlotArgs() *slotArgsBuf {
+	if b, _ := slotArgs.Get().(*slotArgsBuf); b != nil {
+		return b
+	}
+	return new(slotArgsBuf)
 }
 
 // get returns room for n calls' arguments.

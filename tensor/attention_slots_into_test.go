@@ -18,13 +18,7 @@ func TestAttentionSlotsIntoViews(t *testing.T) {
 	const g, nh, l, hs = 2, 4, 40, 16
 	dev := tensor.NewCPU()
 	r := rand.New(rand.NewPCG(3, 5))
-	rnd := func(shape ...int) *tensor.Tensor {
-		x := make([]float32, tensor.Shape(shape).Numel())
-		for j := range x {
-			x[j] = float32(r.NormFloat64())
-		}
-		return tensor.FromSlice(dev, x, shape...)
-	}
+	rnd := func(shape ...int) *tensor.Tensor { return normalF32(dev, r, shape...) }
 	tq := []int{1, 3, 1}   // queries per call
 	n := []int{17, 40, 33} // positions of each slot attended
 	var qs, ks, vs []*tensor.Tensor
@@ -55,4 +49,13 @@ func TestAttentionSlotsIntoViews(t *testing.T) {
 	require.Panics(t, func() { tensor.AttentionSlotsInto(outs[:2], qs, ks, vs, n, o) })
 	f64 := []*tensor.Tensor{outs[0], tensor.Empty(dev, tensor.F64, 1, nh, 3, hs), outs[2]}
 	require.Panics(t, func() { tensor.AttentionSlotsInto(f64, qs, ks, vs, n, o) })
+}
+
+// normalF32 returns an F32 tensor of shape on dev, its elements standard normal draws of r.
+func normalF32(dev *tensor.Device, r *rand.Rand, shape ...int) *tensor.Tensor {
+	x := make([]float32, tensor.Shape(shape).Numel())
+	for j := range x {
+		x[j] = float32(r.NormFloat64())
+	}
+	return tensor.FromSlice(dev, x, shape...)
 }

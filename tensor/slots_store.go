@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // StoreSlots writes the keys (or values) of a step of several sequences into their
 // head-major KV-cache slots: for each i, the n[i] positions of sequence i in src
@@ -38,15 +41,19 @@ func StoreSlots(slots []*Tensor, at, n []int, src *Tensor) {
 	for i := 1; i < len(slots); i++ {
 		first[i] = first[i-1] + n[i-1]
 	}
+	copy2D := b.Copy2D
+	if _, cpu := b.(cpuBackend); cpu {
+		copy2D = copyRows // no closure per copy: Copy2D's would be a fresh heap object each
+	}
 	store := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			l, d, off := slots[i].shape[2], slots[i].Span(), first[i]
 			switch {
 			case n[i] == 1: // a row per head, L·HS apart in the slot
-				b.Copy2D(d.at(at[i]*hs), l*hs, s.at(off*g*hs), hs, g, hs)
+				copy2D(d.at(at[i]*hs), l*hs, s.at(off*g*hs), hs, g, hs)
 			case n[i] > 1: // per head, n[i] contiguous rows in the slot
 				for h := range g {
-					b.Copy2D(d.at((h*l+at[i])*hs), hs, s.at((off*g+h)*hs), g*hs, n[i], hs)
+					copy2D(d.at((h*l+at[i])*hs), hs, s.at((off*g+h)*hs), g*hs, n[i], hs)
 				}
 			}
 		}
@@ -59,6 +66,22 @@ func StoreSlots(slots []*Tensor, at, n []int, src *Tensor) {
 		return
 	}
 	store(0, len(slots))
+}
+
+// copyRows is the CPU backend's Copy2D on the calling goroutine, for rows too small to
+// share out: row r of src, from src.Off+r·srcStride, goes to dst.Off+r·dstStride.
+func copyRows(dst Span, dstStride int, src Span, srcStride int, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	sz := dst.DType.Size()
+	db, sb := dst.Buf.(*cpuBuf), src.Buf.(*cpuBuf)
+	dAll := unsafe.Slice((*byte)(unsafe.Pointer(&db.words[0])), db.n*sz)
+	sAll := unsafe.Slice((*byte)(unsafe.Pointer(&sb.words[0])), sb.n*sz)
+	for r := range rows {
+		d, s := (dst.Off+r*dstStride)*sz, (src.Off+r*srcStride)*sz
+		copy(dAll[d:d+cols*sz], sAll[s:s+cols*sz])
+	}
 }
 
 // storeSlotsGrain is the fewest sequences a goroutine of StoreSlots takes on the CPU.

@@ -229,20 +229,14 @@ func (cpuBackend) WriteHost(dst Span, src []byte) { copy(rawBytes(dst), src) }
 func (cpuBackend) ReadHost(src Span, dst []byte) { copy(dst, rawBytes(src)) }
 
 func (cpuBackend) Copy2D(dst Span, dstStride int, src Span, srcStride int, rows, cols int) {
-	sz := dst.DType.Size()
-	db := dst.Buf.(*cpuBuf)
-	sb := src.Buf.(*cpuBuf)
 	if rows == 0 || cols == 0 {
 		return
 	}
-	dAll := unsafe.Slice((*byte)(unsafe.Pointer(&db.words[0])), db.n*sz)
-	sAll := unsafe.Slice((*byte)(unsafe.Pointer(&sb.words[0])), sb.n*sz)
-	parallelFor(rows, max(1, copyGrain/(cols*sz)), func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			d := (dst.Off + r*dstStride) * sz
-			s := (src.Off + r*srcStride) * sz
-			copy(dAll[d:d+cols*sz], sAll[s:s+cols*sz])
-		}
+	parallelFor(rows, max(1, copyGrain/(cols*dst.DType.Size())), func(lo, hi int) {
+		d, s := dst, src
+		d.Off += lo * dstStride
+		s.Off += lo * srcStride
+		copyRows(d, dstStride, s, srcStride, hi-lo, cols)
 	})
 }
 

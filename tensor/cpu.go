@@ -192,6 +192,13 @@ func indices(s Span) []int {
 // handled by exactly one chunk, so results do not depend on the split. A panic in body is
 // re-raised on the caller's goroutine.
 func parallelFor(n, grain int, body func(lo, hi int)) {
+	parallelForAtMost(n, grain, n, body)
+}
+
+// parallelForAtMost is parallelFor with chunks of at most most items: for long ranges
+// whose chunks would otherwise take milliseconds each, so that the last one taken does
+// not leave its goroutine running alone that long.
+func parallelForAtMost(n, grain, most int, body func(lo, hi int)) {
 	workers := runtime.GOMAXPROCS(0)
 	if grain < 1 {
 		grain = 1
@@ -204,7 +211,7 @@ func parallelFor(n, grain int, body func(lo, hi int)) {
 		return
 	}
 	chunks := min(n/grain, parallelForChunks*workers)
-	runChunks(n, (n+chunks-1)/chunks, workers, body)
+	runChunks(n, max(1, min(most, (n+chunks-1)/chunks)), workers, body)
 }
 
 // parallelForChunks is how many chunks (of at least grain items) parallelFor cuts its

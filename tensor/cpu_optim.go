@@ -3,7 +3,6 @@ package tensor
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"sort"
 )
 
@@ -136,9 +135,7 @@ func forSegments(segs []OptimSegment, body func(si, a, b int)) {
 	for i, sg := range segs {
 		starts[i+1] = starts[i] + sg.N
 	}
-	n := starts[len(segs)]
-	workers := min(runtime.GOMAXPROCS(0), n/optimGrain)
-	walk := func(lo, hi int) {
+	parallelForAtMost(starts[len(segs)], optimGrain, optimItem, func(lo, hi int) {
 		for si := sort.SearchInts(starts, lo+1) - 1; si < len(segs) && starts[si] < hi; si++ {
 			from, to := max(lo, starts[si]), min(hi, starts[si+1])
 			for c := from; c < to; c += optimChunk {
@@ -146,12 +143,7 @@ func forSegments(segs []OptimSegment, body func(si, a, b int)) {
 				body(si, off+c, off+min(c+optimChunk, to))
 			}
 		}
-	}
-	if workers <= 1 {
-		walk(0, n)
-		return
-	}
-	runChunks(n, min(optimItem, (n+parallelForChunks*workers-1)/(parallelForChunks*workers)), workers, walk)
+	})
 }
 
 func (cpuBackend) AdamStep(p AdamParams, segs []OptimSegment, param, grad, m, v, model Span) {

@@ -221,16 +221,6 @@ func parallelForAtMost(n, grain, most int, body func(lo, hi int)) {
 // for 1 (the halves a goroutine), and as fast at 64K and 4M floats.
 const parallelForChunks = 4
 
-// runChunks runs body over [0, n) in chunks of chunk contiguous items on up to workers
-// goroutines, the caller included, each taking the next chunk from a shared counter (a
-// goroutine slowed down by other load takes fewer; see pullItems). A panic in body is
-// re-raised on the caller's goroutine, where it can be recovered.
-func runChunks(n, chunk, workers int, body func(lo, hi int)) {
-	pullItems((n+chunk-1)/chunk, workers, func(int) (func(int), func()) {
-		return func(i int) { body(i*chunk, min(n, (i+1)*chunk)) }, nil
-	})
-}
-
 func (cpuBackend) WriteHost(dst Span, src []byte) { copy(rawBytes(dst), src) }
 
 func (cpuBackend) ReadHost(src Span, dst []byte) { copy(dst, rawBytes(src)) }

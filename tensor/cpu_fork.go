@@ -53,16 +53,18 @@ type helperPool struct {
 // goroutines) that kernels share; no kernel's result depends on it.
 var helpers helperPool
 
-// goHelper runs fn on a helper goroutine: a spinning one if any, else a new one; fn
-// reports whether the helper should then spin for another function. goHelper reports
-// whether it started a new goroutine (which waits in the caller's P's runnext slot until
-// the caller blocks or another goroutine is started; see pullItems).
-func goHelper(fn func() bool) (started bool) {
+// goHelper runs *fn on a helper goroutine: a spinning one if any, else a new one; *fn
+// reports whether the helper should then spin for another function. fn must stay valid
+// until *fn has returned (a field of the fork it runs, so that handing it over
+// allocates nothing). goHelper reports whether it started a new goroutine (which waits in
+// the caller's P's runnext slot until the caller blocks or another goroutine is started;
+// see fork.run).
+func goHelper(fn *func() bool) (started bool) {
 	if h := helpers.take(); h != nil {
-		h.fn.Store(&fn)
+		h.fn.Store(fn)
 		return false
 	}
-	go (&helper{}).run(fn)
+	go (&helper{}).run(*fn)
 	return true
 }
 
@@ -137,70 +139,5 @@ func spinUntil(cond func() bool) bool {
 		if i%256 == 0 && time.Now().After(deadline) {
 			return false
 		}
-	}
-}
-
-// pullItems runs items [0, n) on up to workers goroutines: the calling one (id 0) and
-// helpers (goHelper). Each gets its item function, and a function to call when it has no
-// more items (or nil), from worker(id), and pulls the next item from a shared counter, so
-// one slowed by other load takes fewer. It returns once every item has returned,
-// re-panicking on the caller a panic of any; a helper that starts after all items are
-// taken runs none and is not waited for. The caller starts at once and helpers join when
-// they can: a fork that waited for them ran attention's batched products ~10% slower, and
-// row ops of 32K floats (runChunks before it ran here) 2-4 times slower on a loaded
-// machine.
-func pullItems(n, workers int, worker func(id int) (item func(i int), done func())) {
-	workers = min(workers, n, runtime.GOMAXPROCS(0))
-	var (
-		next     atomic.Int64
-		finished atomic.Int64 // items returned
-		parked   atomic.Bool  // the caller waits, parked, for the last items
-		wg       sync.WaitGroup
-		once     sync.Once
-		panicked any
-	)
-	wg.Add(n)
-	run := func(item func(int), i int) {
-		defer func() {
-			if r := recover(); r != nil {
-				once.Do(func() { panicked = r })
-			}
-			wg.Done()
-			finished.Add(1)
-		}()
-		item(i)
-	}
-	loop := func(id int) {
-		item, done := worker(id)
-		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-			run(item, i)
-		}
-		if done != nil {
-			done()
-		}
-	}
-	started := false
-	for id := 1; id < workers; id++ {
-		started = goHelper(func() bool {
-			loop(id)
-			// Spinning would hold the P on which the caller, parked, was readied.
-			return !parked.Load()
-		}) || started
-	}
-	if started {
-		// A goroutine just started waits in its P's runnext slot, which an idle P does
-		// not take at once; starting another moves it to the stealable queue (without,
-		// attention's 64×64 products ran 25% slower).
-		go func() {}()
-	}
-	loop(0)
-	// Spinning while helpers finish their last items keeps this P busy: a parked caller
-	// is readied on the P of the helper that finishes last, which then does not spin.
-	if workers > 1 && !spinUntil(func() bool { return finished.Load() == int64(n) }) {
-		parked.Store(true)
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
 	}
 }

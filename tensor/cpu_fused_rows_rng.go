@@ -17,7 +17,10 @@ func biasDropoutKernel[T float](y, x, bias, residual Span, p DropoutParams) {
 	rows, c := rowCount(x)
 	starts := dropoutRowStarts(x.Shape, p)
 	forRowChunks(rows, c, func(lo, hi int) {
-		m := make([]T, c)
+		var m []T // the dropout mask of a row; none without dropout (inference)
+		if starts != nil {
+			m = make([]T, c)
+		}
 		for r := lo; r < hi; r++ {
 			yr := rowAt(ys, r, c)
 			h := biasAdded(yr, rowAt(xs, r, c), bs)

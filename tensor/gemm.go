@@ -53,6 +53,11 @@ type gemmKernel struct {
 	// floats, k steps ldb floats apart (B not transposed). It saves packing B (a Linear's
 	// dx = dy·W reads each weight a second time to pack it).
 	tileRowAB func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc int)
+	// tilePart, when set, is tileRowA computing part of the tile's k steps (macroParts): it
+	// starts from the accumulators at t (part&1, mr×nr floats) or zero, leaves them at t
+	// (part&2) or stores them to C as tile does, and prefetches one cache line per k step
+	// from pf on (instead of the next B panel).
+	tilePart func(k int, a *float32, lda int, b, c *float32, ldc int, acc int, pf, t *float32, part int)
 	// panelA and panelB, when set, pack one panel (mr rows of A, nr columns of B) from an
 	// operand whose k index is contiguous (A not transposed, B transposed):
 	// dst[kk·w + r] = src[r·ld + kk] for kk < k, a multiple of 16, and r < rows ≤ w;
@@ -131,6 +136,7 @@ type gemmWorker struct {
 	apack, bpack []float32
 	cpad         []float32 // a band of C with padded rows (see run)
 	tmp          []float32 // one mr×nr tile
+	spill        []float32 // gemmFewPanels tiles' accumulators between parts (macroParts)
 	first        float64   // where in a shared range this goroutine starts packing (sharedPack.ensure)
 }
 
@@ -261,7 +267,8 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 			acc = 1
 		}
 		block := func(ic, mb, jc, nb int, ad, ap, bp []float32, ldbd int) {
-			w.macro(kern, cd[(ic-ci)*ldc+jc-cj:], ldc, ap, bp, ad, lda, ldbd, p.TransA, mb, nb, kb, acc)
+			next := plan.nextB(kern, K, pc, jc+nb, n0, n1)
+			w.macro(kern, cd[(ic-ci)*ldc+jc-cj:], ldc, ap, bp, ad, lda, ldbd, p.TransA, mb, nb, kb, acc, next)
 		}
 		if aFree {
 			for jc := n0; jc < n1; jc += nc {
@@ -290,6 +297,22 @@ func (w *gemmWorker) run(kern *gemmKernel, c, a, b []float32, p *MatMulParams, p
 			copy(c[i*N+n0:i*N+n1], cd[(i-m0)*ldc:(i-m0)*ldc+n1-n0])
 		}
 	}
+}
+
+// nextB returns the shared packed B panel that run, computing columns [n0, n1), reads
+// after the panels of kc block pc that end at column j: the next panel of block pc, or
+// the first of the next block, or, after the last, the first of block pc (read already).
+// It returns nil when B is not shared.
+func (p *gemmPlan) nextB(kern *gemmKernel, K, pc, j, n0, n1 int) *float32 {
+	switch {
+	case p.bShared == nil:
+		return nil
+	case j < n1:
+		return &p.bShared[p.nPad*pc+j*min(kern.kc, K-pc)]
+	case pc+kern.kc < K:
+		pc += kern.kc
+	}
+	return &p.bShared[p.nPad*pc+n0*min(kern.kc, K-pc)]
 }
 
 // cBand returns where run computes rows [m0, m1) and columns [n0, n1) of C (row stride N):
@@ -357,18 +380,23 @@ func (w *gemmWorker) panelsB(kern *gemmKernel, b []float32, p *MatMulParams, pla
 // mb×nb block of C at c (row stride ldc). When ad is not nil, the full mr-row panels of A
 // are read in place from ad (A's element (ic, pc) onwards; lda and transA as in A's
 // storage) instead of from apack. When ldbd > 0, bpack is B in place (row stride ldbd),
-// which needs every panel of A in place and not transposed (gemmDirectB).
+// which needs every panel of A in place and not transposed (gemmDirectB). next, when not
+// nil, is the shared B panel read after the block's last one (gemmPlan.nextB).
 //
 // It sweeps the B panels once per A panel (A's panel stays in L1, B's block streams from
 // L2), or, when A has at most gemmFewPanels panels, the A panels once per B panel (see
 // gemmFewPanels). The order changes no tile's value.
-func (w *gemmWorker) macro(kern *gemmKernel, c []float32, ldc int, apack, bpack, ad []float32, lda, ldbd int, transA bool, mb, nb, kb, acc int) {
+func (w *gemmWorker) macro(kern *gemmKernel, c []float32, ldc int, apack, bpack, ad []float32, lda, ldbd int, transA bool, mb, nb, kb, acc int, next *float32) {
 	mr, nr := kern.mr, kern.nr
 	var rps [gemmFewPanels]gemmRowPanel
 	if mb <= gemmFewPanels*mr {
 		for ir := 0; ir < mb; ir += mr {
 			rps[ir/mr] = w.rowPanel(kern, apack, ad, lda, transA, ir, mb, kb)
 			rps[ir/mr].ldb = ldbd
+		}
+		if n := (mb + mr - 1) / mr; next != nil && canParts(rps[:n], nr) {
+			w.macroParts(rps[:n], c, ldc, bpack, nb, kb, acc, next)
+			return
 		}
 		for jr := 0; jr < nb; jr += nr {
 			for ir := 0; ir < mb; ir += mr {

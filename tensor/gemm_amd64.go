@@ -54,6 +54,15 @@ func sgemmKernelRowAB4AVX512(k int, a *float32, lda int, b *float32, ldb int, c 
 func sgemmKernelRowAB8AVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc int)
 
 //go:noescape
+func sgemmKernelRowAPartAVX512(k int, a *float32, lda int, b, c *float32, ldc int, acc int, pf, t *float32, part int)
+
+//go:noescape
+func sgemmKernelRowAPart4AVX512(k int, a *float32, lda int, b, c *float32, ldc int, acc int, pf, t *float32, part int)
+
+//go:noescape
+func sgemmKernelRowAPart8AVX512(k int, a *float32, lda int, b, c *float32, ldc int, acc int, pf, t *float32, part int)
+
+//go:noescape
 func sgemmPackTrans32AVX512(dst, src *float32, ld, k, rows int)
 
 //go:noescape
@@ -87,12 +96,12 @@ func sgemmPackCopy6AVX2(dst, src *float32, ld, k, panels int)
 var (
 	gemmKernelAVX512 = &gemmKernel{name: "avx512", mr: 12, nr: 32, kc: 384, mc: 960, nc: 256,
 		tile: sgemmKernelAVX512, tileRowA: sgemmKernelRowAAVX512, tileColA: sgemmKernelColAAVX512,
-		tileRowAB: sgemmKernelRowABAVX512,
-		panelA:    sgemmPackTrans12AVX512, panelB: sgemmPackTrans32AVX512,
+		tileRowAB: sgemmKernelRowABAVX512, tilePart: sgemmKernelRowAPartAVX512,
+		panelA: sgemmPackTrans12AVX512, panelB: sgemmPackTrans32AVX512,
 		copyA: sgemmPackCopy12AVX512, copyB: sgemmPackCopy32AVX512,
 		edges: []*gemmKernel{
-			{name: "avx512/edge4", mr: 4, nr: 32, tile: sgemmKernelEdge4AVX512, tileRowA: sgemmKernelRowA4AVX512, tileColA: sgemmKernelColA4AVX512, tileRowAB: sgemmKernelRowAB4AVX512},
-			{name: "avx512/edge8", mr: 8, nr: 32, tile: sgemmKernelEdge8AVX512, tileRowA: sgemmKernelRowA8AVX512, tileColA: sgemmKernelColA8AVX512, tileRowAB: sgemmKernelRowAB8AVX512},
+			{name: "avx512/edge4", mr: 4, nr: 32, tile: sgemmKernelEdge4AVX512, tileRowA: sgemmKernelRowA4AVX512, tileColA: sgemmKernelColA4AVX512, tileRowAB: sgemmKernelRowAB4AVX512, tilePart: sgemmKernelRowAPart4AVX512},
+			{name: "avx512/edge8", mr: 8, nr: 32, tile: sgemmKernelEdge8AVX512, tileRowA: sgemmKernelRowA8AVX512, tileColA: sgemmKernelColA8AVX512, tileRowAB: sgemmKernelRowAB8AVX512, tilePart: sgemmKernelRowAPart8AVX512},
 		}}
 	gemmKernelAVX2 = &gemmKernel{name: "avx2", mr: 6, nr: 16, kc: 256, mc: 960, nc: 128,
 		tile: sgemmKernelAVX2, tileRowA: sgemmKernelRowAAVX2, tileColA: sgemmKernelColAAVX2,

@@ -38,7 +38,7 @@ func BenchmarkSgemmPacked(b *testing.B) {
 		}
 	}
 	step = append(step, weight(logits, 768))
-	for _, rows := range []int{32, 544} {
+	for _, rows := range []int{1, 8, 32, 544} {
 		x := raw[float32](benchSpan(r, rows, 3072))
 		c := raw[float32](benchSpan(r, rows, logits))
 		run := func(b *testing.B, ws []*packedWeight) {

@@ -23,7 +23,7 @@ func TestPackedWeightsMatMulT(t *testing.T) {
 	pw := NewPackedWeights()
 	for _, nk := range [][2]int{{300, 100}, {77, 800}, {1024, 400}} {
 		w := FromSlice(dev, fill(nk[0]*nk[1]), nk[0], nk[1])
-		for _, m := range []int{1, 5, 12, 13, 32, 130} {
+		for _, m := range []int{1, 5, 12, 13, 24, 28, 32, 130} {
 			t.Run(fmt.Sprintf("%dx%dx%d", m, nk[1], nk[0]), func(t *testing.T) {
 				x := FromSlice(dev, fill(m*nk[1]), 1, m, nk[1])
 				var got, want []float32

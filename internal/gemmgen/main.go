@@ -43,6 +43,13 @@ type kernel struct {
 	// rowB reads B in place (nr contiguous floats per k, k steps ldb apart, DI bytes)
 	// instead of a packed panel; only with rowA (gemmKernel.tileRowARowB).
 	rowB bool
+	// part computes part of the tile's k steps (gemmKernel.tilePart; only with rowA): it
+	// takes three more arguments, pf, t and part. It prefetches (pfNextB) one cache line
+	// per k step from pf on, instead of the next panel; it starts the accumulators from
+	// the mr×nr floats at t (part&1) instead of zero, and stores them there (part&2)
+	// instead of to C. A float32 stored and loaded back is unchanged, so a tile computed
+	// in parts is bitwise the tile computed at once.
+	part bool
 }
 
 // aStep returns the floats per k step of a packed A panel.
@@ -145,15 +152,21 @@ func (g *gen) kernel(k kernel) {
 	accArg := "acc+40(FP)"
 	if k.inPlace() {
 		frame := 56
-		if k.rowB {
+		switch {
+		case k.rowB:
 			frame = 64
 			fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc int)\n", k.name)
 			fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors, A and B read in place (rows lda and ldb floats apart).\n", k.mr, nr, k.width)
-		} else {
+		case k.part:
+			frame = 80
+			fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a *float32, lda int, b, c *float32, ldc int, acc int, pf, t *float32, part int)\n", k.name)
+			fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors, A read in place (rows lda floats apart), computed in\n", k.mr, nr, k.width)
+			fmt.Fprintf(&g.Buffer, "// parts: accumulators from t (part&1) or zero, to t (part&2) or C; prefetches a\n// cache line from pf on per k step.\n")
+		default:
 			fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a *float32, lda int, b, c *float32, ldc int, acc int)\n", k.name)
 		}
 		switch {
-		case k.rowB:
+		case k.rowB || k.part:
 		case k.rowA:
 			fmt.Fprintf(&g.Buffer, "// %d×%d tile, %d-wide vectors, A read in place (rows lda floats apart).\n", k.mr, nr, k.width)
 		default:
@@ -179,6 +192,10 @@ func (g *gen) kernel(k kernel) {
 			g.p("MOVQ c+32(FP), DX")
 			g.p("MOVQ ldc+40(FP), SI")
 			accArg = "acc+48(FP)"
+		}
+		if k.part {
+			g.p("MOVQ pf+56(FP), R11")
+			g.p("MOVQ t+64(FP), DI")
 		}
 	} else {
 		fmt.Fprintf(&g.Buffer, "\n// func %s(k int, a, b, c *float32, ldc int, acc int)\n", k.name)
@@ -208,6 +225,18 @@ func (g *gen) kernel(k kernel) {
 			}
 		}
 	}
+	if k.part { // R10 (C's prefetch pointer) is free from here
+		g.p("MOVQ part+72(FP), R10")
+		g.p("TESTQ $1, R10")
+		g.p("JE %s_zero", k.name)
+		for i := 0; i < k.mr; i++ {
+			for v := 0; v < k.nv; v++ {
+				g.p("VMOVUPS %d(DI), %s", (i*k.nv+v)*vb, k.acc(i, v))
+			}
+		}
+		g.p("JMP %s_init", k.name)
+		g.label(k.name + "_zero")
+	}
 	for i := 0; i < k.mr; i++ {
 		for v := 0; v < k.nv; v++ {
 			r := k.acc(i, v)
@@ -217,6 +246,9 @@ func (g *gen) kernel(k kernel) {
 				g.p("VXORPS %s, %s, %s", r, r, r)
 			}
 		}
+	}
+	if k.part {
+		g.label(k.name + "_init")
 	}
 	step := func(u int) { // one k step at offset u
 		bOff := u * nr * 4
@@ -232,6 +264,9 @@ func (g *gen) kernel(k kernel) {
 			} else {
 				g.p("%s %d(BX)(R11*1)", k.pfNext, u*nr*4+l)
 			}
+		}
+		if k.part {
+			g.p("%s %d(R11)", pfNextB, u*64)
 		}
 		if k.pfB > 0 && (u*nr*4)%64 == 0 {
 			g.p("PREFETCHT0 %d(BX)", u*nr*4+k.pfB)
@@ -264,6 +299,9 @@ func (g *gen) kernel(k kernel) {
 	if !k.rowB {
 		g.p("ADDQ $%d, BX", k.unroll*nr*4)
 	}
+	if k.part {
+		g.p("ADDQ $%d, R11", k.unroll*64)
+	}
 	g.p("SUBQ $%d, CX", k.unroll)
 	g.p("CMPQ CX, $%d", k.unroll)
 	g.p("JGE %s_loop", l)
@@ -275,9 +313,23 @@ func (g *gen) kernel(k kernel) {
 	if !k.rowB {
 		g.p("ADDQ $%d, BX", nr*4)
 	}
+	if k.part {
+		g.p("ADDQ $64, R11")
+	}
 	g.p("DECQ CX")
 	g.p("JMP %s_tail", l)
 	g.label(l + "_store")
+	if k.part {
+		g.p("TESTQ $2, R10")
+		g.p("JE %s_c", l)
+		for i := 0; i < k.mr; i++ {
+			for v := 0; v < k.nv; v++ {
+				g.p("VMOVUPS %s, %d(DI)", k.acc(i, v), (i*k.nv+v)*vb)
+			}
+		}
+		g.p("JMP %s_done", l)
+		g.label(l + "_c")
+	}
 	g.p("MOVQ %s, R8", accArg)
 	g.p("TESTQ R8, R8")
 	g.p("JE %s_set", l)
@@ -594,6 +646,9 @@ var kernels = []kernel{
 	{name: "sgemmKernelRowABAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, rowB: true, pfNext: pfNextB},
 	{name: "sgemmKernelRowAB4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, rowB: true, pfNext: pfNextB},
 	{name: "sgemmKernelRowAB8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, rowB: true, pfNext: pfNextB},
+	{name: "sgemmKernelRowAPartAVX512", mr: 12, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, part: true},
+	{name: "sgemmKernelRowAPart4AVX512", mr: 4, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, part: true},
+	{name: "sgemmKernelRowAPart8AVX512", mr: 8, nv: 2, width: 16, reg: "Z", unroll: 4, bcast: true, pfC: true, rowA: true, part: true},
 }
 
 func main() {

@@ -354,6 +354,10 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	}
 	kEnd := c.visible(i0 + bq - 1)
 	inPlace := c.rowInPlace(bq) // cpu_attention_decode.go
+	whole := inPlace && c.segs == nil && kEnd <= len(t.s)
+	if whole { // every key tile's scores in one pass over the keys
+		c.rowScores(t, t.s[:kEnd], q, kvh, 0, kEnd)
+	}
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		if c.segs != nil && c.segs.hidden(b, qt, j0/attnKTile) {
 			continue
@@ -364,9 +368,12 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		s := t.s[:bq*w] // [bq, w]: the scores, then the probabilities over them
 		var v attnB[T]
 		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
-		if inPlace {
+		switch {
+		case whole:
+			s = t.s[j0 : j0+w]
+		case inPlace:
 			c.rowScores(t, s, q, kvh, j0, w)
-		} else {
+		default:
 			var kT attnB[T]
 			kT, v = c.keyTile(t, kvh, j0)
 			c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))

@@ -292,10 +292,11 @@ func (c *attnCall[T]) packedSize(rows int) int {
 }
 
 // attnParallel runs body(t, i) for each i in [0, n) on up to GOMAXPROCS goroutines that
-// take chunk items at a time, each with its own scratch t from tiles, released at the end.
+// take chunk items at a time, each with its own scratch t from tiles (taken when it takes
+// its first chunk, released at the end).
 func attnParallel[T float](n, chunk int, tiles func() *attnTiles[T], body func(t *attnTiles[T], i int)) {
-	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
-	if workers <= 1 {
+	chunks := (n + chunk - 1) / chunk
+	if min(runtime.GOMAXPROCS(0), chunks) <= 1 {
 		t := tiles()
 		for i := range n {
 			body(t, i)
@@ -303,20 +304,23 @@ func attnParallel[T float](n, chunk int, tiles func() *attnTiles[T], body func(t
 		t.release()
 		return
 	}
-	free := make(chan *attnTiles[T], workers)
-	for range workers {
-		free <- tiles()
-	}
-	runChunks(n, chunk, workers, func(lo, hi int) {
-		t := <-free
-		for i := lo; i < hi; i++ {
-			body(t, i)
+	pullItems(chunks, chunks, func(int) (func(int), func()) {
+		var t *attnTiles[T]
+		item := func(ci int) {
+			if t == nil {
+				t = tiles()
+			}
+			for i := ci * chunk; i < min(n, (ci+1)*chunk); i++ {
+				body(t, i)
+			}
 		}
-		free <- t
+		done := func() {
+			if t != nil {
+				t.release()
+			}
+		}
+		return item, done
 	})
-	for range workers {
-		(<-free).release()
-	}
 }
 
 // attnHeadsPerWorker is how many heads per goroutine let the forward hand out whole heads

@@ -84,6 +84,9 @@ type attnGeom struct {
 // outAt returns the offset of query i's row of head (b, h) in Out and DOut.
 func (g *attnGeom) outAt(b, h, i int) int { return b*g.ostr[0] + h*g.ostr[1] + i*g.ostr[2] }
 
+// kvHeadOf returns the key/value head (b·G + g) of head bh = b·NH + h.
+func (g *attnGeom) kvHeadOf(bh int) int { return bh/g.nh*g.g + bh%g.nh/g.per }
+
 // visible returns how many keys (a prefix) query i may see.
 func (g *attnGeom) visible(i int) int {
 	if !g.causal {
@@ -227,6 +230,7 @@ type attnTiles[T float] struct {
 	kv                []float32 // the forward's packed Kᵀ and V of key/value head kvHead (keyTile)
 	kvHead            int
 	kvCall            int         // with AttentionCachedBatch, the call whose head kvHead is
+	nextK             []float32   // the first keys of the head this goroutine attends next (attnBatch), or nil
 	kvPacked          []bool      // per key tile: packed
 	gw                *gemmWorker // whose buffers the float32 ones are (newTiles)
 }
@@ -347,7 +351,7 @@ func (c *attnCall[T]) forward() {
 // forwardTile computes the output rows and lse of query tile qt of head bh = b·NH + h.
 func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	b, h := bh/c.nh, bh%c.nh
-	kvh := b*c.g + h/c.per // the head's key/value head
+	kvh := c.kvHeadOf(bh)
 	i0 := qt * attnQTile
 	bq, hs := min(attnQTile, c.tq-i0), c.hs
 	q := c.q[(bh*c.tq+i0)*hs : (bh*c.tq+i0+bq)*hs] // [bq, HS]
@@ -361,6 +365,9 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	whole := inPlace && c.segs == nil && kEnd <= len(t.s)
 	if whole { // every key tile's scores in one pass over the keys
 		c.rowScores(t, t.s[:kEnd], q, kvh, 0, kEnd)
+		if len(t.nextK) > 0 { // fetched while this head's values are summed
+			attnPrefetch(&t.nextK[0], len(t.nextK)/16)
+		}
 	}
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		if c.segs != nil && c.segs.hidden(b, qt, j0/attnKTile) {

@@ -84,6 +84,9 @@ type attnGeom struct {
 // outAt returns the offset of query i's row of head (b, h) in Out and DOut.
 func (g *attnGeom) outAt(b, h, i int) int { return b*g.ostr[0] + h*g.ostr[1] + i*g.ostr[2] }
 
+// kvHeadOf returns the key/value head (b·G + g) of head bh = b·NH + h.
+func (g *attnGeom) kvHeadOf(bh int) int { return bh/g.nh*g.g + bh%g.nh/g.per }
+
 // visible returns how many keys (a prefix) query i may see.
 func (g *attnGeom) visible(i int) int {
 	if !g.causal {
@@ -227,6 +230,7 @@ type attnTiles[T float] struct {
 	kv                []float32 // the forward's packed Kᵀ and V of key/value head kvHead (keyTile)
 	kvHead            int
 	kvCall            int         // with AttentionCachedBatch, the call whose head kvHead is
+	nextK             []float32   // the first keys of the head this goroutine attends next (attnBatch), or nil
 	kvPacked          []bool      // per key tile: packed
 	gw                *gemmWorker // whose buffers the float32 ones are (newTiles)
 }
@@ -292,10 +296,11 @@ func (c *attnCall[T]) packedSize(rows int) int {
 }
 
 // attnParallel runs body(t, i) for each i in [0, n) on up to GOMAXPROCS goroutines that
-// take chunk items at a time, each with its own scratch t from tiles, released at the end.
+// take chunk items at a time, each with its own scratch t from tiles (taken when it takes
+// its first chunk, released at the end).
 func attnParallel[T float](n, chunk int, tiles func() *attnTiles[T], body func(t *attnTiles[T], i int)) {
-	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
-	if workers <= 1 {
+	chunks := (n + chunk - 1) / chunk
+	if min(runtime.GOMAXPROCS(0), chunks) <= 1 {
 		t := tiles()
 		for i := range n {
 			body(t, i)
@@ -303,20 +308,23 @@ func attnParallel[T float](n, chunk int, tiles func() *attnTiles[T], body func(t
 		t.release()
 		return
 	}
-	free := make(chan *attnTiles[T], workers)
-	for range workers {
-		free <- tiles()
-	}
-	runChunks(n, chunk, workers, func(lo, hi int) {
-		t := <-free
-		for i := lo; i < hi; i++ {
-			body(t, i)
+	pullItems(chunks, chunks, func(int) (func(int), func()) {
+		var t *attnTiles[T]
+		item := func(ci int) {
+			if t == nil {
+				t = tiles()
+			}
+			for i := ci * chunk; i < min(n, (ci+1)*chunk); i++ {
+				body(t, i)
+			}
 		}
-		free <- t
+		done := func() {
+			if t != nil {
+				t.release()
+			}
+		}
+		return item, done
 	})
-	for range workers {
-		(<-free).release()
-	}
 }
 
 // attnHeadsPerWorker is how many heads per goroutine let the forward hand out whole heads
@@ -343,7 +351,7 @@ func (c *attnCall[T]) forward() {
 // forwardTile computes the output rows and lse of query tile qt of head bh = b·NH + h.
 func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	b, h := bh/c.nh, bh%c.nh
-	kvh := b*c.g + h/c.per // the head's key/value head
+	kvh := c.kvHeadOf(bh)
 	i0 := qt * attnQTile
 	bq, hs := min(attnQTile, c.tq-i0), c.hs
 	q := c.q[(bh*c.tq+i0)*hs : (bh*c.tq+i0+bq)*hs] // [bq, HS]
@@ -354,6 +362,13 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 	}
 	kEnd := c.visible(i0 + bq - 1)
 	inPlace := c.rowInPlace(bq) // cpu_attention_decode.go
+	whole := inPlace && c.segs == nil && kEnd <= len(t.s)
+	if whole { // every key tile's scores in one pass over the keys
+		c.rowScores(t, t.s[:kEnd], q, kvh, 0, kEnd)
+		if len(t.nextK) > 0 { // fetched while this head's values are summed
+			attnPrefetch(&t.nextK[0], len(t.nextK)/16)
+		}
+	}
 	for j0 := 0; j0 < kEnd; j0 += attnKTile {
 		if c.segs != nil && c.segs.hidden(b, qt, j0/attnKTile) {
 			continue
@@ -364,9 +379,12 @@ func (c *attnCall[T]) forwardTile(t *attnTiles[T], bh, qt int) {
 		s := t.s[:bq*w] // [bq, w]: the scores, then the probabilities over them
 		var v attnB[T]
 		d := i0 + c.tk - c.tq + 1 - j0 // attnSpan's offset for queries by keys
-		if inPlace {
+		switch {
+		case whole:
+			s = t.s[j0 : j0+w]
+		case inPlace:
 			c.rowScores(t, s, q, kvh, j0, w)
-		} else {
+		default:
 			var kT attnB[T]
 			kT, v = c.keyTile(t, kvh, j0)
 			c.product(t, s, q, false, kT, bq, w, hs, false, c.span(attnCols, d))

@@ -1,6 +1,9 @@
 package tensor
 
-import "sort"
+import (
+	"runtime"
+	"sort"
+)
 
 // AttentionCachedBatch implements CachedAttentionBatchKernels: the forward kernel of
 // cpu_attention.go over the heads of all the calls at once. An item is one head of one
@@ -23,7 +26,10 @@ func attnCachedBatch[T float](as []AttentionArgs, ps []AttentionParams) {
 	attnBatch(calls)
 }
 
-// attnBatch runs the forward of calls in one parallel pass over all their heads.
+// attnBatch runs the forward of calls in one parallel pass over all their heads, taken
+// a chunk of consecutive heads at a time (those of one sequence in a decode step, whose
+// keys and values lie one after another), as many chunks as leave every goroutine
+// attnBatchChunks or more.
 func attnBatch[T float](calls []*attnCall[T]) {
 	first := make([]int, len(calls)+1) // the items (heads) of calls[i]: [first[i], first[i+1])
 	big := 0                           // the call with the most key tiles
@@ -34,12 +40,18 @@ func attnBatch[T float](calls []*attnCall[T]) {
 			big = i
 		}
 	}
-	attnParallel(first[len(calls)], 1, func() *attnTiles[T] { return calls[big].newTiles(false) }, func(t *attnTiles[T], it int) {
+	n := first[len(calls)]
+	chunk := max(1, min(calls[0].b*calls[0].nh, n/(attnBatchChunks*runtime.GOMAXPROCS(0))))
+	attnParallel(n, chunk, func() *attnTiles[T] { return calls[big].newTiles(false) }, func(t *attnTiles[T], it int) {
 		ci := sort.SearchInts(first, it+1) - 1 // the call whose items hold it
 		if t.kvCall != ci {
 			t.kvCall, t.kvHead = ci, -1 // the packed keys are another call's
 		}
 		c := calls[ci]
+		t.nextK = nil
+		if (it+1)%chunk != 0 && it+1 < n { // the goroutine's next item
+			t.nextK = batchKeys(calls, first, it+1, attnPrefetchRows)
+		}
 		for qt := c.nqt - 1; qt >= 0; qt-- {
 			c.forwardTile(t, it-first[ci], qt)
 		}
@@ -48,4 +60,23 @@ func attnBatch[T float](calls []*attnCall[T]) {
 		store(c.a.Out, c.out)
 		store(c.a.LSE, c.lse)
 	}
+}
+
+// attnBatchChunks is the fewest chunks of heads attnBatch leaves each goroutine, so that
+// the last chunk taken does not leave the others idle long.
+const attnBatchChunks = 4
+
+// attnPrefetchRows is how many of its first keys a one-query head prefetches of the head
+// its goroutine attends next: two blocks of the scores kernel, which from there on
+// prefetches two blocks ahead itself.
+const attnPrefetchRows = 2 * attnRowBlock
+
+// batchKeys returns the first rows (or fewer) keys of item it of attnBatch's calls (whose
+// items start at first) in float32, or nil in float64.
+func batchKeys[T float](calls []*attnCall[T], first []int, it, rows int) []float32 {
+	ci := sort.SearchInts(first, it+1) - 1
+	c := calls[ci]
+	k, _, _ := c.kvRows(c.kvHeadOf(it-first[ci]), 0, min(rows, c.tk))
+	k32, _ := any(k).([]float32)
+	return k32
 }

@@ -32,10 +32,11 @@ func (c *attnCall[T]) rowScores(t *attnTiles[T], s, q []T, kvh, j0, w int) {
 	if rest == 0 {
 		return
 	}
-	// The last keys, copied into a block of zero rows: the kernel reads 16 whole rows.
+	// The last keys, copied into a block: the kernel reads 16 whole rows, but lane l of
+	// its scores depends on row l only, so the rows after them (zeros, or keys an earlier
+	// call copied) need no clearing.
 	t.rowTail = grow(t.rowTail, attnRowBlock*(hs+1))
 	blk, out := t.rowTail[:attnRowBlock*hs], t.rowTail[attnRowBlock*hs:]
-	clear(blk)
 	for r := range rest {
 		src := k32[(full*attnRowBlock+r)*ld:]
 		copy(blk[r*hs:(r+1)*hs], src[:hs])

@@ -6,12 +6,14 @@ import "megago/tensor"
 // (fused_attention.go) for q in bf16 or f32 with a head size they are built for (8, 16,
 // 32, 64, 128), covering grouped-query attention (G < NH), Tq ≠ Tk with the seam's causal
 // rule, a padding Mask (any dtype and broadcast), document Segments, an additive Bias
-// (T5) with its gradient, attention dropout with the CPU backend's mask bits, and the
-// log-sum-exp output and its gradient (DLSE). The other cases, F16 or F64 operands and
-// other head sizes, still run the host fallback (host_fallback.go: the operands are
-// copied to host memory, the CPU backend's kernel runs on them and the outputs are copied
-// back, slow but bit for bit the CPU's results). The bias gradient goes through a buffer
-// of the logits' gradient [B, NH, Tq, Tk] (F32) for the backward's duration.
+// (T5) with its gradient, attention dropout with the CPU backend's mask bits, the
+// log-sum-exp output and its gradient (DLSE), and keys and values read in place from
+// KV-cache slots (AttentionSlots, a decode step's attention). The other cases, F16 or F64
+// operands and other head sizes, still run the host fallback (host_fallback.go: the
+// operands are copied to host memory, the CPU backend's kernel runs on them and the
+// outputs are copied back, slow but bit for bit the CPU's results). The bias gradient
+// goes through a buffer of the logits' gradient [B, NH, Tq, Tk] (F32) for the backward's
+// duration.
 
 // Attention runs flash_fwd when flashCovers a, else the host fallback.
 func (b *Backend) Attention(a tensor.AttentionArgs, p tensor.AttentionParams) {
@@ -23,6 +25,26 @@ func (b *Backend) Attention(a tensor.AttentionArgs, p tensor.AttentionParams) {
 	h.cpu.Attention(tensor.AttentionArgs{Q: h.in(a.Q), K: h.in(a.K), V: h.in(a.V), Mask: h.in(a.Mask),
 		Bias: h.in(a.Bias), Segments: h.in(a.Segments), Out: h.out(a.Out), LSE: h.out(a.LSE)}, p)
 	h.done()
+}
+
+// AttentionSlots implements tensor.SlotAttentionKernels: for each call, flash_fwd reads
+// the first tk[i] positions of its key/value slots [B, G, L, HS] in place (a head's
+// positions L·HS apart), with no copy of them; the kernel and its values are Attention's
+// over those positions. A call the flash kernels do not cover runs the host fallback on
+// copies of its slots.
+func (b *Backend) AttentionSlots(as []tensor.AttentionArgs, ps []tensor.AttentionParams, tk []int) {
+	for i, a := range as {
+		if !flashCovers(a) {
+			h := b.hostRun()
+			h.cpu.(tensor.SlotAttentionKernels).AttentionSlots([]tensor.AttentionArgs{{Q: h.in(a.Q), K: h.in(a.K),
+				V: h.in(a.V), Out: h.out(a.Out), LSE: h.out(a.LSE)}}, ps[i:i+1], tk[i:i+1])
+			h.done()
+			continue
+		}
+		f := newFlashParams(a.Q, a.K, ps[i])
+		f.tk, f.lkv = int64(tk[i]), int64(a.K.Shape[2]) // the first tk[i] of the slots' L positions
+		b.flashAttention(a.Out, a.LSE, a.Q, a.K, a.V, f)
+	}
 }
 
 // AttentionBackward runs the flash backward kernels when flashCovers a, else the host

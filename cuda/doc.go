@@ -16,13 +16,15 @@
 //   - gpu.go: the device behind a Backend (realGPU: one stream, cuBLASLt, compiled
 //     modules); launch.go: launch geometry and the strided-index argument of kernels.
 //   - backend_fused_rows.go, backend_fused_attention.go: tensor's fused-op seam
-//     (tensor.RowKernels, tensor.AttentionKernels) on GPU kernels. Every RowKernels method
+//     (tensor.RowKernels, tensor.AttentionKernels, tensor.SlotAttentionKernels) on GPU
+//     kernels. Every RowKernels method
 //     runs on the GPU for every float dtype (residual + LayerNorm/RMSNorm, bias + any
 //     activation, bias + SwiGLU, bias + dropout + residual with the CPU backend's mask
 //     bits, RoPE). Attention runs the flash kernels for bf16 and f32 with head sizes 8 to
 //     128, grouped-query heads, Tq ≠ Tk, causal, padding masks, document segments, an
-//     additive bias (T5) and dropout; F16/F64 and other head sizes still take the host
-//     fallback (host_fallback.go: copy to the host, run the CPU kernel, copy back).
+//     additive bias (T5) and dropout, and a decode step's attention over KV-cache slots
+//     read in place; F16/F64 and other head sizes still take the host fallback
+//     (host_fallback.go: copy to the host, run the CPU kernel, copy back).
 //   - fused.go, fused_attention.go: the launches behind the seam and other fused kernels
 //     (the GPT encoder, linear layers with cuBLASLt epilogues), each documented with its
 //     CPU twin.

@@ -48,8 +48,9 @@ func flashCovers(a tensor.AttentionArgs) bool {
 // (strides of its first three dims and the index of this call's first element), the
 // padding mask with its strides over [B, NH, Tq, Tk] (0 along broadcast dims) and dtype,
 // the segments [B, Tk] (I32), the additive bias with its strides and dtype, and the
-// backward's buffer for the logits' gradient (set when the bias's is wanted). The
-// pointers may be 0.
+// backward's buffer for the logits' gradient (set when the bias's is wanted), and the
+// rows of a key/value head in k and v (0 for tk, or the length of the KV-cache slots
+// that AttentionSlots reads in place; the forward only). The pointers may be 0.
 type flashParams struct {
 	tq, tk, group, nh int64
 	scale             float32
@@ -66,6 +67,7 @@ type flashParams struct {
 	bs                [4]int64
 	bdt               tensor.DType
 	dsout             driver.DevicePtr
+	lkv               int64
 }
 
 // flashParams returns the parameters of attention of a with p.
@@ -146,7 +148,12 @@ func (f flashParams) bytes() []byte {
 	}
 	b = le.AppendUint32(b, uint32(dtArg(f.bdt)))
 	b = le.AppendUint32(b, 0)
-	return le.AppendUint64(b, uint64(f.dsout))
+	b = le.AppendUint64(b, uint64(f.dsout))
+	lkv := f.lkv
+	if lkv == 0 {
+		lkv = f.tk
+	}
+	return le.AppendUint64(b, uint64(lkv))
 }
 
 // Tiles of attention.cu: queries per block of the forward and dQ kernels, keys per block

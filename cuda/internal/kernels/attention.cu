@@ -17,7 +17,8 @@
 // logits' gradient dS [B·NH, Tq, Tk] (F32) to FP.dsout, which attn_dbias sums over the
 // bias's broadcast dims. One thread per row, plain
 // FMAs: no tensor cores yet. HS is a template parameter (32, 64, 128) so rows live in
-// registers.
+// registers. The forward also reads keys and values in place from KV-cache slots
+// [B, G, L, HS] of which the first Tk positions are attended (FP.Lkv = L apart per head).
 
 // FP are a call's parameters, passed by value (cuda/fused_attention.go's flashParams).
 struct FP {
@@ -35,6 +36,7 @@ struct FP {
   i64 bs[4];
   int bdt;
   float* dsout;  // may be null
+  i64 Lkv;  // rows of a key/value head in K and V: Tk, or a KV-cache slot's length (forward)
 };
 
 // fp_bias returns the bias of logit (bh, qi, kj), 0 without one.
@@ -89,7 +91,7 @@ __device__ void flash_fwd_impl(typename S::T* O, float* L, const typename S::T* 
   __shared__ float vs[FA_BC][HS];
   __shared__ float sc[FA_BR][FA_BC + 1];
   const i64 bh = blockIdx.y, q0 = (i64)blockIdx.x * FA_BR, qi = q0 + threadIdx.x;
-  const i64 qoff = bh * f.Tq * HS, kvoff = (bh / f.group) * f.Tk * HS;
+  const i64 qoff = bh * f.Tq * HS, kvoff = (bh / f.group) * f.Lkv * HS;
   const bool active = qi < f.Tq;
   float q[HS], acc[HS];
 #pragma unroll

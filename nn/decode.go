@@ -102,8 +102,20 @@ func (m *GPT) DecodeStep(p *Pass, c *SlotCache, ids []int32, seqs []DecodeSeq) (
 			}
 		}
 		x := m.embedAt(p, ids, pos) // [1, N, C]
+		last := len(m.Block.Layers) - 1
 		for i, l := range m.Block.Layers {
 			beforeForward(l)
+			if i == last && m.trimsLast(l) { // the rows without logits: keys and values only (decode_last.go)
+				if drop, keep := splitLast(x, pos, seqs); drop != nil {
+					ls := dev.NewScope()
+					l.decodeStore(p, drop.x, drop.pos, drop.seqs, c.K[i], c.V[i])
+					ls.Close()
+					if keep == nil {
+						return // no logits asked for
+					}
+					x, pos, seqs = keep.x, keep.pos, keep.seqs
+				}
+			}
 			y := scoped(dev, func() *tensor.Tensor { return l.decode(p, x, pos, seqs, c.K[i], c.V[i]) })
 			releaseDead(x, y)
 			x = y
@@ -190,7 +202,7 @@ func (l *TransformerLayer) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []D
 // Without query/key norms and rotary embeddings, and with the fused core, it takes the
 // heads straight from the projection (decodeDirect); else through project.
 func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
-	if a.QNorm == nil && a.cfg.Position != RoPE && !a.spec.unfused {
+	if a.direct() {
 		return a.decodeDirect(p, x, seqs, ck, cv)
 	}
 	q, k, v := a.project(p, x, AttentionMask{Positions: pos}, 0) // [1, NH/tp, N, HS], [1, G/tp, N, HS] ×2
@@ -215,6 +227,12 @@ func (a *SelfAttention) decode(p *Pass, x *tensor.Tensor, pos []int, seqs []Deco
 		}
 	}
 	return a.Proj.ForwardWithBias(p, concat(1, outs)) // [1, N, C]
+}
+
+// direct reports whether decode takes the heads straight from the projection
+// (decodeDirect): no query/key norms or rotary embeddings, and the fused core.
+func (a *SelfAttention) direct() bool {
+	return a.QNorm == nil && a.cfg.Position != RoPE && !a.spec.unfused
 }
 
 // storeKV writes each sequence's new keys and values, from k, v [1, N, G/tp, HS]

@@ -11,16 +11,10 @@ import "megago/tensor"
 // tensor per sequence; any other step in one tensor.AttentionSlotsInto (attendSeqs). The
 // same values as the projected path's: only copies differ.
 func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq, ck, cv []*tensor.Tensor) (y, bias *tensor.Tensor) {
-	c := a.cfg
-	qkv := a.QKV.Forward(p, x) // [1, N, G/tp·(NH/G+2)·HS]
-	n, gl, per, hs := qkv.Dim(1), c.KVHeads/a.tp.Size(), c.Heads/c.KVHeads, c.HeadSize
-	heads := qkv.Reshape(1, n, gl, per+2, hs)
-	q := heads.Narrow(3, 0, per).Reshape(1, n, gl*per, hs) // [1, N, NH/tp, HS]
-	k := heads.Narrow(3, per, 1).Reshape(1, n, gl, hs)     // [1, N, G/tp, HS]
-	v := heads.Narrow(3, per+1, 1).Reshape(1, n, gl, hs)
-	qkv.Release() // consumed: q, k and v are copies
+	q, k, v := a.directHeads(p, x, true)
 	ks, vs, lens := storeKV(seqs, k, v, ck, cv)
-	att := tensor.Empty(x.Device(), q.DType(), 1, n, gl*per*hs) // [1, N, NH·HS/tp]
+	n, nh, hs := q.Dim(1), q.Dim(2), q.Dim(3)
+	att := tensor.Empty(x.Device(), q.DType(), 1, n, nh*hs) // [1, N, NH·HS/tp]
 	o := tensor.AttentionOptions{Scale: a.spec.scale, Causal: true}
 	if oneTokenEach(seqs) { // rows in, rows out
 		tensor.AttentionSlotsRows(att, q, ks, vs, lens, o)
@@ -30,6 +24,22 @@ func (a *SelfAttention) decodeDirect(p *Pass, x *tensor.Tensor, seqs []DecodeSeq
 	k.Release()
 	v.Release()
 	return a.Proj.ForwardWithBias(p, att) // [1, N, C]
+}
+
+// directHeads projects x [1, N, C] and cuts the fused projection into the queries
+// [1, N, NH/tp, HS] (nil unless withQ) and the keys and values [1, N, G/tp, HS], copies.
+func (a *SelfAttention) directHeads(p *Pass, x *tensor.Tensor, withQ bool) (q, k, v *tensor.Tensor) {
+	c := a.cfg
+	qkv := a.QKV.Forward(p, x) // [1, N, G/tp·(NH/G+2)·HS]
+	n, gl, per, hs := qkv.Dim(1), c.KVHeads/a.tp.Size(), c.Heads/c.KVHeads, c.HeadSize
+	heads := qkv.Reshape(1, n, gl, per+2, hs)
+	if withQ {
+		q = heads.Narrow(3, 0, per).Reshape(1, n, gl*per, hs)
+	}
+	k = heads.Narrow(3, per, 1).Reshape(1, n, gl, hs)
+	v = heads.Narrow(3, per+1, 1).Reshape(1, n, gl, hs)
+	qkv.Release() // consumed: q, k and v are copies
+	return q, k, v
 }
 
 // attendSeqs writes into att [1, N, NH·HS/tp] the attention of the queries q

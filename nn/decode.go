@@ -83,7 +83,8 @@ type DecodeSeq struct {
 // asked-for logits over the true vocabulary, [R][V] for R = Σ seqs[i].Logits rows in
 // seqs' order, the same on every TP rank. The rows live in a buffer of c that the next
 // DecodeStep overwrites. Under tensor parallelism every rank of m's TP
-// group calls it with the same ids and seqs (its own cache).
+// group calls it with the same ids and seqs (its own cache). The rows whose logits are
+// not asked for skip the last layer's attention and MLP (decode_last.go).
 //
 // It returns an error for a failed collective. It panics if m is a pipeline stage or
 // built with sequence parallelism, if N ≠ len(ids), if a sequence exceeds c.MaxLen or

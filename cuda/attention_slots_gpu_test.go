@@ -9,9 +9,10 @@ import (
 
 // Attention over KV-cache slots (tensor.AttentionSlots, AttentionSlotsRows: a decode
 // step's attention) on this backend: flash_fwd reading the first n positions of each
-// slot in place must give Attention's values over those positions copied out, bit for
-// bit (the same kernel), with no host fallback; a head size the kernels are not built for
-// runs the fallback and matches the CPU backend's.
+// slot in place (all calls in one launch, or, slots of different lengths, a launch each)
+// must give Attention's values over those positions copied out, bit for bit (the same
+// kernel), with no host fallback; a head size the kernels are not built for runs the
+// fallback and matches the CPU backend's.
 
 func TestGPUAttentionSlotsMatchesAttention(t *testing.T) {
 	b := openTestBackend(t)
@@ -21,12 +22,14 @@ func TestGPUAttentionSlotsMatchesAttention(t *testing.T) {
 		name      string
 		nh, g, hs int
 		tq        []int // each sequence's new tokens (queries)
-		n         []int // each sequence's attended positions, tq[i] ≤ n[i] ≤ L
+		n         []int // each sequence's attended positions, tq[i] ≤ n[i] ≤ its slots' length
+		l         []int // each sequence's slots' length, maxLen where nil
 		fallback  bool
 	}{
-		{"rows/gqa", 4, 2, 32, []int{1, 1, 1}, []int{1, 17, maxLen}, false},
-		{"prefill+decode", 4, 4, 16, []int{9, 1}, []int{9, 33}, false},
-		{"hs24/fallback", 2, 1, 24, []int{1, 3}, []int{5, 12}, true},
+		{"rows/gqa", 4, 2, 32, []int{1, 1, 1}, []int{1, 17, maxLen}, nil, false},
+		{"prefill+decode", 4, 4, 16, []int{9, 1}, []int{9, 33}, nil, false},
+		{"slots of two lengths", 2, 2, 32, []int{1, 1}, []int{20, 7}, []int{maxLen, 24}, false}, // a launch each
+		{"hs24/fallback", 2, 1, 24, []int{1, 3}, []int{5, 12}, nil, true},
 	}
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 		for _, tc := range cases {
@@ -36,8 +39,12 @@ func TestGPUAttentionSlotsMatchesAttention(t *testing.T) {
 				for i := range tc.n {
 					seed := uint64(10 * i)
 					qs = append(qs, rowLeaf(gpu, dt, seed+1, -2, 2, 1, tc.nh, tc.tq[i], tc.hs).Detach())
-					ks = append(ks, rowLeaf(gpu, dt, seed+2, -2, 2, 1, tc.g, maxLen, tc.hs).Detach())
-					vs = append(vs, rowLeaf(gpu, dt, seed+3, -1, 1, 1, tc.g, maxLen, tc.hs).Detach())
+					l := maxLen
+					if tc.l != nil {
+						l = tc.l[i]
+					}
+					ks = append(ks, rowLeaf(gpu, dt, seed+2, -2, 2, 1, tc.g, l, tc.hs).Detach())
+					vs = append(vs, rowLeaf(gpu, dt, seed+3, -1, 1, 1, tc.g, l, tc.hs).Detach())
 				}
 				before := b.fallbacks.Load()
 				got := tensor.AttentionSlots(qs, ks, vs, tc.n, o)

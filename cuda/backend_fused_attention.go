@@ -27,24 +27,46 @@ func (b *Backend) Attention(a tensor.AttentionArgs, p tensor.AttentionParams) {
 	h.done()
 }
 
-// AttentionSlots implements tensor.SlotAttentionKernels: for each call, flash_fwd reads
-// the first tk[i] positions of its key/value slots [B, G, L, HS] in place (a head's
-// positions L·HS apart), with no copy of them; the kernel and its values are Attention's
-// over those positions. A call the flash kernels do not cover runs the host fallback on
-// copies of its slots.
+// AttentionSlots implements tensor.SlotAttentionKernels: flash_fwd reads the first tk[i]
+// positions of each call's key/value slots [B, G, L, HS] in place (a head's positions
+// L·HS apart), with no copy of them; the kernel and its values are Attention's over those
+// positions. Calls that differ only in their queries' and keys' counts (a decode step's:
+// one model, one cache) run as one launch (flashAttentionSlots), others one launch each.
+// Calls the flash kernels do not cover run the host fallback on copies of their slots.
 func (b *Backend) AttentionSlots(as []tensor.AttentionArgs, ps []tensor.AttentionParams, tk []int) {
-	for i, a := range as {
-		if !flashCovers(a) {
+	if len(as) == 0 {
+		return
+	}
+	if !flashCovers(as[0]) { // every call has the first's dtype and head size
+		for i, a := range as {
 			h := b.hostRun()
 			h.cpu.(tensor.SlotAttentionKernels).AttentionSlots([]tensor.AttentionArgs{{Q: h.in(a.Q), K: h.in(a.K),
 				V: h.in(a.V), Out: h.out(a.Out), LSE: h.out(a.LSE)}}, ps[i:i+1], tk[i:i+1])
 			h.done()
-			continue
 		}
+		return
+	}
+	if slotsAlike(as, ps) {
+		b.flashAttentionSlots(as, ps[0], tk)
+		return
+	}
+	for i, a := range as {
 		f := newFlashParams(a.Q, a.K, ps[i])
 		f.tk, f.lkv = int64(tk[i]), int64(a.K.Shape[2]) // the first tk[i] of the slots' L positions
 		b.flashAttention(a.Out, a.LSE, a.Q, a.K, a.V, f)
 	}
+}
+
+// slotsAlike reports whether the calls as, ps share what one launch of flash_fwd_slots
+// shares: the queries' batch and heads, the slots' shape, the scale and causality.
+func slotsAlike(as []tensor.AttentionArgs, ps []tensor.AttentionParams) bool {
+	q0, k0 := as[0].Q.Shape, as[0].K.Shape
+	for i, a := range as {
+		if a.Q.Shape[0] != q0[0] || a.Q.Shape[1] != q0[1] || !a.K.Shape.Equal(k0) || ps[i].Scale != ps[0].Scale || ps[i].Causal != ps[0].Causal {
+			return false
+		}
+	}
+	return true
 }
 
 // AttentionBackward runs the flash backward kernels when flashCovers a, else the host

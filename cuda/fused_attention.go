@@ -182,6 +182,37 @@ func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, f flashParams) {
 		Ptr(b.ptr(op, out)).Ptr(b.ptr(op, lse)).Ptr(b.ptr(op, q)).Ptr(b.ptr(op, k)).Ptr(b.ptr(op, v)).Bytes(f.bytes())))
 }
 
+// flashAttentionSlots is flashAttention for each call of as (slotsAlike, with p) over the
+// first tk[i] positions of its slots, in one launch of flash_fwd_slots: blocks along z are
+// the calls, whose operands, query and key counts come from a table in device memory.
+func (b *Backend) flashAttentionSlots(as []tensor.AttentionArgs, p tensor.AttentionParams, tk []int) {
+	mod, _, sfx, bnh, _ := attentionVariant("FlashAttentionSlots", as[0].Q)
+	release := b.dev.bind()
+	defer release()
+	const op = "FlashAttentionSlots"
+	le := binary.LittleEndian
+	var tbl []byte // attention.cu's SC per call
+	tiles := int64(1)
+	for i, a := range as {
+		tq := int64(a.Q.Shape[2])
+		tiles = max(tiles, (tq+attnQueriesPerBlock-1)/attnQueriesPerBlock)
+		for _, s := range []tensor.Span{a.Q, a.K, a.V, a.Out, a.LSE} {
+			tbl = le.AppendUint64(tbl, uint64(b.ptr(op, s)))
+		}
+		tbl = le.AppendUint64(tbl, uint64(tq))
+		tbl = le.AppendUint64(tbl, uint64(tk[i]))
+		tbl = le.AppendUint64(tbl, uint64(a.K.Shape[2]))
+	}
+	d, err := b.alloc.get(int64(len(tbl)))
+	b.must(err)
+	defer b.alloc.put(d)
+	b.must(b.dev.htod(d, tbl))
+	f := newFlashParams(as[0].Q, as[0].K, p) // Tq, Tk and Lkv come from the table
+	grid := [3]uint32{uint32(tiles), uint32(bnh), uint32(len(as))}
+	b.must(b.dev.launch(mod, "flash_fwd_slots_"+sfx, grid, [3]uint32{attnQueriesPerBlock, 1, 1}, 0,
+		driver.NewKernelArgs().Ptr(d).Bytes(f.bytes())))
+}
+
 // flashAttentionBackward sets dq, dk and dv from dout and dlse (F32 [B·NH, Tq]; may be
 // empty: zeros), recomputing the scores from q, k and flashAttention's out and lse, and,
 // when dbias (f.bias's shape) is not empty, dbias through a buffer of the logits'

@@ -291,10 +291,30 @@ __device__ void flash_bwd_dq_impl(typename S::T* dQ, const typename S::T* Q, con
   }
 }
 
+// SC is one call of flash_fwd_slots: its operands, its queries (Tq) and attended keys
+// (Tk), and the rows of a key/value head in its slots (Lkv).
+struct SC {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* l;
+  i64 tq, tk, lkv;
+};
+
 #define FLASH(NAME, S, HS)                                                                                    \
   extern "C" __global__ void __launch_bounds__(FA_BR) flash_fwd_##NAME##_##HS(                               \
       S::T* O, float* L, const S::T* Q, const S::T* K, const S::T* V, FP f) {                                \
     flash_fwd_impl<S, HS>(O, L, Q, K, V, f);                                                                \
+  }                                                                                                          \
+  /* Several calls of one launch (calls[blockIdx.z]), f holding what they share. */                         \
+  extern "C" __global__ void __launch_bounds__(FA_BR) flash_fwd_slots_##NAME##_##HS(const SC* calls, FP f) { \
+    const SC c = calls[blockIdx.z];                                                                          \
+    if ((i64)blockIdx.x * FA_BR >= c.tq) return;                                                             \
+    f.Tq = c.tq;                                                                                             \
+    f.Tk = c.tk;                                                                                             \
+    f.Lkv = c.lkv;                                                                                           \
+    flash_fwd_impl<S, HS>((S::T*)c.o, c.l, (const S::T*)c.q, (const S::T*)c.k, (const S::T*)c.v, f);        \
   }                                                                                                          \
   extern "C" __global__ void __launch_bounds__(KV_BK(HS)) flash_bwd_dkdv_##NAME##_##HS(                      \
       S::T* dK, S::T* dV, const S::T* Q, const S::T* K, const S::T* V, const S::T* dO, const float* L,       \

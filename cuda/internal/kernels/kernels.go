@@ -53,8 +53,9 @@ func Modules() map[string]Module {
 			m[name] = Module{
 				File:  "attention",
 				Extra: fmt.Sprintf("FLASH(%s, %sS, %d)\n", dt, map[string]string{"bf16": "BF16", "f32": "F32"}[dt], hs),
-				Kernels: []string{fmt.Sprintf("flash_fwd_%s_%d", dt, hs), fmt.Sprintf("flash_bwd_dkdv_%s_%d", dt, hs),
-					fmt.Sprintf("flash_bwd_dq_%s_%d", dt, hs), "flash_bwd_pre_" + dt, "attn_dbias"},
+				Kernels: []string{fmt.Sprintf("flash_fwd_%s_%d", dt, hs), fmt.Sprintf("flash_fwd_slots_%s_%d", dt, hs),
+					fmt.Sprintf("flash_bwd_dkdv_%s_%d", dt, hs), fmt.Sprintf("flash_bwd_dq_%s_%d", dt, hs),
+					"flash_bwd_pre_" + dt, "attn_dbias"},
 			}
 		}
 	}

@@ -62,7 +62,8 @@ func (b *Backend) AttentionSlots(as []tensor.AttentionArgs, ps []tensor.Attentio
 func slotsAlike(as []tensor.AttentionArgs, ps []tensor.AttentionParams) bool {
 	q0, k0 := as[0].Q.Shape, as[0].K.Shape
 	for i, a := range as {
-		if a.Q.Shape[0] != q0[0] || a.Q.Shape[1] != q0[1] || !a.K.Shape.Equal(k0) || ps[i].Scale != ps[0].Scale || ps[i].Causal != ps[0].Causal {
+		sameQ := a.Q.Shape[0] == q0[0] && a.Q.Shape[1] == q0[1]
+		if !sameQ || !a.K.Shape.Equal(k0) || ps[i].Scale != ps[0].Scale || ps[i].Causal != ps[0].Causal {
 			return false
 		}
 	}

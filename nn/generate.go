@@ -154,15 +154,18 @@ func (g *generator) run() (err error) {
 
 // lastLogits runs m on the b rows of ids [B, T] (with caches, which it extends, or nil to
 // run the whole sequence) and returns the logits of the last position over the true
-// vocabulary, [B][V], the same on every TP rank. Tensors it creates are freed before it
-// returns, except what the caches keep.
+// vocabulary, [B][V], the same on every TP rank: Forward's, bit for bit, with the final
+// norm and the output layer run on the last position alone (a prompt's other positions
+// would cost T−1 times the output layer's V·C multiply-adds). Tensors it creates are
+// freed before it returns, except what the caches keep.
 func lastLogits(p *Pass, m *GPT, ids []int32, b int, caches []*KVCache) [][]float64 {
 	dev := m.Word.Weight.Device()
 	s := dev.NewScope()
 	defer s.Close()
 	t := len(ids) / b
-	logits := m.Forward(p, tensor.FromSlice(dev, ids, b, t), caches)                 // [B, T, Vp/tp]
-	last := logits.Narrow(1, t-1, 1)                                                 // [B, 1, Vp/tp]
+	x := m.first(m, p, tensor.FromSlice(dev, ids, b, t), Documents{}, caches)        // [B, T, C]
+	x = m.Block.Forward(p, x, LayerInput{Self: Documents{}.mask()}, caches)          // [B, T, C]
+	last := m.last(m, p, x.Narrow(1, t-1, 1))                                        // [B, 1, Vp/tp]
 	full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.region.tp, last)) // [B, 1, Vp]
 	vp, v := len(full)/b, m.Config.Vocab
 	rows := make([][]float64, b)

@@ -425,3 +425,45 @@ func assertInDeltaSlice(t *testing.T, want, got []float64, delta float64, what s
 		}
 	}
 }
+
+// TestLastLogitsMatchForward: Generate's logits of a batch's last positions (the final
+// norm and output layer run on those rows alone) are Forward's at those positions, bit for
+// bit, without and with a KV cache holding an earlier part of the prompts.
+func TestLastLogitsMatchForward(t *testing.T) {
+	for name, cfg := range genConfigs() {
+		t.Run(name, func(t *testing.T) {
+			dev := tensor.NewCPU()
+			m, err := NewGPT(&Builder{Dev: dev, DType: tensor.F32, RNG: tensor.NewRNG(5), TP: parallel.Self()}, cfg, Stage{})
+			require.NoError(t, err)
+			ids := []int32{3, 17, 2, 99, 42, 8, 77, 5, 0, 64, 64, 1} // [2, 6]
+			const b, tt = 2, 6
+			p := Eval(context.Background())
+			dev.NoGrad(func() {
+				full := tensor.ToSlice[float64](m.Forward(p, tensor.FromSlice(dev, ids, b, tt), nil)) // [B, T, Vp]
+				for i, row := range lastLogits(p, m, ids, b, nil) {
+					at := (i*tt + tt - 1) * m.Vp
+					require.Equal(t, full[at:at+cfg.Vocab], row, "row %d", i)
+				}
+				caches := make([]*KVCache, len(m.Block.Layers))
+				for i := range caches {
+					caches[i] = &KVCache{}
+				}
+				defer func() {
+					for _, c := range caches {
+						c.release()
+					}
+				}()
+				var first, rest []int32 // the prompts' first 4 tokens, then their last 2
+				for i := range b {
+					first = append(first, ids[i*tt:i*tt+4]...)
+					rest = append(rest, ids[i*tt+4:(i+1)*tt]...)
+				}
+				lastLogits(p, m, first, b, caches)
+				for i, row := range lastLogits(p, m, rest, b, caches) {
+					at := (i*tt + tt - 1) * m.Vp
+					require.Equal(t, full[at:at+cfg.Vocab], row, "row %d after the cache", i)
+				}
+			})
+		})
+	}
+}

@@ -163,8 +163,7 @@ func lastLogits(p *Pass, m *GPT, ids []int32, b int, caches []*KVCache) [][]floa
 	s := dev.NewScope()
 	defer s.Close()
 	t := len(ids) / b
-	x := m.first(m, p, tensor.FromSlice(dev, ids, b, t), Documents{}, caches)        // [B, T, C]
-	x = m.Block.Forward(p, x, LayerInput{Self: Documents{}.mask()}, caches)          // [B, T, C]
+	x := m.hidden(p, tensor.FromSlice(dev, ids, b, t), Documents{}, caches)          // [B, T, C]
 	last := m.last(m, p, x.Narrow(1, t-1, 1))                                        // [B, 1, Vp/tp]
 	full := tensor.ToSlice[float64](parallel.GatherFromTP(p.Ctx, m.region.tp, last)) // [B, 1, Vp]
 	vp, v := len(full)/b, m.Config.Vocab

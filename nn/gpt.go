@@ -194,9 +194,13 @@ func (m *GPT) Forward(p *Pass, input *tensor.Tensor, caches []*KVCache) *tensor.
 // forward is Forward for the documents d (ForwardDocuments; the zero Documents for
 // Forward).
 func (m *GPT) forward(p *Pass, input *tensor.Tensor, d Documents, caches []*KVCache) *tensor.Tensor {
+	return m.last(m, p, m.hidden(p, input, d, caches))
+}
+
+// hidden is forward up to the last layer's output, without the stage's last map (last).
+func (m *GPT) hidden(p *Pass, input *tensor.Tensor, d Documents, caches []*KVCache) *tensor.Tensor {
 	x := m.first(m, p, input, d, caches)
-	x = m.Block.Forward(p, x, LayerInput{Self: d.mask()}, caches)
-	return m.last(m, p, x)
+	return m.Block.Forward(p, x, LayerInput{Self: d.mask()}, caches)
 }
 
 // embedIDs is the first stage's input: the embedding of ids [B, T] at d's positions, or

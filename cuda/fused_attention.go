@@ -183,8 +183,9 @@ func (b *Backend) flashAttention(out, lse, q, k, v tensor.Span, f flashParams) {
 }
 
 // flashAttentionSlots is flashAttention for each call of as (slotsAlike, with p) over the
-// first tk[i] positions of its slots, in one launch of flash_fwd_slots: blocks along z are
-// the calls, whose operands, query and key counts come from a table in device memory.
+// first tk[i] positions of its slots (all of one shape), in one launch of flash_fwd_slots:
+// blocks along z are the calls, whose operands, query and key counts come from a table in
+// device memory.
 func (b *Backend) flashAttentionSlots(as []tensor.AttentionArgs, p tensor.AttentionParams, tk []int) {
 	mod, _, sfx, bnh, _ := attentionVariant("FlashAttentionSlots", as[0].Q)
 	release := b.dev.bind()
@@ -201,13 +202,13 @@ func (b *Backend) flashAttentionSlots(as []tensor.AttentionArgs, p tensor.Attent
 		}
 		tbl = le.AppendUint64(tbl, uint64(tq))
 		tbl = le.AppendUint64(tbl, uint64(tk[i]))
-		tbl = le.AppendUint64(tbl, uint64(a.K.Shape[2]))
 	}
 	d, err := b.alloc.get(int64(len(tbl)))
 	b.must(err)
 	defer b.alloc.put(d)
 	b.must(b.dev.htod(d, tbl))
-	f := newFlashParams(as[0].Q, as[0].K, p) // Tq, Tk and Lkv come from the table
+	f := newFlashParams(as[0].Q, as[0].K, p) // Tq and Tk come from the table
+	f.lkv = int64(as[0].K.Shape[2])
 	grid := [3]uint32{uint32(tiles), uint32(bnh), uint32(len(as))}
 	b.must(b.dev.launch(mod, "flash_fwd_slots_"+sfx, grid, [3]uint32{attnQueriesPerBlock, 1, 1}, 0,
 		driver.NewKernelArgs().Ptr(d).Bytes(f.bytes())))

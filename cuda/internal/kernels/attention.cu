@@ -292,14 +292,14 @@ __device__ void flash_bwd_dq_impl(typename S::T* dQ, const typename S::T* Q, con
 }
 
 // SC is one call of flash_fwd_slots: its operands, its queries (Tq) and attended keys
-// (Tk), and the rows of a key/value head in its slots (Lkv).
+// (Tk); the slots' length (FP.Lkv) is the launch's.
 struct SC {
   const void* q;
   const void* k;
   const void* v;
   void* o;
   float* l;
-  i64 tq, tk, lkv;
+  i64 tq, tk;
 };
 
 #define FLASH(NAME, S, HS)                                                                                    \
@@ -313,7 +313,6 @@ struct SC {
     if ((i64)blockIdx.x * FA_BR >= c.tq) return;                                                             \
     f.Tq = c.tq;                                                                                             \
     f.Tk = c.tk;                                                                                             \
-    f.Lkv = c.lkv;                                                                                           \
     flash_fwd_impl<S, HS>((S::T*)c.o, c.l, (const S::T*)c.q, (const S::T*)c.k, (const S::T*)c.v, f);        \
   }                                                                                                          \
   extern "C" __global__ void __launch_bounds__(KV_BK(HS)) flash_bwd_dkdv_##NAME##_##HS(                      \

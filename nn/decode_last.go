@@ -1,6 +1,10 @@
 package nn
 
-import "megago/tensor"
+import (
+	"slices"
+
+	"megago/tensor"
+)
 
 // A decode step's last layer. Its output feeds only the logits, and DecodeStep computes
 // logits for the rows its sequences ask for (a prompt chunk's last token, or none): the
@@ -32,6 +36,9 @@ func (m *GPT) trimsLast(l *TransformerLayer) bool {
 // first with logits on (nil when there are none). It returns a nil drop when every row
 // has logits.
 func splitLast(x *tensor.Tensor, pos []int, seqs []DecodeSeq) (drop, keep *stepRows) {
+	if !slices.ContainsFunc(seqs, func(s DecodeSeq) bool { return s.Logits < s.N }) {
+		return nil, nil // a decode step's one-token sequences: no views made
+	}
 	var dx, kx []*tensor.Tensor
 	drop, keep = &stepRows{}, &stepRows{}
 	off := 0
@@ -48,9 +55,6 @@ func splitLast(x *tensor.Tensor, pos []int, seqs []DecodeSeq) (drop, keep *stepR
 			keep.seqs = append(keep.seqs, DecodeSeq{Slot: s.Slot, Past: s.Past + s.N - s.Logits, N: s.Logits, Logits: s.Logits})
 		}
 		off += s.N
-	}
-	if len(dx) == 0 {
-		return nil, nil
 	}
 	drop.x = concat(1, dx)
 	if len(kx) == 0 {
